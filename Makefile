@@ -1,0 +1,43 @@
+# Chronicle: `make demo` runs the main job, `make test` runs the tests.
+# Both install the system libraries first when they are missing.
+
+SWIFT ?= swift
+APT_PACKAGES := liblz4-dev libsqlite3-dev pkg-config sqlite3
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps build release test demo bench clean
+
+all: build
+
+# Idempotent: installs only what pkg-config cannot find.
+deps:
+	@missing=""; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
+	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
+	command -v sqlite3 >/dev/null 2>&1 || missing="$$missing sqlite3"; \
+	if [ -n "$$missing" ]; then \
+		echo "==> installing system packages:$$missing"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	fi
+
+build: deps
+	$(SWIFT) build
+
+release: deps
+	$(SWIFT) build -c release
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+demo: deps
+	$(SWIFT) build --product chronicle
+	$$($(SWIFT) build --show-bin-path)/chronicle demo
+
+bench: deps
+	$(SWIFT) build -c release --product chronicle
+	$$($(SWIFT) build -c release --show-bin-path)/chronicle bench
+
+clean:
+	rm -rf .build

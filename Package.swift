@@ -1,0 +1,79 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "Chronicle",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Chronicle", targets: ["Chronicle"]),
+        .library(name: "ChronicleCore", targets: ["ChronicleCore"]),
+        .library(name: "ChronicleContainer", targets: ["ChronicleContainer"]),
+        .library(name: "ChronicleSnapshot", targets: ["ChronicleSnapshot"]),
+        .executable(name: "chronicle", targets: ["ChronicleCLI"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // C shims: the system libraries, nothing vendored.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"])]
+        ),
+        // Model, values, clock and the log codec. No file or network I/O.
+        .target(name: "ChronicleCore", dependencies: ["CLZ4"]),
+        // Where logs live: the container protocol and its backends.
+        .target(
+            name: "ChronicleContainer",
+            dependencies: ["ChronicleCore"]
+        ),
+        // The device's SQLite snapshot: materialization, merge, dedupe, outbox.
+        .target(
+            name: "ChronicleSnapshot",
+            dependencies: [
+                "ChronicleCore",
+                "CSQLite",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        // The public API.
+        .target(
+            name: "Chronicle",
+            dependencies: [
+                "ChronicleCore",
+                "ChronicleContainer",
+                "ChronicleSnapshot",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "ChronicleCLI",
+            dependencies: [
+                "Chronicle",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "ChronicleCoreTests",
+            dependencies: ["ChronicleCore"],
+            exclude: ["Fixtures"]
+        ),
+        .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer"]),
+        .testTarget(name: "ChronicleSnapshotTests", dependencies: ["ChronicleSnapshot", "ChronicleContainer"]),
+        .testTarget(
+            name: "ChronicleTests",
+            dependencies: ["Chronicle", .product(name: "Logging", package: "swift-log")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

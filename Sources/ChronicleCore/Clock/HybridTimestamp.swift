@@ -1,0 +1,72 @@
+/// A hybrid logical clock reading: 48 bits of physical milliseconds and a
+/// 16-bit logical counter, packed so that integer order is clock order.
+///
+/// Conflicts are decided by (`HybridTimestamp`, ``DeviceID``): the greater pair
+/// wins, the same on every device, whatever order logs arrive in.
+public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConvertible, Codable {
+    /// The packed value: `milliseconds << 16 | counter`.
+    public let rawValue: UInt64
+
+    /// Wraps a packed value.
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    /// Packs milliseconds (lower 48 bits kept) and a counter.
+    public init(milliseconds: UInt64, counter: UInt16) {
+        rawValue = (milliseconds & 0xFFFF_FFFF_FFFF) << 16 | UInt64(counter)
+    }
+
+    /// The physical part, in Unix milliseconds.
+    public var milliseconds: UInt64 { rawValue >> 16 }
+    /// The logical part.
+    public var counter: UInt16 { UInt16(truncatingIfNeeded: rawValue) }
+
+    /// The zero reading, before every real one.
+    public static let zero = HybridTimestamp(rawValue: 0)
+
+    public static func < (lhs: HybridTimestamp, rhs: HybridTimestamp) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public var description: String { "\(milliseconds).\(counter)" }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(UInt64.self)
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
+    }
+}
+
+/// A hybrid logical clock (Kulkarni et al.): readings never go backwards, stay
+/// close to physical time, and exceed every reading the device has observed,
+/// even when the physical clock jumps backwards.
+public struct HybridClock: Sendable {
+    /// The last reading issued or observed.
+    public private(set) var last: HybridTimestamp
+
+    /// Creates a clock that will issue readings after `last`.
+    public init(last: HybridTimestamp = .zero) { self.last = last }
+
+    /// Issues a new reading for a local event, given the physical time.
+    public mutating func tick(physicalMilliseconds: UInt64) -> HybridTimestamp {
+        let physical = physicalMilliseconds & 0xFFFF_FFFF_FFFF
+        if physical > last.milliseconds {
+            last = HybridTimestamp(milliseconds: physical, counter: 0)
+        } else {
+            last = Self.successor(of: last)
+        }
+        return last
+    }
+
+    /// Takes in a reading from another device so later local readings exceed it.
+    public mutating func observe(_ remote: HybridTimestamp) {
+        if remote > last { last = remote }
+    }
+
+    /// The next reading after `t`; the counter overflows into the milliseconds.
+    static func successor(of t: HybridTimestamp) -> HybridTimestamp {
+        if t.counter == .max {
+            return HybridTimestamp(milliseconds: t.milliseconds + 1, counter: 0)
+        }
+        return HybridTimestamp(rawValue: t.rawValue + 1)
+    }
+}

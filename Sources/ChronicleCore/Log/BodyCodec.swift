@@ -1,0 +1,77 @@
+/// The uncompressed body of a log (see `docs/log-format.md`).
+///
+/// Transactions body, per transaction: sequence (varint), HLC (8 bytes),
+/// operation count (varint), then per operation: kind (1 byte), entity name
+/// (varint length + UTF-8), record ID (16 bytes), value count (varint), then
+/// per value: field name (varint length + UTF-8) and the value (``ValueCodec``).
+///
+/// Baseline body: device count (varint), per device its ID (16 bytes) and
+/// highest sequence (varint); record count (varint), per record: entity name,
+/// record ID, field count, per field: name, value, HLC (8 bytes), device index
+/// (varint, into the device list); tombstone count (varint), per tombstone:
+/// entity name, record ID, HLC, device index.
+enum BodyCodec {
+    static func write(_ t: Transaction, to w: inout ByteWriter) {
+        w.writeVarint(t.sequence)
+        w.writeUInt64(t.clock.rawValue)
+        w.writeVarint(UInt64(t.changes.count))
+        for op in t.changes {
+            w.writeUInt8(op.kind.rawValue)
+            w.writeString(op.entity)
+            w.writeUInt64(op.recordID.high)
+            w.writeUInt64(op.recordID.low)
+            w.writeVarint(UInt64(op.values.count))
+            for fv in op.values {
+                w.writeString(fv.name)
+                ValueCodec.write(fv.value, to: &w)
+            }
+        }
+    }
+
+    /// Writes a baseline and returns its largest clock.
+    static func write(_ b: Baseline, to w: inout ByteWriter) -> HybridTimestamp {
+        let devices = b.vector.keys.sorted()
+        var deviceIndex: [DeviceID: Int] = [:]
+        for (i, d) in devices.enumerated() { deviceIndex[d] = i }
+        // A version's device must be in the vector; add any that are missing
+        // with sequence 0 so the index always resolves.
+        var extra: [DeviceID] = []
+        func index(_ d: DeviceID) -> Int {
+            if let i = deviceIndex[d] { return i }
+            let i = devices.count + extra.count
+            extra.append(d)
+            deviceIndex[d] = i
+            return i
+        }
+        var maxClock = HybridTimestamp.zero
+        var records = ByteWriter(capacity: 64 * b.records.count)
+        records.writeVarint(UInt64(b.records.count))
+        for rec in b.records {
+            records.writeString(rec.entity)
+            records.writeRaw(rec.recordID.bytes)
+            records.writeVarint(UInt64(rec.fields.count))
+            for f in rec.fields {
+                records.writeString(f.name)
+                ValueCodec.write(f.value, to: &records)
+                records.writeUInt64(f.version.clock.rawValue)
+                records.writeVarint(UInt64(index(f.version.device)))
+                maxClock = max(maxClock, f.version.clock)
+            }
+        }
+        records.writeVarint(UInt64(b.tombstones.count))
+        for t in b.tombstones {
+            records.writeString(t.entity)
+            records.writeRaw(t.recordID.bytes)
+            records.writeUInt64(t.version.clock.rawValue)
+            records.writeVarint(UInt64(index(t.version.device)))
+            maxClock = max(maxClock, t.version.clock)
+        }
+        w.writeVarint(UInt64(devices.count + extra.count))
+        for d in devices + extra {
+            w.writeRaw(d.rawValue.bytes)
+            w.writeVarint(b.vector[d] ?? 0)
+        }
+        w.writeRaw(records.bytes)
+        return maxClock
+    }
+}

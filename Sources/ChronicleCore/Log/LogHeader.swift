@@ -1,0 +1,216 @@
+/// What a log holds.
+public enum LogKind: UInt8, Sendable, Hashable, CustomStringConvertible {
+    /// One or more transactions of one device.
+    case transactions = 1
+    /// A baseline: the full state of a store.
+    case baseline = 2
+
+    public var description: String { self == .transactions ? "transactions" : "baseline" }
+}
+
+/// How a log's body is stored.
+public struct CodecFlags: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// The body is an LZ4 block (otherwise it is stored as is).
+    public static let lz4 = CodecFlags(rawValue: 1 << 0)
+    /// The LZ4 block was compressed against the dictionary named in the header.
+    public static let dictionary = CodecFlags(rawValue: 1 << 1)
+
+    /// Every flag this version understands.
+    public static let known: CodecFlags = [.lz4, .dictionary]
+}
+
+/// The fixed, big-endian, 112-byte header of every log and baseline.
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic `CHRN` (`43 48 52 4E`) |
+/// | 4 | 2 | format version, 1 |
+/// | 6 | 1 | kind: 1 transactions, 2 baseline |
+/// | 7 | 1 | codec flags: bit 0 LZ4, bit 1 dictionary |
+/// | 8 | 16 | store UUID |
+/// | 24 | 16 | device ID |
+/// | 40 | 8 | first sequence |
+/// | 48 | 8 | last sequence |
+/// | 56 | 8 | minimum HLC |
+/// | 64 | 8 | maximum HLC |
+/// | 72 | 8 | schema hash |
+/// | 80 | 4 | count: transactions, or baseline records |
+/// | 84 | 4 | dictionary ID (0 = none) |
+/// | 88 | 4 | stored body length |
+/// | 92 | 4 | uncompressed body length |
+/// | 96 | 8 | body checksum: XXH64 of the stored body bytes |
+/// | 104 | 8 | header checksum: XXH64 of bytes 0..<104 |
+///
+/// The header is verified before anything in the body is trusted, and the body
+/// checksum is verified before the body is decompressed. See `docs/log-format.md`.
+public struct LogHeader: Sendable, Hashable {
+    /// The header's size in bytes.
+    public static let size = 112
+    /// The four magic bytes.
+    public static let magic: [UInt8] = [0x43, 0x48, 0x52, 0x4E]
+    /// The format version this build writes and reads.
+    public static let currentVersion: UInt16 = 1
+    /// The offset of the header checksum.
+    static let checksumOffset = 104
+
+    /// What the log holds.
+    public var kind: LogKind
+    /// How the body is stored.
+    public var flags: CodecFlags
+    /// The store the log belongs to.
+    public var storeID: StoreID
+    /// The device that wrote it.
+    public var deviceID: DeviceID
+    /// The first transaction's sequence (0 for a baseline).
+    public var firstSequence: UInt64
+    /// The last transaction's sequence (0 for a baseline).
+    public var lastSequence: UInt64
+    /// The smallest clock in the log.
+    public var minClock: HybridTimestamp
+    /// The largest clock in the log.
+    public var maxClock: HybridTimestamp
+    /// The hash of the schema the log was written for.
+    public var schemaHash: UInt64
+    /// The number of transactions, or of baseline records.
+    public var count: UInt32
+    /// The compression dictionary's ID, 0 for none.
+    public var dictionaryID: UInt32
+    /// The number of body bytes stored after the header.
+    public var storedBodyLength: UInt32
+    /// The body's length once decompressed.
+    public var bodyLength: UInt32
+    /// XXH64 of the stored body bytes.
+    public var bodyChecksum: UInt64
+
+    /// Creates a header. The encoder fills in lengths and the body checksum.
+    public init(
+        kind: LogKind, flags: CodecFlags, storeID: StoreID, deviceID: DeviceID,
+        firstSequence: UInt64, lastSequence: UInt64, minClock: HybridTimestamp, maxClock: HybridTimestamp,
+        schemaHash: UInt64, count: UInt32, dictionaryID: UInt32,
+        storedBodyLength: UInt32, bodyLength: UInt32, bodyChecksum: UInt64
+    ) {
+        self.kind = kind
+        self.flags = flags
+        self.storeID = storeID
+        self.deviceID = deviceID
+        self.firstSequence = firstSequence
+        self.lastSequence = lastSequence
+        self.minClock = minClock
+        self.maxClock = maxClock
+        self.schemaHash = schemaHash
+        self.count = count
+        self.dictionaryID = dictionaryID
+        self.storedBodyLength = storedBodyLength
+        self.bodyLength = bodyLength
+        self.bodyChecksum = bodyChecksum
+    }
+
+    /// The total size of the log in bytes.
+    public var totalLength: Int { LogHeader.size + Int(storedBodyLength) }
+
+    /// The header's 112 bytes, checksum included.
+    public func encoded() -> [UInt8] {
+        var w = ByteWriter(capacity: LogHeader.size)
+        w.writeRaw(LogHeader.magic)
+        w.writeUInt16(LogHeader.currentVersion)
+        w.writeUInt8(kind.rawValue)
+        w.writeUInt8(flags.rawValue)
+        w.writeRaw(storeID.rawValue.bytes)
+        w.writeRaw(deviceID.rawValue.bytes)
+        w.writeUInt64(firstSequence)
+        w.writeUInt64(lastSequence)
+        w.writeUInt64(minClock.rawValue)
+        w.writeUInt64(maxClock.rawValue)
+        w.writeUInt64(schemaHash)
+        w.writeUInt32(count)
+        w.writeUInt32(dictionaryID)
+        w.writeUInt32(storedBodyLength)
+        w.writeUInt32(bodyLength)
+        w.writeUInt64(bodyChecksum)
+        let checksum = XXH64.hash(w.bytes)
+        w.writeUInt64(checksum)
+        return w.bytes
+    }
+
+    /// Reads and verifies a header from the start of `bytes`: magic, version,
+    /// header checksum, kind and flags, in that order.
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> LogHeader {
+        let prefix = min(bytes.count, magic.count)
+        for i in 0..<prefix where bytes[i] != magic[i] {
+            throw ChronicleError(.badMagic, "not a Chronicle log: first bytes are \(hex(bytes, prefix)), expected 43484e52")
+        }
+        guard bytes.count >= size else {
+            throw ChronicleError(.shortRead, "log is \(bytes.count) bytes, shorter than its \(size)-byte header")
+        }
+        var r = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[0..<size]), context: "header")
+        _ = try r.readSlice(4, "magic")
+        let version = try r.readUInt16()
+        guard version == currentVersion else {
+            throw ChronicleError(.unsupportedVersion, "log format version \(version); this build reads version \(currentVersion)")
+        }
+        let stored = UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: checksumOffset, as: UInt64.self))
+        let computed = XXH64.hash(UnsafeRawBufferPointer(rebasing: bytes[0..<checksumOffset]))
+        guard stored == computed else {
+            throw ChronicleError(.headerChecksumMismatch,
+                                 "header checksum is \(hex64(stored)), header hashes to \(hex64(computed))")
+        }
+        let kindByte = try r.readUInt8()
+        guard let kind = LogKind(rawValue: kindByte) else {
+            throw ChronicleError(.malformedBody, "unknown log kind \(kindByte)")
+        }
+        let flags = CodecFlags(rawValue: try r.readUInt8())
+        guard CodecFlags.known.isSuperset(of: flags) else {
+            throw ChronicleError(.unsupportedVersion, "unknown codec flags 0x\(String(flags.rawValue, radix: 16))")
+        }
+        let store = StoreID(RecordID(bytes: try r.readSlice(16, "store ID")))
+        let device = DeviceID(RecordID(bytes: try r.readSlice(16, "device ID")))
+        let header = LogHeader(
+            kind: kind, flags: flags, storeID: store, deviceID: device,
+            firstSequence: try r.readUInt64(), lastSequence: try r.readUInt64(),
+            minClock: HybridTimestamp(rawValue: try r.readUInt64()),
+            maxClock: HybridTimestamp(rawValue: try r.readUInt64()),
+            schemaHash: try r.readUInt64(), count: try r.readUInt32(), dictionaryID: try r.readUInt32(),
+            storedBodyLength: try r.readUInt32(), bodyLength: try r.readUInt32(), bodyChecksum: try r.readUInt64())
+        try header.checkConsistency()
+        return header
+    }
+
+    /// Checks relations between fields that the checksum cannot.
+    private func checkConsistency() throws(ChronicleError) {
+        func bad(_ message: String) -> ChronicleError { ChronicleError(.malformedBody, "header: \(message)") }
+        if flags.contains(.dictionary) != (dictionaryID != 0) || (flags.contains(.dictionary) && !flags.contains(.lz4)) {
+            throw bad("dictionary flag and dictionary ID \(dictionaryID) disagree")
+        }
+        if !flags.contains(.lz4) && storedBodyLength != bodyLength {
+            throw bad("uncompressed body stored with \(storedBodyLength) bytes but declares \(bodyLength)")
+        }
+        switch kind {
+        case .transactions:
+            guard firstSequence >= 1, lastSequence >= firstSequence,
+                  lastSequence - firstSequence + 1 == UInt64(count)
+            else { throw bad("sequences \(firstSequence)...\(lastSequence) do not match count \(count)") }
+            guard minClock <= maxClock else { throw bad("minimum clock \(minClock) exceeds maximum \(maxClock)") }
+        case .baseline:
+            guard firstSequence == 0, lastSequence == 0 else { throw bad("a baseline has no sequence range") }
+        }
+    }
+}
+
+func hex(_ bytes: UnsafeRawBufferPointer, _ n: Int) -> String {
+    bytes.prefix(n).map { String(format2: $0) }.joined()
+}
+
+func hex64(_ v: UInt64) -> String {
+    let s = String(v, radix: 16)
+    return String(repeating: "0", count: 16 - s.count) + s
+}
+
+extension String {
+    init(format2 byte: UInt8) {
+        let s = String(byte, radix: 16)
+        self = s.count == 1 ? "0" + s : s
+    }
+}

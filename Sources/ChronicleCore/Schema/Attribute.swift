@@ -1,0 +1,55 @@
+/// A typed attribute of an entity.
+public struct Attribute: Hashable, Sendable {
+    /// The attribute's name, also its column name in the snapshot.
+    public var name: String
+    /// The value type.
+    public var type: AttributeType
+    /// Whether the attribute may be null.
+    public var isOptional: Bool
+    /// The value an insert gets when it gives none.
+    public var defaultValue: Value?
+
+    /// Declares an attribute.
+    public init(_ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value? = nil) {
+        self.name = name
+        self.type = type
+        self.isOptional = optional
+        self.defaultValue = defaultValue
+    }
+}
+
+/// A relationship between two entities.
+///
+/// Only to-one relationships are stored (as a column holding the destination's
+/// record ID); a to-many relationship is the inverse of a to-one on its
+/// destination and is answered by a query.
+public struct Relationship: Hashable, Sendable {
+    /// The relationship's name; for a to-one, also its column name.
+    public var name: String
+    /// The destination entity.
+    public var destination: String
+    /// Whether this is the to-many side.
+    public var isToMany: Bool
+    /// The name of the relationship on the destination pointing back, if any.
+    /// Required for a to-many.
+    public var inverse: String?
+    /// For a to-one: what happens to this record when its destination is deleted.
+    public var deleteRule: DeleteRule
+    /// Whether a to-one may be null.
+    public var isOptional: Bool
+
+    /// Declares a to-one relationship.
+    public static func toOne(
+        _ name: String, to destination: String, inverse: String? = nil,
+        deleteRule: DeleteRule = .nullify, optional: Bool = true
+    ) -> Relationship {
+        Relationship(name: name, destination: destination, isToMany: false, inverse: inverse,
+                     deleteRule: deleteRule, isOptional: optional)
+    }
+
+    /// Declares a to-many relationship, the inverse of the to-one `inverse` on `destination`.
+    public static func toMany(_ name: String, to destination: String, inverse: String) -> Relationship {
+        Relationship(name: name, destination: destination, isToMany: true, inverse: inverse,
+                     deleteRule: .nullify, isOptional: true)
+    }
+}

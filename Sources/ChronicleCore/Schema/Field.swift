@@ -1,0 +1,38 @@
+/// A stored field of an entity: an attribute, or the column of a to-one
+/// relationship. Operations in logs name fields.
+public struct Field: Hashable, Sendable {
+    /// What a field holds.
+    public enum Kind: Hashable, Sendable {
+        /// An attribute of this type.
+        case attribute(AttributeType)
+        /// A to-one relationship to this entity, with its delete rule.
+        case reference(destination: String, deleteRule: DeleteRule)
+    }
+
+    /// The field's name and column name.
+    public let name: String
+    /// What it holds.
+    public let kind: Kind
+    /// Whether it may be null.
+    public let isOptional: Bool
+    /// The value an insert gets when it gives none.
+    public let defaultValue: Value?
+
+    /// Creates a field.
+    public init(name: String, kind: Kind, isOptional: Bool, defaultValue: Value?) {
+        self.name = name
+        self.kind = kind
+        self.isOptional = isOptional
+        self.defaultValue = defaultValue
+    }
+
+    /// Whether `value` has the right type for this field (null only when optional).
+    public func accepts(_ value: Value) -> Bool {
+        switch (kind, value) {
+        case (_, .null): return isOptional
+        case (.reference, .reference): return true
+        case let (.attribute(type), v): return v.attributeType == type
+        default: return false
+        }
+    }
+}

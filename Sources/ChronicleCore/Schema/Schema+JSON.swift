@@ -1,0 +1,224 @@
+import Foundation
+
+extension Schema {
+    /// Loads a schema from its JSON form (see `docs/schema.md`):
+    ///
+    /// ```json
+    /// {"version": 1, "entities": [
+    ///   {"name": "Author",
+    ///    "attributes": [{"name": "name", "type": "string"}],
+    ///    "relationships": [{"name": "books", "toMany": true, "destination": "Book", "inverse": "author"}],
+    ///    "unique": [["name"]]},
+    ///   {"name": "Book",
+    ///    "attributes": [{"name": "title", "type": "string"},
+    ///                   {"name": "pages", "type": "int64", "optional": true}],
+    ///    "relationships": [{"name": "author", "destination": "Author", "inverse": "books",
+    ///                       "deleteRule": "cascade"}]}
+    /// ]}
+    /// ```
+    ///
+    /// - Throws: ``ChronicleError/Code/schemaSyntax`` with the line and column
+    ///   for malformed JSON; ``ChronicleError/Code/invalidSchema`` naming the
+    ///   field path (`entities[1].attributes[0].type`) for anything else.
+    public init(json data: Data) throws(ChronicleError) {
+        let root: JSONValue
+        do {
+            root = try JSONDecoder().decode(JSONValue.self, from: data)
+        } catch {
+            throw ChronicleError(.schemaSyntax, "schema is not valid JSON: \(Self.describeSyntaxError(error, in: data))")
+        }
+        let reader = SchemaJSONReader()
+        let (version, entities) = try reader.read(root)
+        try self.init(version: version, entities: entities)
+    }
+
+    /// Loads a schema from a JSON file.
+    public init(contentsOf url: URL) throws(ChronicleError) {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch {
+            throw ChronicleError(.io, "cannot read schema file \(url.path): \(error.localizedDescription)")
+        }
+        do {
+            try self.init(json: data)
+        } catch {
+            throw ChronicleError(error.code, "\(url.lastPathComponent): \(error.message)")
+        }
+    }
+
+    /// The JSON form of the schema, readable by ``init(json:)``.
+    public var jsonValue: JSONValue {
+        .object([
+            "version": .int(Int64(version)),
+            "entities": .array(entities.map { e in
+                var o: [String: JSONValue] = [
+                    "name": .string(e.name),
+                    "attributes": .array(e.attributes.map { a in
+                        var ao: [String: JSONValue] = ["name": .string(a.name), "type": .string(a.type.rawValue)]
+                        if a.isOptional { ao["optional"] = .bool(true) }
+                        if let d = a.defaultValue { ao["default"] = d.json }
+                        return .object(ao)
+                    }),
+                ]
+                if !e.relationships.isEmpty {
+                    o["relationships"] = .array(e.relationships.map { r in
+                        var ro: [String: JSONValue] = ["name": .string(r.name), "destination": .string(r.destination)]
+                        if r.isToMany { ro["toMany"] = .bool(true) }
+                        if let inv = r.inverse { ro["inverse"] = .string(inv) }
+                        if !r.isToMany {
+                            ro["deleteRule"] = .string(r.deleteRule.rawValue)
+                            if !r.isOptional { ro["optional"] = .bool(false) }
+                        }
+                        return .object(ro)
+                    })
+                }
+                if !e.uniqueConstraints.isEmpty {
+                    o["unique"] = .array(e.uniqueConstraints.map { .array($0.map { .string($0) }) })
+                }
+                return .object(o)
+            }),
+        ])
+    }
+
+    /// Describes a JSON syntax error with its line and column. Foundation's
+    /// parser reports a character offset; this turns it into a position.
+    private static func describeSyntaxError(_ error: any Error, in data: Data) -> String {
+        var detail = "\(error)"
+        do {
+            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        } catch {
+            detail = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? "\(error)"
+        }
+        guard let range = detail.range(of: #"character \d+"#, options: .regularExpression),
+              let offset = Int(detail[range].dropFirst("character ".count))
+        else { return detail }
+        var line = 1
+        var column = 1
+        for byte in data.prefix(offset) {
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+        }
+        return "line \(line), column \(column): \(detail)"
+    }
+}
+
+/// Walks a parsed JSON schema, keeping the path for error messages.
+private struct SchemaJSONReader {
+    func read(_ root: JSONValue) throws(ChronicleError) -> (Int, [Entity]) {
+        let o = try object(root, "(root)")
+        try checkKeys(o, allowed: ["version", "entities"], "(root)")
+        guard case .int(let version)? = o["version"] else { throw fail("version", "must be an integer") }
+        guard case .array(let list)? = o["entities"] else { throw fail("entities", "must be an array of entities") }
+        var entities: [Entity] = []
+        for (i, item) in list.enumerated() {
+            entities.append(try entity(item, "entities[\(i)]"))
+        }
+        return (Int(version), entities)
+    }
+
+    private func entity(_ json: JSONValue, _ path: String) throws(ChronicleError) -> Entity {
+        let o = try object(json, path)
+        try checkKeys(o, allowed: ["name", "attributes", "relationships", "unique"], path)
+        let name = try string(o["name"], "\(path).name")
+        var attributes: [Attribute] = []
+        for (j, a) in try array(o["attributes"] ?? .array([]), "\(path).attributes").enumerated() {
+            attributes.append(try attribute(a, "\(path).attributes[\(j)]"))
+        }
+        var relationships: [Relationship] = []
+        for (j, r) in try array(o["relationships"] ?? .array([]), "\(path).relationships").enumerated() {
+            relationships.append(try relationship(r, "\(path).relationships[\(j)]"))
+        }
+        var unique: [[String]] = []
+        for (j, u) in try array(o["unique"] ?? .array([]), "\(path).unique").enumerated() {
+            var key: [String] = []
+            for (k, f) in try array(u, "\(path).unique[\(j)]").enumerated() {
+                key.append(try string(f, "\(path).unique[\(j)][\(k)]"))
+            }
+            unique.append(key)
+        }
+        return Entity(name, attributes: attributes, relationships: relationships, unique: unique)
+    }
+
+    private func attribute(_ json: JSONValue, _ path: String) throws(ChronicleError) -> Attribute {
+        let o = try object(json, path)
+        try checkKeys(o, allowed: ["name", "type", "optional", "default"], path)
+        let name = try string(o["name"], "\(path).name")
+        let typeName = try string(o["type"], "\(path).type")
+        guard let type = AttributeType(rawValue: typeName) else {
+            let known = AttributeType.allCases.map(\.rawValue).joined(separator: ", ")
+            throw fail("\(path).type", "unknown type '\(typeName)' (one of: \(known))")
+        }
+        let optional = try bool(o["optional"], "\(path).optional") ?? false
+        var defaultValue: Value?
+        if let d = o["default"] {
+            let field = Field(name: name, kind: .attribute(type), isOptional: true, defaultValue: nil)
+            do {
+                defaultValue = try Value(json: d, for: field, path: "\(path).default")
+            } catch {
+                throw ChronicleError(.invalidSchema, error.message)
+            }
+        }
+        return Attribute(name, type, optional: optional, default: defaultValue)
+    }
+
+    private func relationship(_ json: JSONValue, _ path: String) throws(ChronicleError) -> Relationship {
+        let o = try object(json, path)
+        try checkKeys(o, allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional"], path)
+        let name = try string(o["name"], "\(path).name")
+        let destination = try string(o["destination"], "\(path).destination")
+        let toMany = try bool(o["toMany"], "\(path).toMany") ?? false
+        let inverse = try o["inverse"].map { j throws(ChronicleError) in try string(j, "\(path).inverse") }
+        if toMany {
+            guard let inverse else { throw fail("\(path).inverse", "a to-many relationship needs an inverse") }
+            if o["deleteRule"] != nil { throw fail("\(path).deleteRule", "delete rules belong on the to-one side") }
+            return .toMany(name, to: destination, inverse: inverse)
+        }
+        var rule = DeleteRule.nullify
+        if let r = o["deleteRule"] {
+            let ruleName = try string(r, "\(path).deleteRule")
+            guard let parsed = DeleteRule(rawValue: ruleName) else {
+                throw fail("\(path).deleteRule", "unknown delete rule '\(ruleName)' (nullify, cascade or deny)")
+            }
+            rule = parsed
+        }
+        let optional = try bool(o["optional"], "\(path).optional") ?? true
+        return .toOne(name, to: destination, inverse: inverse, deleteRule: rule, optional: optional)
+    }
+
+    private func object(_ json: JSONValue, _ path: String) throws(ChronicleError) -> [String: JSONValue] {
+        guard case .object(let o) = json else { throw fail(path, "expected an object, found \(json.kindName)") }
+        return o
+    }
+
+    private func array(_ json: JSONValue, _ path: String) throws(ChronicleError) -> [JSONValue] {
+        guard case .array(let a) = json else { throw fail(path, "expected an array, found \(json.kindName)") }
+        return a
+    }
+
+    private func string(_ json: JSONValue?, _ path: String) throws(ChronicleError) -> String {
+        guard let json else { throw fail(path, "is missing") }
+        guard case .string(let s) = json else { throw fail(path, "expected a string, found \(json.kindName)") }
+        return s
+    }
+
+    private func bool(_ json: JSONValue?, _ path: String) throws(ChronicleError) -> Bool? {
+        guard let json else { return nil }
+        guard case .bool(let b) = json else { throw fail(path, "expected true or false, found \(json.kindName)") }
+        return b
+    }
+
+    private func checkKeys(_ o: [String: JSONValue], allowed: Set<String>, _ path: String) throws(ChronicleError) {
+        if let unknown = o.keys.sorted().first(where: { !allowed.contains($0) }) {
+            throw fail("\(path).\(unknown)", "unknown key (allowed: \(allowed.sorted().joined(separator: ", ")))")
+        }
+    }
+
+    private func fail(_ path: String, _ message: String) -> ChronicleError {
+        ChronicleError(.invalidSchema, "\(path): \(message)")
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// A point in time, exact to the microsecond, portable across platforms.
+///
+/// Stored as whole microseconds since 1970-01-01T00:00:00Z (seed 004's
+/// portable time, with six more digits). Foundation's `Date` is a `Double` of
+/// seconds since 2001 and cannot hold every microsecond exactly; converting a
+/// `Date` rounds to the nearest microsecond, so the value that is saved is the
+/// value every device reads back.
+public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
+    /// Microseconds since the Unix epoch; negative before 1970.
+    public var microsecondsSinceEpoch: Int64
+
+    /// Creates a timestamp from microseconds since the Unix epoch.
+    public init(microsecondsSinceEpoch: Int64) {
+        self.microsecondsSinceEpoch = microsecondsSinceEpoch
+    }
+
+    /// Creates a timestamp from a `Date`, rounded to the nearest microsecond.
+    public init(_ date: Date) {
+        let micros = (date.timeIntervalSince1970 * 1_000_000).rounded()
+        if micros >= 9.2e18 {
+            microsecondsSinceEpoch = .max
+        } else if micros <= -9.2e18 {
+            microsecondsSinceEpoch = .min
+        } else {
+            microsecondsSinceEpoch = Int64(micros)
+        }
+    }
+
+    /// The `Date` nearest to this timestamp.
+    public var date: Date {
+        let seconds = microsecondsSinceEpoch / 1_000_000
+        let micros = microsecondsSinceEpoch % 1_000_000
+        return Date(timeIntervalSince1970: Double(seconds) + Double(micros) / 1_000_000)
+    }
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        lhs.microsecondsSinceEpoch < rhs.microsecondsSinceEpoch
+    }
+
+    /// ISO 8601 with six fractional digits, in UTC.
+    public var description: String {
+        let seconds = microsecondsSinceEpoch.floorDivided(by: 1_000_000)
+        let micros = microsecondsSinceEpoch - seconds * 1_000_000
+        let date = Date(timeIntervalSince1970: Double(seconds))
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+        func pad(_ v: Int?, _ width: Int) -> String {
+            let s = String(v ?? 0)
+            return String(repeating: "0", count: max(0, width - s.count)) + s
+        }
+        let fraction = pad(Int(micros), 6)
+        return "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2)).\(fraction)Z"
+    }
+}
+
+extension Int64 {
+    /// Division rounding toward negative infinity.
+    func floorDivided(by divisor: Int64) -> Int64 {
+        let q = self / divisor
+        return (self % divisor < 0) ? q - 1 : q
+    }
+}

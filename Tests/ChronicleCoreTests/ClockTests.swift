@@ -1,0 +1,58 @@
+import ChronicleCore
+import Testing
+
+@Suite struct ClockTests {
+    @Test func readingsStrictlyIncreaseWhenThePhysicalClockJumpsBack() {
+        var clock = HybridClock()
+        var previous = HybridTimestamp.zero
+        for physical: UInt64 in [1000, 1000, 999, 500, 1001, 1001, 2000, 10, 10] {
+            let t = clock.tick(physicalMilliseconds: physical)
+            #expect(t > previous)
+            #expect(t.milliseconds >= min(physical, previous.milliseconds))
+            previous = t
+        }
+    }
+
+    @Test func counterOverflowCarriesIntoMilliseconds() {
+        var clock = HybridClock(last: HybridTimestamp(milliseconds: 5, counter: .max))
+        let t = clock.tick(physicalMilliseconds: 1)
+        #expect(t == HybridTimestamp(milliseconds: 6, counter: 0))
+    }
+
+    @Test func observedRemoteReadingsAreExceeded() {
+        var clock = HybridClock()
+        let remote = HybridTimestamp(milliseconds: 9_000, counter: 3)
+        clock.observe(remote)
+        #expect(clock.tick(physicalMilliseconds: 100) > remote)
+    }
+
+    @Test func manualClockMovesOnlyWhenTold() {
+        let clock = ManualClock(milliseconds: 10)
+        #expect(clock.nowMilliseconds() == 10)
+        clock.advance(byMilliseconds: 5)
+        #expect(clock.nowMilliseconds() == 15)
+        clock.advance(byMilliseconds: -20)
+        #expect(clock.nowMilliseconds() == 0)
+    }
+
+    @Test func recordIDsAreTimeOrderedVersion7AndStrictlyIncreasing() {
+        var generator = RecordIDGenerator(seed: 1)
+        var previous = RecordID(high: 0, low: 0)
+        for ms: UInt64 in [1_700_000_000_000, 1_700_000_000_000, 1_699_999_999_000, 1_700_000_000_001] {
+            for _ in 0..<100 {
+                let id = generator.next(milliseconds: ms)
+                #expect(id > previous)
+                #expect((id.high >> 12) & 0xF == 7)
+                #expect(id.low >> 62 == 0b10)
+                previous = id
+            }
+        }
+        #expect(previous.milliseconds == 1_700_000_000_001)
+    }
+
+    @Test func seededRandomIsReproducible() {
+        var a = SeededRandom(seed: 99)
+        var b = SeededRandom(seed: 99)
+        #expect((0..<10).map { _ in a.next() } == (0..<10).map { _ in b.next() })
+    }
+}

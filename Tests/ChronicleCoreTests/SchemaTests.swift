@@ -1,0 +1,96 @@
+import ChronicleCore
+import Foundation
+import Testing
+
+@Suite struct SchemaTests {
+    static let libraryJSON = """
+    {"version": 1, "entities": [
+      {"name": "Author",
+       "attributes": [{"name": "name", "type": "string"}, {"name": "born", "type": "date", "optional": true}],
+       "relationships": [{"name": "books", "toMany": true, "destination": "Book", "inverse": "author"}],
+       "unique": [["name"]]},
+      {"name": "Book",
+       "attributes": [{"name": "title", "type": "string"},
+                      {"name": "pages", "type": "int64", "default": 0},
+                      {"name": "rating", "type": "double", "optional": true},
+                      {"name": "inPrint", "type": "bool", "default": true},
+                      {"name": "price", "type": "decimal", "optional": true},
+                      {"name": "isbn", "type": "uuid", "optional": true},
+                      {"name": "cover", "type": "data", "optional": true},
+                      {"name": "extra", "type": "transformable", "optional": true}],
+       "relationships": [{"name": "author", "destination": "Author", "inverse": "books", "deleteRule": "cascade"}]}
+    ]}
+    """
+
+    @Test func jsonAndSwiftDeclarationsAgree() throws {
+        let loaded = try Schema(json: Data(Self.libraryJSON.utf8))
+        #expect(loaded == Samples.library)
+        #expect(loaded.hash == Samples.library.hash)
+    }
+
+    @Test func jsonFormRoundTrips() throws {
+        let encoded = try JSONEncoder().encode(Samples.library.jsonValue)
+        #expect(try Schema(json: encoded) == Samples.library)
+    }
+
+    @Test func hashIgnoresDeclarationOrderButNotContent() throws {
+        let a = try Schema(version: 1, entities: [
+            Entity("A", attributes: [Attribute("x", .int64), Attribute("y", .string)]),
+            Entity("B", attributes: [Attribute("z", .bool)]),
+        ])
+        let b = try Schema(version: 1, entities: [
+            Entity("B", attributes: [Attribute("z", .bool)]),
+            Entity("A", attributes: [Attribute("y", .string), Attribute("x", .int64)]),
+        ])
+        let c = try Schema(version: 1, entities: [
+            Entity("A", attributes: [Attribute("x", .int64), Attribute("y", .string, optional: true)]),
+            Entity("B", attributes: [Attribute("z", .bool)]),
+        ])
+        #expect(a.hash == b.hash)
+        #expect(a.hash != c.hash)
+    }
+
+    /// The library schema's hash is part of the golden fixtures: it must never drift.
+    @Test func hashIsStable() {
+        #expect(Samples.library.hashString == GoldenTests.libraryHash)
+    }
+
+    @Test(arguments: [
+        (#"{"version": 1, "entities": [{"name": "A", "attributes": [{"name": "x", "type": "integer"}]}]}"#,
+         "entities[0].attributes[0].type: unknown type 'integer'"),
+        (#"{"version": 1, "entities": [{"name": "A", "attributes": [{"name": "id", "type": "string"}]}]}"#,
+         "entities[0] (A).attributes[0] (id): 'id' is reserved"),
+        (#"{"version": 1, "entities": [{"name": "A", "attributes": [{"type": "string"}]}]}"#,
+         "entities[0].attributes[0].name: is missing"),
+        (#"{"version": 1, "entities": [{"name": "A", "relationships": [{"name": "b", "destination": "Nope"}]}]}"#,
+         "destination 'Nope' is not an entity"),
+        (#"{"version": 1, "entities": [{"name": "A", "attributes": [{"name": "x", "type": "int64", "default": "ten"}]}]}"#,
+         "entities[0].attributes[0].default: expected int64"),
+        (#"{"version": 1, "entities": [{"name": "A", "unique": [["nope"]]}]}"#,
+         "entities[0] (A).unique[0]: 'nope' is not an attribute"),
+        (#"{"version": 1, "entities": [{"name": "A; DROP TABLE x", "attributes": []}]}"#,
+         "must be a letter followed by"),
+        (#"{"version": 1, "entities": [{"name": "A", "colour": 1}]}"#,
+         "entities[0].colour: unknown key"),
+        (#"{"version": "1", "entities": []}"#, "version: must be an integer"),
+        (#"{"version": 1, "entities": [{"name": "A"}, {"name": "a"}]}"#, "is used twice"),
+    ])
+    func invalidSchemasNameTheField(json: String, expected: String) {
+        #expect {
+            try Schema(json: Data(json.utf8))
+        } throws: { error in
+            guard let e = error as? ChronicleError, e.code == .invalidSchema else { return false }
+            return e.message.contains(expected)
+        }
+    }
+
+    @Test func malformedJSONNamesTheLine() {
+        let json = "{\n  \"version\": 1,\n  \"entities\": [\n    {\"name\": \"A\",, }\n  ]\n}"
+        #expect {
+            try Schema(json: Data(json.utf8))
+        } throws: { error in
+            guard let e = error as? ChronicleError, e.code == .schemaSyntax else { return false }
+            return e.message.contains("line 4")
+        }
+    }
+}
