@@ -127,12 +127,34 @@ public struct ByteReader {
         return try readSlice(n, what())
     }
 
+    /// The bytes from `start` to the read position.
+    @inline(__always)
+    public func slice(from start: Int) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: base.map { $0 + start }, count: offset - start)
+    }
+
+    /// Skips a length-prefixed string after checking that it is valid UTF-8.
+    @inline(__always)
+    public mutating func skipString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
+        let raw = try readLengthPrefixed(max: limit, what())
+        guard UTF8Check.isValid(raw) else {
+            throw ChronicleError(errorCode, "\(context): \(what()) is not valid UTF-8 at offset \(offset - raw.count)")
+        }
+    }
+
+    /// Reads a length-prefixed string already known to be valid UTF-8.
+    @inline(__always)
+    mutating func readUncheckedString() throws(ChronicleError) -> String {
+        let raw = try readLengthPrefixed(max: Int.max, "string")
+        return String(decoding: raw, as: UTF8.self)
+    }
+
     /// Reads a length-prefixed UTF-8 string, rejecting invalid UTF-8.
     public mutating func readString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> String {
         let raw = try readLengthPrefixed(max: limit, what())
-        guard let s = String(validating: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {
+        guard UTF8Check.isValid(raw) else {
             throw ChronicleError(errorCode, "\(context): \(what()) is not valid UTF-8 at offset \(offset - raw.count)")
         }
-        return s
+        return String(decoding: raw, as: UTF8.self)
     }
 }

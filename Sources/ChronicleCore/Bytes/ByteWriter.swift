@@ -1,20 +1,55 @@
 /// Appends big-endian integers, LEB128 varints and length-prefixed bytes to a
 /// growable buffer. The log codec's only way of producing bytes.
-public struct ByteWriter: Sendable {
-    /// The bytes written so far.
-    public private(set) var bytes: [UInt8]
+///
+/// The writer owns raw memory and is not copyable, so every write is a
+/// bounds-checked store with no copy-on-write check; ``bytes`` copies the
+/// result out once.
+public struct ByteWriter: ~Copyable {
+    private var base: UnsafeMutableRawPointer
+    private var capacity: Int
+    /// The number of bytes written so far.
+    public private(set) var count: Int = 0
 
     /// Creates an empty writer with room for `capacity` bytes.
     public init(capacity: Int = 256) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
+        self.capacity = max(16, capacity)
+        self.base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 8)
     }
 
-    /// The number of bytes written so far.
-    public var count: Int { bytes.count }
+    deinit { base.deallocate() }
+
+    /// The bytes written so far.
+    public var bytes: [UInt8] {
+        Array(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// Calls `body` with the bytes written so far, without copying them.
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
 
     @inline(__always)
-    public mutating func writeUInt8(_ value: UInt8) { bytes.append(value) }
+    private mutating func reserve(_ n: Int) {
+        if count + n > capacity { grow(count + n) }
+    }
+
+    @inline(never)
+    private mutating func grow(_ needed: Int) {
+        var newCapacity = capacity * 2
+        while newCapacity < needed { newCapacity *= 2 }
+        let newBase = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 8)
+        newBase.copyMemory(from: base, byteCount: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
+    }
+
+    @inline(__always)
+    public mutating func writeUInt8(_ value: UInt8) {
+        reserve(1)
+        base.storeBytes(of: value, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
 
     @inline(__always)
     public mutating func writeUInt16(_ value: UInt16) { writeFixed(value.bigEndian) }
@@ -27,18 +62,31 @@ public struct ByteWriter: Sendable {
 
     @inline(__always)
     private mutating func writeFixed<T: FixedWidthInteger>(_ value: T) {
-        withUnsafeBytes(of: value) { bytes.append(contentsOf: $0) }
+        reserve(MemoryLayout<T>.size)
+        base.storeBytes(of: value, toByteOffset: count, as: T.self)
+        count += MemoryLayout<T>.size
     }
 
     /// Writes an unsigned LEB128 varint (1 to 10 bytes).
     @inline(__always)
     public mutating func writeVarint(_ value: UInt64) {
+        reserve(10)
         var v = value
+        var offset = count
         while v >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            base.storeBytes(of: UInt8(truncatingIfNeeded: v) | 0x80, toByteOffset: offset, as: UInt8.self)
+            offset += 1
             v >>= 7
         }
-        bytes.append(UInt8(v))
+        base.storeBytes(of: UInt8(v), toByteOffset: offset, as: UInt8.self)
+        count = offset + 1
+    }
+
+    /// Writes a record ID's 16 bytes.
+    @inline(__always)
+    public mutating func writeRecordID(_ id: RecordID) {
+        writeUInt64(id.high)
+        writeUInt64(id.low)
     }
 
     /// Writes a signed integer as a zig-zag varint.
@@ -49,26 +97,39 @@ public struct ByteWriter: Sendable {
 
     /// Writes raw bytes with no length prefix.
     @inline(__always)
+    public mutating func writeRaw(_ raw: UnsafeRawBufferPointer) {
+        guard raw.count > 0 else { return }
+        reserve(raw.count)
+        (base + count).copyMemory(from: raw.baseAddress!, byteCount: raw.count)
+        count += raw.count
+    }
+
+    /// Writes raw bytes with no length prefix.
+    @inline(__always)
     public mutating func writeRaw<C: Collection>(_ raw: C) where C.Element == UInt8 {
-        bytes.append(contentsOf: raw)
+        let done: Bool? = raw.withContiguousStorageIfAvailable { buffer in
+            writeRaw(UnsafeRawBufferPointer(buffer))
+            return true
+        }
+        if done == nil {
+            for byte in raw { writeUInt8(byte) }
+        }
     }
 
     /// Writes a varint length followed by the bytes.
     @inline(__always)
     public mutating func writeLengthPrefixed<C: Collection>(_ raw: C) where C.Element == UInt8 {
         writeVarint(UInt64(raw.count))
-        bytes.append(contentsOf: raw)
+        writeRaw(raw)
     }
 
     /// Writes a string as varint length plus UTF-8.
     @inline(__always)
     public mutating func writeString(_ string: String) {
         var s = string
-        s.withUTF8 { writeLengthPrefixed($0) }
-    }
-
-    /// Overwrites bytes at `offset` (used to patch lengths and checksums).
-    public mutating func overwrite(at offset: Int, with raw: [UInt8]) {
-        bytes.replaceSubrange(offset..<(offset + raw.count), with: raw)
+        s.withUTF8 { utf8 in
+            writeVarint(UInt64(utf8.count))
+            writeRaw(UnsafeRawBufferPointer(utf8))
+        }
     }
 }

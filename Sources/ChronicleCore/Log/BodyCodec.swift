@@ -18,8 +18,7 @@ enum BodyCodec {
         for op in t.changes {
             w.writeUInt8(op.kind.rawValue)
             w.writeString(op.entity)
-            w.writeUInt64(op.recordID.high)
-            w.writeUInt64(op.recordID.low)
+            w.writeRecordID(op.recordID)
             w.writeVarint(UInt64(op.values.count))
             for fv in op.values {
                 w.writeString(fv.name)
@@ -48,7 +47,7 @@ enum BodyCodec {
         records.writeVarint(UInt64(b.records.count))
         for rec in b.records {
             records.writeString(rec.entity)
-            records.writeRaw(rec.recordID.bytes)
+            records.writeRecordID(rec.recordID)
             records.writeVarint(UInt64(rec.fields.count))
             for f in rec.fields {
                 records.writeString(f.name)
@@ -61,17 +60,17 @@ enum BodyCodec {
         records.writeVarint(UInt64(b.tombstones.count))
         for t in b.tombstones {
             records.writeString(t.entity)
-            records.writeRaw(t.recordID.bytes)
+            records.writeRecordID(t.recordID)
             records.writeUInt64(t.version.clock.rawValue)
             records.writeVarint(UInt64(index(t.version.device)))
             maxClock = max(maxClock, t.version.clock)
         }
         w.writeVarint(UInt64(devices.count + extra.count))
         for d in devices + extra {
-            w.writeRaw(d.rawValue.bytes)
+            w.writeRecordID(d.rawValue)
             w.writeVarint(b.vector[d] ?? 0)
         }
-        w.writeRaw(records.bytes)
+        records.withUnsafeBytes { w.writeRaw($0) }
         return maxClock
     }
 }

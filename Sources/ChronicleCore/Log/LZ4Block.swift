@@ -3,29 +3,34 @@ import CLZ4
 /// The LZ4 block API, the fastest LZ4 path: the header already carries both
 /// lengths and a checksum, so the frame format's own would be redundant.
 enum LZ4Block {
-    /// Compresses `source`; returns nil when the result would not be smaller.
-    static func compress(_ source: [UInt8], dictionary: CompressionDictionary?) -> [UInt8]? {
-        guard !source.isEmpty, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
-        let bound = Int(LZ4_compressBound(Int32(source.count)))
-        var out = [UInt8](repeating: 0, count: bound)
-        let written: Int32 = source.withUnsafeBytes { src in
-            out.withUnsafeMutableBytes { dst in
-                let s = src.baseAddress!.assumingMemoryBound(to: CChar.self)
-                let d = dst.baseAddress!.assumingMemoryBound(to: CChar.self)
-                guard let dictionary else {
-                    return LZ4_compress_default(s, d, Int32(source.count), Int32(bound))
-                }
-                guard let stream = LZ4_createStream() else { return 0 }
-                defer { LZ4_freeStream(stream) }
-                return dictionary.bytes.withUnsafeBytes { dict in
-                    LZ4_loadDict(stream, dict.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(dict.count))
-                    return LZ4_compress_fast_continue(stream, s, d, Int32(source.count), Int32(bound), 1)
-                }
+    /// The most bytes compressing `count` bytes can produce.
+    static func bound(_ count: Int) -> Int {
+        Int(LZ4_compressBound(Int32(clamping: count)))
+    }
+
+    /// Compresses `source` into `destination` (at least ``bound(_:)`` bytes)
+    /// and returns the compressed size, or nil when it would not be smaller.
+    static func compress(
+        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer,
+        dictionary: CompressionDictionary?
+    ) -> Int? {
+        guard source.count > 0, source.count <= Int(LZ4_MAX_INPUT_SIZE) else { return nil }
+        let s = source.baseAddress!.assumingMemoryBound(to: CChar.self)
+        let d = destination.baseAddress!.assumingMemoryBound(to: CChar.self)
+        let capacity = Int32(clamping: destination.count)
+        let written: Int32
+        if let dictionary {
+            guard let stream = LZ4_createStream() else { return nil }
+            defer { LZ4_freeStream(stream) }
+            written = dictionary.bytes.withUnsafeBytes { dict in
+                LZ4_loadDict(stream, dict.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(dict.count))
+                return LZ4_compress_fast_continue(stream, s, d, Int32(source.count), capacity, 1)
             }
+        } else {
+            written = LZ4_compress_default(s, d, Int32(source.count), capacity)
         }
         guard written > 0, Int(written) < source.count else { return nil }
-        out.removeLast(bound - Int(written))
-        return out
+        return Int(written)
     }
 
     /// Decompresses exactly `length` bytes, or throws ``ChronicleError/Code/decompressionFailed``.

@@ -43,19 +43,51 @@ public struct LogDecoder: Sendable {
 
     /// Verifies and decodes a whole log from borrowed memory.
     public func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> DecodedLog {
+        let log = try open(bytes, verifyBody: false)
+        switch log.header.kind {
+        case .transactions:
+            var visitor = MaterializingVisitor(header: log.header)
+            try log.walk(&visitor)
+            return .transactions(log.header, visitor.transactions)
+        case .baseline:
+            return try log.body.withBytes { raw throws(ChronicleError) -> DecodedLog in
+                var parser = BaselineParser(schema: schema, header: log.header,
+                                            reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
+                return .baseline(log.header, try parser.baseline())
+            }
+        }
+    }
+
+    /// Verifies a whole log (header, checksums, decompression, and every
+    /// change, name and value of its body) and returns it without building
+    /// Swift values: a ``VerifiedLog`` can then be walked without allocating,
+    /// which is how the replayer applies logs.
+    public func open(_ bytes: [UInt8]) throws(ChronicleError) -> VerifiedLog {
+        try bytes.withBytes { raw throws(ChronicleError) in try open(raw, verifyBody: true) }
+    }
+
+    private func open(_ bytes: UnsafeRawBufferPointer, verifyBody: Bool) throws(ChronicleError) -> VerifiedLog {
         let header = try LogHeader.decode(bytes)
         let body = try self.body(of: header, in: bytes)
         if let schema, header.schemaHash != schema.hash {
             throw ChronicleError(.schemaMismatch,
                                  "log was written for schema \(hex64(header.schemaHash)), this device uses \(schema.hashString)")
         }
-        return try body.withBytes { raw throws(ChronicleError) -> DecodedLog in
-            var parser = BodyParser(schema: schema, header: header, reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
+        let log = VerifiedLog(header: header, body: body, schema: schema)
+        if verifyBody {
             switch header.kind {
-            case .transactions: return .transactions(header, try parser.transactions())
-            case .baseline: return .baseline(header, try parser.baseline())
+            case .transactions:
+                var visitor = VerifyingVisitor()
+                try log.walk(&visitor)
+            case .baseline:
+                try body.withBytes { raw throws(ChronicleError) in
+                    var parser = BaselineParser(schema: schema, header: header,
+                                                reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
+                    _ = try parser.baseline()
+                }
             }
         }
+        return log
     }
 
     /// Checks sizes and the body checksum, then decompresses the body.
@@ -88,17 +120,103 @@ public struct LogDecoder: Sendable {
     }
 }
 
-/// Parses a decompressed body, resolving names against the schema.
-private struct BodyParser {
+/// A log whose header, checksums and body have been verified. Walking it
+/// visits every transaction, change and value in order, with values as
+/// ``RawValue``s borrowed from the body: nothing is allocated per value.
+public struct VerifiedLog: Sendable {
+    /// The log's header.
+    public let header: LogHeader
+    /// The decompressed body.
+    public let body: [UInt8]
+    /// The schema names were resolved against, if any.
+    public let schema: Schema?
+
+    /// Visits every transaction, change and value of a transactions log.
+    /// Throws the first error `visitor` throws (and, for a log not yet
+    /// verified, any body error).
+    public func walk<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
+        guard header.kind == .transactions else {
+            throw ChronicleError(.misuse, "walk visits transactions; this log is a \(header.kind)")
+        }
+        try body.withBytes { raw throws(ChronicleError) in
+            var walker = BodyWalker(schema: schema, header: header,
+                                    reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
+            try walker.walk(&visitor)
+        }
+    }
+
+    /// The transactions as Swift values.
+    public func transactions() throws(ChronicleError) -> [Transaction] {
+        var visitor = MaterializingVisitor(header: header)
+        try walk(&visitor)
+        return visitor.transactions
+    }
+}
+
+/// Receives a transactions log as it is walked. With a schema, `entity` and
+/// `field` are the indexes into ``Schema/entities`` and ``Entity/fields``;
+/// without one they are nil.
+public protocol LogVisitor {
+    /// A transaction begins.
+    mutating func beginTransaction(sequence: UInt64, clock: HybridTimestamp, changeCount: Int) throws(ChronicleError)
+    /// A change begins; its values follow.
+    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: String, recordID: RecordID, valueCount: Int) throws(ChronicleError)
+    /// One value of the current change.
+    mutating func value(field: Int?, fieldName: String, _ raw: RawValue) throws(ChronicleError)
+    /// The current change ends.
+    mutating func endChange() throws(ChronicleError)
+}
+
+/// Checks structure only.
+private struct VerifyingVisitor: LogVisitor {
+    mutating func beginTransaction(sequence: UInt64, clock: HybridTimestamp, changeCount: Int) {}
+    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: String, recordID: RecordID, valueCount: Int) {}
+    mutating func value(field: Int?, fieldName: String, _ raw: RawValue) {}
+    mutating func endChange() {}
+}
+
+/// Builds ``Transaction`` values.
+private struct MaterializingVisitor: LogVisitor {
+    let header: LogHeader
+    var transactions: [Transaction] = []
+    private var change: Change?
+
+    init(header: LogHeader) {
+        self.header = header
+        transactions.reserveCapacity(Int(min(header.count, 1 << 16)))
+    }
+
+    mutating func beginTransaction(sequence: UInt64, clock: HybridTimestamp, changeCount: Int) {
+        var t = Transaction(deviceID: header.deviceID, sequence: sequence, clock: clock,
+                            schemaHash: header.schemaHash, changes: [])
+        t.changes.reserveCapacity(changeCount)
+        transactions.append(t)
+    }
+
+    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: String, recordID: RecordID, valueCount: Int) {
+        var c = Change(kind, entity: entityName, recordID: recordID)
+        c.values.reserveCapacity(valueCount)
+        change = c
+    }
+
+    mutating func value(field: Int?, fieldName: String, _ raw: RawValue) {
+        change!.values.append(FieldValue(fieldName, raw.value))
+    }
+
+    mutating func endChange() {
+        transactions[transactions.count - 1].changes.append(change.take()!)
+    }
+}
+
+/// Walks a decompressed transactions body, verifying as it goes.
+private struct BodyWalker {
     let schema: Schema?
     let header: LogHeader
     var reader: ByteReader
 
     private var limit: Int { reader.count }
 
-    mutating func transactions() throws(ChronicleError) -> [Transaction] {
-        var result: [Transaction] = []
-        result.reserveCapacity(Int(min(header.count, 1 << 16)))
+    mutating func walk<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
         for i in 0..<UInt64(header.count) {
             let sequence = try reader.readVarint("sequence")
             guard sequence == header.firstSequence + i else {
@@ -108,40 +226,99 @@ private struct BodyParser {
             guard clock >= header.minClock, clock <= header.maxClock else {
                 throw fail("transaction \(sequence) clock \(clock) is outside the header's range")
             }
-            let opCount = try reader.readLength(max: reader.remaining, "change count")
-            var changes: [Change] = []
-            changes.reserveCapacity(opCount)
-            for _ in 0..<opCount {
-                changes.append(try change())
+            let changeCount = try reader.readLength(max: reader.remaining, "change count")
+            try visitor.beginTransaction(sequence: sequence, clock: clock, changeCount: changeCount)
+            for _ in 0..<changeCount {
+                try change(&visitor)
             }
-            result.append(Transaction(deviceID: header.deviceID, sequence: sequence, clock: clock,
-                                      schemaHash: header.schemaHash, changes: changes))
         }
         guard reader.isAtEnd else { throw fail("\(reader.remaining) bytes after the last transaction") }
-        return result
     }
 
-    private mutating func change() throws(ChronicleError) -> Change {
+    private mutating func change<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
         let kindByte = try reader.readUInt8("change kind")
         guard let kind = ChangeKind(rawValue: kindByte) else {
             throw fail("unknown change kind \(kindByte) at offset \(reader.offset - 1)")
         }
-        let (entityName, entity) = try entityName()
+        let entity = try EntityRef.read(&reader, schema: schema)
         let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
-        let count = try reader.readLength(max: entity.map { $0.fields.count } ?? reader.remaining, "value count")
+        let count = try reader.readLength(max: entity.codec?.fieldNames.count ?? reader.remaining, "value count")
         if kind == .delete && count != 0 { throw fail("a delete of \(id) carries \(count) values") }
-        var values: [FieldValue] = []
-        values.reserveCapacity(count)
+        try visitor.beginChange(kind, entity: entity.index, entityName: entity.name, recordID: id, valueCount: count)
+        var hint = 0
         for _ in 0..<count {
-            let (name, field) = try fieldName(in: entity, entityName: entityName)
-            let value = try ValueCodec.read(from: &reader, limit: limit)
-            if let field, !field.accepts(value) {
-                throw fail("value \(value) does not fit \(entityName).\(name)")
-            }
-            values.append(FieldValue(name, value))
+            let field = try FieldRef.read(&reader, entity: entity, hint: hint)
+            let raw = try field.readValue(&reader, entityName: entity.name, limit: limit)
+            try visitor.value(field: field.index, fieldName: field.name, raw)
+            hint = (field.index ?? 0) + 1
         }
-        return Change(kind, entity: entityName, recordID: id, values: values)
+        try visitor.endChange()
     }
+
+    private func fail(_ message: String) -> ChronicleError {
+        ChronicleError(.malformedBody, "body: \(message)")
+    }
+}
+
+/// An entity name read from a body, resolved against the schema if there is one.
+private struct EntityRef {
+    let name: String
+    let index: Int?
+    let codec: EntityCodec?
+
+    @inline(__always)
+    static func read(_ reader: inout ByteReader, schema: Schema?) throws(ChronicleError) -> EntityRef {
+        let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "entity name")
+        guard let schema else {
+            guard UTF8Check.isValid(raw) else { throw ChronicleError(.malformedBody, "body: entity name is not UTF-8") }
+            return EntityRef(name: String(decoding: raw, as: UTF8.self), index: nil, codec: nil)
+        }
+        guard let i = schema.entityIndex(utf8: raw) else {
+            throw ChronicleError(.unknownEntity, "body: entity '\(String(decoding: raw, as: UTF8.self))' is not in the schema")
+        }
+        let codec = schema.codecs[i]
+        return EntityRef(name: codec.name, index: i, codec: codec)
+    }
+}
+
+/// A field name read from a body, with the value tags it accepts.
+private struct FieldRef {
+    let name: String
+    let index: Int?
+    let mask: UInt16
+
+    @inline(__always)
+    static func read(_ reader: inout ByteReader, entity: EntityRef, hint: Int = 0) throws(ChronicleError) -> FieldRef {
+        let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "field name")
+        guard let codec = entity.codec else {
+            guard UTF8Check.isValid(raw) else { throw ChronicleError(.malformedBody, "body: field name is not UTF-8") }
+            return FieldRef(name: String(decoding: raw, as: UTF8.self), index: nil, mask: 0x0FFF)
+        }
+        guard let i = codec.fieldIndex(utf8: raw, hint: hint) else {
+            throw ChronicleError(.unknownAttribute, "body: '\(String(decoding: raw, as: UTF8.self))' is not a field of \(entity.name)")
+        }
+        return FieldRef(name: codec.fieldNames[i], index: i, mask: codec.tagMasks[i])
+    }
+
+    /// Reads the value's tag, checks it against the field, and verifies the payload.
+    @inline(__always)
+    func readValue(_ reader: inout ByteReader, entityName: String, limit: Int) throws(ChronicleError) -> RawValue {
+        let tag = try reader.readUInt8("value tag")
+        guard tag < 16, (mask >> tag) & 1 == 1 else {
+            if tag > 11 { throw ChronicleError(.malformedBody, "body: unknown value tag \(tag) at offset \(reader.offset - 1)") }
+            throw ChronicleError(.malformedBody, "body: a value with tag \(tag) does not fit \(entityName).\(name)")
+        }
+        return RawValue(tag: tag, payload: try ValueCodec.skipPayload(tag: tag, from: &reader, limit: limit))
+    }
+}
+
+/// Parses a baseline body.
+private struct BaselineParser {
+    let schema: Schema?
+    let header: LogHeader
+    var reader: ByteReader
+
+    private var limit: Int { reader.count }
 
     mutating func baseline() throws(ChronicleError) -> Baseline {
         let deviceCount = try reader.readLength(max: reader.remaining / 17, "device count")
@@ -162,62 +339,31 @@ private struct BodyParser {
         var records: [Baseline.Record] = []
         records.reserveCapacity(recordCount)
         for _ in 0..<recordCount {
-            let (entityName, entity) = try entityName()
+            let entity = try EntityRef.read(&reader, schema: schema)
             let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
-            let count = try reader.readLength(max: entity.map { $0.fields.count } ?? reader.remaining, "field count")
+            let count = try reader.readLength(max: entity.codec?.fieldNames.count ?? reader.remaining, "field count")
             var fields: [Baseline.VersionedValue] = []
             fields.reserveCapacity(count)
             for _ in 0..<count {
-                let (name, field) = try fieldName(in: entity, entityName: entityName)
-                let value = try ValueCodec.read(from: &reader, limit: limit)
-                if let field, !field.accepts(value) { throw fail("value \(value) does not fit \(entityName).\(name)") }
+                let field = try FieldRef.read(&reader, entity: entity)
+                let value = try field.readValue(&reader, entityName: entity.name, limit: limit).value
                 let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
                 let d = try device(try reader.readLength(max: Int.max, "device index"))
-                fields.append(Baseline.VersionedValue(name: name, value: value, version: Version(clock: clock, device: d)))
+                fields.append(Baseline.VersionedValue(name: field.name, value: value, version: Version(clock: clock, device: d)))
             }
-            records.append(Baseline.Record(entity: entityName, recordID: id, fields: fields))
+            records.append(Baseline.Record(entity: entity.name, recordID: id, fields: fields))
         }
         let tombstoneCount = try reader.readLength(max: reader.remaining, "tombstone count")
         var tombstones: [Baseline.Tombstone] = []
         for _ in 0..<tombstoneCount {
-            let (entityName, _) = try entityName()
+            let entity = try EntityRef.read(&reader, schema: schema)
             let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
             let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
             let d = try device(try reader.readLength(max: Int.max, "device index"))
-            tombstones.append(Baseline.Tombstone(entity: entityName, recordID: id, version: Version(clock: clock, device: d)))
+            tombstones.append(Baseline.Tombstone(entity: entity.name, recordID: id, version: Version(clock: clock, device: d)))
         }
         guard reader.isAtEnd else { throw fail("\(reader.remaining) bytes after the tombstones") }
         return Baseline(vector: vector, records: records, tombstones: tombstones)
-    }
-
-    /// Reads an entity name; with a schema, resolves it without allocating.
-    private mutating func entityName() throws(ChronicleError) -> (String, Entity?) {
-        let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "entity name")
-        guard let schema else {
-            guard let s = String(validating: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {
-                throw fail("entity name is not UTF-8")
-            }
-            return (s, nil)
-        }
-        guard let i = schema.entityIndex(utf8: raw) else {
-            throw ChronicleError(.unknownEntity, "body: entity '\(String(decoding: raw, as: UTF8.self))' is not in the schema")
-        }
-        let entity = schema.entities[i]
-        return (entity.name, entity)
-    }
-
-    private mutating func fieldName(in entity: Entity?, entityName: String) throws(ChronicleError) -> (String, Field?) {
-        let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "field name")
-        guard let entity else {
-            guard let s = String(validating: raw.assumingMemoryBound(to: UInt8.self), as: UTF8.self) else {
-                throw fail("field name is not UTF-8")
-            }
-            return (s, nil)
-        }
-        guard let i = entity.fieldIndex(utf8: raw) else {
-            throw ChronicleError(.unknownAttribute, "body: '\(String(decoding: raw, as: UTF8.self))' is not a field of \(entityName)")
-        }
-        return (entity.fields[i].name, entity.fields[i])
     }
 
     private func fail(_ message: String) -> ChronicleError {

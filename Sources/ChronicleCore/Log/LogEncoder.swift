@@ -28,7 +28,13 @@ public struct LogEncoder: Sendable {
         guard let first = transactions.first else {
             throw ChronicleError(.misuse, "a log needs at least one transaction")
         }
-        var w = ByteWriter(capacity: 256 * transactions.count)
+        // Size the buffer once: growing it copies the body again.
+        var estimate = 64
+        for t in transactions {
+            estimate += 24
+            for c in t.changes { estimate += 48 + c.values.count * 16 + c.values.reduce(0) { $0 + $1.value.estimatedSize } }
+        }
+        var w = ByteWriter(capacity: estimate)
         var minClock = first.clock
         var maxClock = first.clock
         for (i, t) in transactions.enumerated() {
@@ -46,7 +52,7 @@ public struct LogEncoder: Sendable {
             firstSequence: first.sequence, lastSequence: first.sequence + UInt64(transactions.count - 1),
             minClock: minClock, maxClock: maxClock, schemaHash: first.schemaHash,
             count: UInt32(transactions.count), dictionaryID: 0, storedBodyLength: 0, bodyLength: 0, bodyChecksum: 0)
-        return try seal(header, body: w.bytes)
+        return try seal(header, body: w)
     }
 
     /// Encodes a baseline made by `deviceID` under the schema `schemaHash`.
@@ -57,29 +63,40 @@ public struct LogEncoder: Sendable {
             kind: .baseline, flags: [], storeID: storeID, deviceID: deviceID,
             firstSequence: 0, lastSequence: 0, minClock: .zero, maxClock: maxClock, schemaHash: schemaHash,
             count: UInt32(baseline.records.count), dictionaryID: 0, storedBodyLength: 0, bodyLength: 0, bodyChecksum: 0)
-        return try seal(header, body: w.bytes)
+        return try seal(header, body: w)
     }
 
-    private func seal(_ header: LogHeader, body: [UInt8]) throws(ChronicleError) -> [UInt8] {
+    /// Compresses the body straight into the output buffer behind the
+    /// header's place, checksums what is stored, then writes the header.
+    private func seal(_ header: LogHeader, body: borrowing ByteWriter) throws(ChronicleError) -> [UInt8] {
         guard body.count <= Int(UInt32.max) else {
             throw ChronicleError(.sizeOverCap, "log body of \(body.count) bytes exceeds the format's 4 GiB limit")
         }
         var header = header
-        var stored = body
-        if compresses, let compressed = LZ4Block.compress(body, dictionary: dictionary) {
-            stored = compressed
-            header.flags.insert(.lz4)
-            if let dictionary {
-                header.flags.insert(.dictionary)
-                header.dictionaryID = dictionary.id
+        let size = LogHeader.size
+        let out = body.withUnsafeBytes { raw -> [UInt8] in
+            let capacity = size + max(raw.count, compresses ? LZ4Block.bound(raw.count) : 0)
+            return [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
+                let all = UnsafeMutableRawBufferPointer(buffer)
+                let stored = UnsafeMutableRawBufferPointer(rebasing: all[size...])
+                var storedCount = raw.count
+                if compresses, let n = LZ4Block.compress(raw, into: stored, dictionary: dictionary) {
+                    storedCount = n
+                    header.flags.insert(.lz4)
+                    if let dictionary {
+                        header.flags.insert(.dictionary)
+                        header.dictionaryID = dictionary.id
+                    }
+                } else if raw.count > 0 {
+                    stored.baseAddress!.copyMemory(from: raw.baseAddress!, byteCount: raw.count)
+                }
+                header.bodyLength = UInt32(raw.count)
+                header.storedBodyLength = UInt32(storedCount)
+                header.bodyChecksum = XXH64.hash(UnsafeRawBufferPointer(rebasing: stored[0..<storedCount]))
+                header.encoded().withUnsafeBytes { all.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: size) }
+                initialized = size + storedCount
             }
         }
-        header.bodyLength = UInt32(body.count)
-        header.storedBodyLength = UInt32(stored.count)
-        header.bodyChecksum = XXH64.hash(stored)
-        var out = header.encoded()
-        out.reserveCapacity(out.count + stored.count)
-        out.append(contentsOf: stored)
         return out
     }
 }

@@ -118,8 +118,8 @@ public struct LogHeader: Sendable, Hashable {
         w.writeUInt16(LogHeader.currentVersion)
         w.writeUInt8(kind.rawValue)
         w.writeUInt8(flags.rawValue)
-        w.writeRaw(storeID.rawValue.bytes)
-        w.writeRaw(deviceID.rawValue.bytes)
+        w.writeRecordID(storeID.rawValue)
+        w.writeRecordID(deviceID.rawValue)
         w.writeUInt64(firstSequence)
         w.writeUInt64(lastSequence)
         w.writeUInt64(minClock.rawValue)
@@ -130,7 +130,7 @@ public struct LogHeader: Sendable, Hashable {
         w.writeUInt32(storedBodyLength)
         w.writeUInt32(bodyLength)
         w.writeUInt64(bodyChecksum)
-        let checksum = XXH64.hash(w.bytes)
+        let checksum = w.withUnsafeBytes { XXH64.hash($0) }
         w.writeUInt64(checksum)
         return w.bytes
     }

@@ -31,49 +31,139 @@ enum ValueCodec {
             w.writeUInt8(UInt8(bitPattern: d.exponent))
             w.writeVarint(UInt64(truncatingIfNeeded: d.significand >> 64))
             w.writeVarint(UInt64(truncatingIfNeeded: d.significand))
-        case .uuid(let u): w.writeUInt8(9); w.writeRaw(RecordID(u).bytes)
+        case .uuid(let u): w.writeUInt8(9); w.writeRecordID(RecordID(u))
         case .transformable(let t):
             w.writeUInt8(10)
             w.writeString(t.typeName)
             w.writeString(t.mimeType)
             w.writeLengthPrefixed(t.data)
-        case .reference(let r): w.writeUInt8(11); w.writeRaw(r.bytes)
+        case .reference(let r): w.writeUInt8(11); w.writeRecordID(r)
         }
     }
 
     /// Reads one value; `limit` bounds every length (the body's size).
     @inline(__always)
     static func read(from r: inout ByteReader, limit: Int) throws(ChronicleError) -> Value {
-        let tag = try r.readUInt8("value tag")
+        try readPayload(tag: try r.readUInt8("value tag"), from: &r, limit: limit)
+    }
+
+    /// The tags a field accepts, as a bit mask (bit n = tag n).
+    static func tagMask(for field: Field) -> UInt16 {
+        var mask: UInt16 = field.isOptional ? 1 : 0
+        switch field.kind {
+        case .reference: mask |= 1 << 11
+        case .attribute(let type):
+            switch type {
+            case .string: mask |= 1 << 1
+            case .int64: mask |= 1 << 2
+            case .double: mask |= 1 << 3
+            case .bool: mask |= 1 << 4 | 1 << 5
+            case .date: mask |= 1 << 6
+            case .data: mask |= 1 << 7
+            case .decimal: mask |= 1 << 8
+            case .uuid: mask |= 1 << 9
+            case .transformable: mask |= 1 << 10
+            }
+        }
+        return mask
+    }
+
+    /// Reads the payload of a value whose tag was already read.
+    @inline(__always)
+    static func readPayload(tag: UInt8, from r: inout ByteReader, limit: Int) throws(ChronicleError) -> Value {
+        let raw = try skipPayload(tag: tag, from: &r, limit: limit)
+        return materialize(RawValue(tag: tag, payload: raw))
+    }
+
+    /// Checks the payload of a value whose tag was already read and returns
+    /// its bytes, without building a ``Value``: lengths, UTF-8 and decimal
+    /// bounds are all verified, so ``materialize(_:)`` cannot fail.
+    @inline(__always)
+    static func skipPayload(tag: UInt8, from r: inout ByteReader, limit: Int) throws(ChronicleError) -> UnsafeRawBufferPointer {
+        let start = r.offset
         switch tag {
-        case 0: return .null
-        case 1: return .string(try r.readString(max: limit, "string value"))
-        case 2: return .int(try r.readSignedVarint("int value"))
-        case 3: return .double(Double(bitPattern: try r.readUInt64("double value")))
-        case 4: return .bool(false)
-        case 5: return .bool(true)
-        case 6: return .date(Timestamp(microsecondsSinceEpoch: try r.readSignedVarint("date value")))
-        case 7: return .data(Data(try r.readLengthPrefixed(max: limit, "data value")))
+        case 0, 4, 5: break
+        case 1: try r.skipString(max: limit, "string value")
+        case 2: _ = try r.readVarint("int value")
+        case 3: _ = try r.readSlice(8, "double value")
+        case 6: _ = try r.readVarint("date value")
+        case 7: _ = try r.readLengthPrefixed(max: limit, "data value")
         case 8:
             let sign = try r.readUInt8("decimal sign")
-            let exponent = Int8(bitPattern: try r.readUInt8("decimal exponent"))
+            _ = try r.readUInt8("decimal exponent")
             let high = try r.readVarint("decimal significand")
             let low = try r.readVarint("decimal significand")
             guard sign <= 1 else { throw ChronicleError(.malformedBody, "body: decimal sign byte \(sign) at offset \(r.offset)") }
-            do {
-                return .decimal(try ChronicleDecimal(isNegative: sign == 1, significand: UInt128(high) << 64 | UInt128(low), exponent: exponent))
-            } catch {
-                throw ChronicleError(.malformedBody, "body: \(error.message)")
+            guard UInt128(high) << 64 | UInt128(low) <= ChronicleDecimal.maxSignificand else {
+                throw ChronicleError(.malformedBody, "body: decimal significand has more than 38 digits at offset \(r.offset)")
             }
-        case 9: return .uuid(RecordID(bytes: try r.readSlice(16, "uuid value")).uuid)
+        case 9: _ = try r.readSlice(16, "uuid value")
         case 10:
-            let typeName = try r.readString(max: limit, "transformable type name")
-            let mime = try r.readString(max: limit, "transformable MIME type")
-            let data = Data(try r.readLengthPrefixed(max: limit, "transformable data"))
-            return .transformable(TransformableValue(typeName: typeName, mimeType: mime, data: data))
-        case 11: return .reference(RecordID(bytes: try r.readSlice(16, "reference value")))
+            try r.skipString(max: limit, "transformable type name")
+            try r.skipString(max: limit, "transformable MIME type")
+            _ = try r.readLengthPrefixed(max: limit, "transformable data")
+        case 11: _ = try r.readSlice(16, "reference value")
         default:
             throw ChronicleError(.malformedBody, "body: unknown value tag \(tag) at offset \(r.offset - 1)")
         }
+        return r.slice(from: start)
     }
+
+    /// Builds the ``Value`` of a payload checked by ``skipPayload(tag:from:limit:)``.
+    static func materialize(_ raw: RawValue) -> Value {
+        var r = ByteReader(raw.payload, errorCode: .malformedBody, context: "value")
+        // The payload was verified, so these reads cannot fail.
+        do {
+            switch raw.tag {
+            case 0: return .null
+            case 1: return .string(try r.readUncheckedString())
+            case 2: return .int(try r.readSignedVarint())
+            case 3: return .double(Double(bitPattern: try r.readUInt64()))
+            case 4: return .bool(false)
+            case 5: return .bool(true)
+            case 6: return .date(Timestamp(microsecondsSinceEpoch: try r.readSignedVarint()))
+            case 7: return .data(Data(try r.readLengthPrefixed(max: Int.max, "data")))
+            case 8:
+                let sign = try r.readUInt8()
+                let exponent = Int8(bitPattern: try r.readUInt8())
+                let high = try r.readVarint()
+                let low = try r.readVarint()
+                return .decimal(try ChronicleDecimal(isNegative: sign == 1, significand: UInt128(high) << 64 | UInt128(low), exponent: exponent))
+            case 9: return .uuid(RecordID(bytes: try r.readSlice(16, "uuid")).uuid)
+            case 10:
+                let typeName = try r.readUncheckedString()
+                let mime = try r.readUncheckedString()
+                let data = Data(try r.readLengthPrefixed(max: Int.max, "data"))
+                return .transformable(TransformableValue(typeName: typeName, mimeType: mime, data: data))
+            default: return .reference(RecordID(bytes: try r.readSlice(16, "reference")))
+            }
+        } catch {
+            preconditionFailure("materializing a verified value failed: \(error)")
+        }
+    }
+}
+
+extension Value {
+    /// About how many bytes the value takes in a body (exact for most types).
+    @inline(__always)
+    var estimatedSize: Int {
+        switch self {
+        case .string(let s): return 3 + s.utf8.count
+        case .data(let d): return 5 + d.count
+        case .transformable(let t): return 12 + t.typeName.utf8.count + t.mimeType.utf8.count + t.data.count
+        default: return 19
+        }
+    }
+}
+
+/// A value's tag and its verified payload bytes, borrowed from a log body.
+/// Valid only while the body it points into is alive.
+public struct RawValue {
+    /// The value tag (see ``ValueCodec``).
+    public let tag: UInt8
+    /// The payload bytes after the tag.
+    public let payload: UnsafeRawBufferPointer
+
+    /// The value as a ``Value``.
+    public var value: Value { ValueCodec.materialize(self) }
 }

@@ -12,10 +12,6 @@ public struct Entity: Hashable, Sendable {
 
     /// The stored fields: attributes, then to-one relationships, in declared order.
     public let fields: [Field]
-    /// The UTF-8 of each field name, parallel to ``fields``, for fast decoding.
-    let fieldNamesUTF8: [[UInt8]]
-    /// The UTF-8 of the entity name.
-    let nameUTF8: [UInt8]
 
     /// Declares an entity.
     public init(
@@ -36,25 +32,11 @@ public struct Entity: Hashable, Sendable {
                                 isOptional: r.isOptional, defaultValue: nil))
         }
         self.fields = fields
-        self.fieldNamesUTF8 = fields.map { Array($0.name.utf8) }
-        self.nameUTF8 = Array(name.utf8)
     }
 
     /// The index of the field named `name` in ``fields``.
     public func fieldIndex(named name: String) -> Int? {
         fields.firstIndex { $0.name == name }
-    }
-
-    /// The index of the field whose name has these UTF-8 bytes.
-    @inline(__always)
-    func fieldIndex(utf8 bytes: UnsafeRawBufferPointer) -> Int? {
-        for (i, candidate) in fieldNamesUTF8.enumerated() where candidate.count == bytes.count {
-            let equal = candidate.withUnsafeBytes { c in
-                c.count == 0 || memcmp(c.baseAddress!, bytes.baseAddress!, c.count) == 0
-            }
-            if equal { return i }
-        }
-        return nil
     }
 
     /// The field named `name`.
@@ -75,10 +57,3 @@ public struct Entity: Hashable, Sendable {
     }
 }
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif

@@ -24,6 +24,8 @@ public struct Schema: Hashable, Sendable {
     /// A stable 64-bit hash of everything that affects storage and merging.
     public let hash: UInt64
     private let indexByName: [String: Int]
+    /// Decoding tables, parallel to ``entities``.
+    let codecs: [EntityCodec]
 
     /// The longest entity, attribute or relationship name.
     public static let maxNameLength = 63
@@ -38,6 +40,7 @@ public struct Schema: Hashable, Sendable {
         var index: [String: Int] = [:]
         for (i, e) in entities.enumerated() { index[e.name] = i }
         self.indexByName = index
+        self.codecs = entities.map { EntityCodec($0) }
         self.hash = Schema.computeHash(version: version, entities: entities)
         try SchemaValidator(schema: self).validate()
     }
@@ -53,12 +56,7 @@ public struct Schema: Hashable, Sendable {
     /// The index of the entity whose name has these UTF-8 bytes.
     @inline(__always)
     func entityIndex(utf8 bytes: UnsafeRawBufferPointer) -> Int? {
-        for (i, e) in entities.enumerated() where e.nameUTF8.count == bytes.count {
-            let equal = e.nameUTF8.withUnsafeBytes { c in
-                c.count == 0 || memcmp(c.baseAddress!, bytes.baseAddress!, c.count) == 0
-            }
-            if equal { return i }
-        }
+        for i in codecs.indices where codecs[i].hasName(utf8: bytes) { return i }
         return nil
     }
 
@@ -106,6 +104,6 @@ public struct Schema: Hashable, Sendable {
             }
             w.writeUInt8(0xFF)
         }
-        return XXH64.hash(w.bytes)
+        return w.withUnsafeBytes { XXH64.hash($0) }
     }
 }

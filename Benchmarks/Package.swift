@@ -1,0 +1,27 @@
+// swift-tools-version:6.1
+// Microbenchmarks, kept out of the library's package so that the benchmark
+// tool's dependencies never slow down or enter a library build. `Chronicle` is
+// a symbolic link to the repository root, which gives the package a stable
+// identity wherever the repository is cloned.
+import PackageDescription
+
+let package = Package(
+    name: "ChronicleBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(path: "Chronicle"),
+        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .executableTarget(
+            name: "CodecBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "ChronicleCore", package: "Chronicle"),
+            ],
+            path: "Benchmarks/CodecBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,96 @@
+import ChronicleCore
+
+/// Where things live in a container. Names sort the way they should be read:
+/// a device's logs by sequence, because sequences are zero-padded hex.
+///
+/// ```
+/// blobs/<store>/logs/<device>/<first seq, 16 hex>-<last seq, 16 hex>.chlog
+/// blobs/<store>/baselines/<max HLC, 16 hex>-<device>.chbase
+/// markers/active-store
+/// markers/<store>/devices/<device>
+/// markers/<store>/corruption/<device>
+/// markers/<store>/election
+/// ```
+///
+/// See `docs/container-layout.md`.
+public enum ContainerLayout {
+    /// The marker naming the active store.
+    public static let activeStore = try! ContainerName("active-store")
+
+    /// The prefix of every log of `device` in `store`.
+    public static func logPrefix(store: StoreID, device: DeviceID) -> String {
+        "\(store)/logs/\(device)/"
+    }
+
+    /// The prefix of every log in `store`.
+    public static func logsPrefix(store: StoreID) -> String { "\(store)/logs/" }
+
+    /// The name of the log holding `first...last` of `device`.
+    public static func log(store: StoreID, device: DeviceID, first: UInt64, last: UInt64) -> ContainerName {
+        try! ContainerName("\(logPrefix(store: store, device: device))\(hex16(first))-\(hex16(last)).chlog")
+    }
+
+    /// The prefix of the baselines of `store`.
+    public static func baselinesPrefix(store: StoreID) -> String { "\(store)/baselines/" }
+
+    /// The name of a baseline made by `device` whose newest change is at `clock`.
+    public static func baseline(store: StoreID, clock: HybridTimestamp, device: DeviceID) -> ContainerName {
+        try! ContainerName("\(baselinesPrefix(store: store))\(hex16(clock.rawValue))-\(device).chbase")
+    }
+
+    /// A device's registration marker.
+    public static func deviceRegistration(store: StoreID, device: DeviceID) -> ContainerName {
+        try! ContainerName("\(store)/devices/\(device)")
+    }
+
+    /// A device's corruption mark.
+    public static func corruptionMark(store: StoreID, device: DeviceID) -> ContainerName {
+        try! ContainerName("\(store)/corruption/\(device)")
+    }
+
+    /// The election lease of `store`.
+    public static func election(store: StoreID) -> ContainerName {
+        try! ContainerName("\(store)/election")
+    }
+
+    /// A log name taken apart, or nil if `name` is not a log name.
+    public struct ParsedLogName: Sendable, Hashable {
+        /// The store.
+        public var store: StoreID
+        /// The device.
+        public var device: DeviceID
+        /// The first sequence.
+        public var first: UInt64
+        /// The last sequence.
+        public var last: UInt64
+
+        /// Creates a parsed name.
+        public init(store: StoreID, device: DeviceID, first: UInt64, last: UInt64) {
+            self.store = store
+            self.device = device
+            self.first = first
+            self.last = last
+        }
+    }
+
+    /// Parses a log name made by ``log(store:device:first:last:)``.
+    public static func parseLog(_ name: ContainerName) -> ParsedLogName? {
+        let parts = name.rawValue.split(separator: "/")
+        guard parts.count == 4, parts[1] == "logs",
+              let store = StoreID(string: String(parts[0])), let device = DeviceID(string: String(parts[2])),
+              parts[3].hasSuffix(".chlog")
+        else { return nil }
+        let range = parts[3].dropLast(".chlog".count).split(separator: "-")
+        guard range.count == 2, range[0].count == 16, range[1].count == 16,
+              let first = UInt64(range[0], radix: 16), let last = UInt64(range[1], radix: 16),
+              first >= 1, last >= first,
+              name == log(store: store, device: device, first: first, last: last)
+        else { return nil }
+        return ParsedLogName(store: store, device: device, first: first, last: last)
+    }
+
+    static func hex16(_ v: UInt64) -> String {
+        let s = String(v, radix: 16)
+        return String(repeating: "0", count: 16 - s.count) + s
+    }
+}

@@ -1,0 +1,57 @@
+/// Strict UTF-8 validation, fast for the common all-ASCII case.
+///
+/// `String(validating:as:)` is generic and unspecialized across modules, which
+/// made it a visible cost per decoded string; ASCII is checked eight bytes at
+/// a time here, and anything else goes through a strict validator
+/// (no overlongs, no surrogates, nothing above U+10FFFF).
+enum UTF8Check {
+    @inline(__always)
+    static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let count = bytes.count
+        var i = 0
+        while i + 8 <= count {
+            if base.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 {
+                return validateMultibyte(base, from: i, count: count)
+            }
+            i += 8
+        }
+        while i < count {
+            if base.load(fromByteOffset: i, as: UInt8.self) >= 0x80 {
+                return validateMultibyte(base, from: i, count: count)
+            }
+            i += 1
+        }
+        return true
+    }
+
+    private static func validateMultibyte(_ base: UnsafeRawPointer, from start: Int, count: Int) -> Bool {
+        var i = start
+        @inline(__always) func byte(_ j: Int) -> UInt8 { base.load(fromByteOffset: j, as: UInt8.self) }
+        @inline(__always) func isContinuation(_ j: Int) -> Bool { j < count && byte(j) & 0xC0 == 0x80 }
+        while i < count {
+            let b = byte(i)
+            if b < 0x80 {
+                i += 1
+            } else if b >= 0xC2 && b <= 0xDF {
+                guard isContinuation(i + 1) else { return false }
+                i += 2
+            } else if b >= 0xE0 && b <= 0xEF {
+                guard isContinuation(i + 1), isContinuation(i + 2) else { return false }
+                let b1 = byte(i + 1)
+                if b == 0xE0 && b1 < 0xA0 { return false }  // overlong
+                if b == 0xED && b1 > 0x9F { return false }  // surrogate
+                i += 3
+            } else if b >= 0xF0 && b <= 0xF4 {
+                guard isContinuation(i + 1), isContinuation(i + 2), isContinuation(i + 3) else { return false }
+                let b1 = byte(i + 1)
+                if b == 0xF0 && b1 < 0x90 { return false }  // overlong
+                if b == 0xF4 && b1 > 0x8F { return false }  // above U+10FFFF
+                i += 4
+            } else {
+                return false
+            }
+        }
+        return true
+    }
+}
