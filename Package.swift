@@ -40,8 +40,10 @@ let package = Package(
             name: "ChronicleSnapshot",
             dependencies: [
                 "ChronicleCore",
+                "ChronicleContainer",
                 "CSQLite",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The public API.

@@ -55,6 +55,51 @@ public struct LogEncoder: Sendable {
         return try seal(header, body: w)
     }
 
+    /// The body bytes of one transaction. Bodies of consecutive transactions
+    /// concatenate into the body of a grouped log (``encode(bodies:)``), which
+    /// is how an outbox groups saves without re-encoding them.
+    public static func body(of transaction: Transaction) -> [UInt8] {
+        var w = ByteWriter(capacity: 256)
+        BodyCodec.write(transaction, to: &w)
+        return w.bytes
+    }
+
+    /// One transaction's pre-encoded body, for ``encode(bodies:)``.
+    public struct EncodedTransaction: Sendable, Hashable {
+        /// The transaction's sequence.
+        public var sequence: UInt64
+        /// Its clock.
+        public var clock: HybridTimestamp
+        /// Its body, from ``LogEncoder/body(of:)``.
+        public var body: [UInt8]
+
+        /// Creates an encoded transaction.
+        public init(sequence: UInt64, clock: HybridTimestamp, body: [UInt8]) {
+            self.sequence = sequence
+            self.clock = clock
+            self.body = body
+        }
+    }
+
+    /// Encodes consecutive pre-encoded transactions of `device` into one log.
+    /// The result is byte-identical to ``encode(_:)`` of the same transactions.
+    public func encode(bodies: [EncodedTransaction], device: DeviceID, schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
+        guard let first = bodies.first else { throw ChronicleError(.misuse, "a log needs at least one transaction") }
+        var w = ByteWriter(capacity: bodies.reduce(64) { $0 + $1.body.count })
+        for (i, b) in bodies.enumerated() {
+            guard b.sequence == first.sequence + UInt64(i), b.sequence >= 1 else {
+                throw ChronicleError(.misuse, "transactions in one log must be consecutive sequences (from 1)")
+            }
+            w.writeRaw(b.body)
+        }
+        let header = LogHeader(
+            kind: .transactions, flags: [], storeID: storeID, deviceID: device,
+            firstSequence: first.sequence, lastSequence: first.sequence + UInt64(bodies.count - 1),
+            minClock: bodies.map(\.clock).min()!, maxClock: bodies.map(\.clock).max()!, schemaHash: schemaHash,
+            count: UInt32(bodies.count), dictionaryID: 0, storedBodyLength: 0, bodyLength: 0, bodyChecksum: 0)
+        return try seal(header, body: w)
+    }
+
     /// Encodes a baseline made by `deviceID` under the schema `schemaHash`.
     public func encode(_ baseline: Baseline, deviceID: DeviceID, schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
         var w = ByteWriter(capacity: 64 * baseline.records.count + 64)

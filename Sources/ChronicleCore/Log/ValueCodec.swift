@@ -167,3 +167,17 @@ public struct RawValue {
     /// The value as a ``Value``.
     public var value: Value { ValueCodec.materialize(self) }
 }
+
+extension ByteWriter {
+    /// Writes a value in its log encoding (tag and payload).
+    public mutating func writeValue(_ value: Value) {
+        ValueCodec.write(value, to: &self)
+    }
+}
+
+extension ByteReader {
+    /// Reads a value in its log encoding.
+    public mutating func readValue(limit: Int) throws(ChronicleError) -> Value {
+        try ValueCodec.read(from: &self, limit: limit)
+    }
+}

@@ -1,0 +1,281 @@
+import ChronicleCore
+import Foundation
+import GRDB
+
+/// Applies changes to a snapshot inside one SQLite transaction.
+///
+/// Every change is first merged into the record's ``RecordState`` (kept in
+/// `_chronicle_records`); what the entity tables show is then recomputed as a
+/// pure function of those states (see `docs/merge.md`):
+///
+/// 1. A record is **live** if an insert was seen and some write is newer than
+///    its newest delete.
+/// 2. A reference **resolves** to its target if the target is visible (or to
+///    the survivor the target was merged into), otherwise to nothing: a
+///    `cascade` reference then hides the record, `nullify` and `deny` ones
+///    show NULL.
+/// 3. Records that are otherwise visible and share a unique key are
+///    **de-duplicated**: the smallest record ID survives, the others are
+///    hidden and references to them resolve to the survivor.
+///
+/// Because each state is a join of everything applied and the view is a
+/// function of the states, any order of the same logs gives the same tables.
+struct MergeEngine {
+    let db: Database
+    let schema: Schema
+    let origin: RecordEvent.Origin
+    private(set) var events: [RecordEvent] = []
+    private var pending: [(Int, RecordID)] = []
+    private var pendingSet: Set<RecordKey> = []
+
+    /// The most records one apply may recompute: a bound, not an expectation.
+    static let maxRefreshes = 10_000_000
+
+    struct RecordKey: Hashable {
+        let entity: Int
+        let id: RecordID
+    }
+
+    init(db: Database, schema: Schema, origin: RecordEvent.Origin) {
+        self.db = db
+        self.schema = schema
+        self.origin = origin
+    }
+
+    // MARK: Merging
+
+    /// Merges one change with `version` into its record's state and schedules
+    /// the record for recomputation.
+    mutating func apply(_ kind: ChangeKind, entity: Int, id: RecordID, values: [(field: Int, value: Value)], version: Version) throws {
+        var state = try loadState(entity, id) ?? RecordState()
+        let before = state
+        switch kind {
+        case .insert:
+            state.inserted = true
+            for v in values { state.write(field: v.field, v.value, version) }
+        case .update:
+            for v in values { state.write(field: v.field, v.value, version) }
+        case .delete:
+            state.delete(version)
+        }
+        guard state != before else { return }
+        try saveState(entity, id, state, previous: before)
+        schedule(entity, id)
+    }
+
+    /// Recomputes every scheduled record and what depends on it.
+    mutating func settle() throws {
+        var refreshes = 0
+        while let (entity, id) = pending.popLast() {
+            pendingSet.remove(RecordKey(entity: entity, id: id))
+            refreshes += 1
+            guard refreshes <= Self.maxRefreshes else {
+                throw ChronicleError(.applyFailed, "recomputing the view touched more than \(Self.maxRefreshes) records")
+            }
+            try refresh(entity, id)
+        }
+    }
+
+    private mutating func schedule(_ entity: Int, _ id: RecordID) {
+        if pendingSet.insert(RecordKey(entity: entity, id: id)).inserted {
+            pending.append((entity, id))
+        }
+    }
+
+    // MARK: The view
+
+    /// Recomputes one record's row; if it changed, schedules its dependents.
+    private mutating func refresh(_ entity: Int, _ id: RecordID) throws {
+        let e = schema.entities[entity]
+        var visiting: Set<RecordKey> = []
+        let desired = try visibleRow(entity, id, &visiting)
+        let current = try currentRow(entity, id)
+        let oldKeys = try storedKeys(entity, id)
+        var newKeys: [Int: [UInt8]] = [:]
+        visiting = []
+        if let pre = try preShadowRow(entity, id, &visiting) {
+            newKeys = keys(of: e, row: pre)
+        }
+        if newKeys != oldKeys {
+            try db.execute(sql: "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?", arguments: [entity, id])
+            for (c, key) in newKeys {
+                try db.execute(sql: "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)",
+                               arguments: [entity, c, Data(key), id])
+            }
+        }
+        guard desired != current || newKeys != oldKeys else { return }
+        if desired != current {
+            try write(e, id, desired)
+            let kind: RecordEvent.Kind = desired == nil ? .deleted : (current == nil ? .inserted : .updated)
+            events.append(RecordEvent(entity: e.name, recordID: id, kind: kind, origin: origin))
+        }
+        // Dependents: records referring to this one, and records sharing a key with it.
+        for (c, key) in oldKeys.merging(newKeys, uniquingKeysWith: { a, _ in a }) {
+            for other in try keyGroup(entity, c, key) where other != id {
+                schedule(entity, other)
+                try scheduleReferrers(of: other)
+            }
+        }
+        try scheduleReferrers(of: id)
+    }
+
+    private mutating func scheduleReferrers(of id: RecordID) throws {
+        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT entity, id FROM _chronicle_refs WHERE target = ?"), arguments: [id])
+        for row in rows {
+            schedule(row[0], row[1])
+        }
+    }
+
+    /// The row the app should see, or nil if the record is hidden.
+    private func visibleRow(_ entity: Int, _ id: RecordID, _ visiting: inout Set<RecordKey>) throws -> [DatabaseValue]? {
+        guard let row = try preShadowRow(entity, id, &visiting) else { return nil }
+        return try survivor(entity, id, row: row) == id ? row : nil
+    }
+
+    /// The row if the record is live and its cascade references resolve,
+    /// before de-duplication.
+    private func preShadowRow(_ entity: Int, _ id: RecordID, _ visiting: inout Set<RecordKey>) throws -> [DatabaseValue]? {
+        let key = RecordKey(entity: entity, id: id)
+        guard visiting.insert(key).inserted else { return nil }
+        defer { visiting.remove(key) }
+        guard let state = try loadState(entity, id), state.isLive else { return nil }
+        let e = schema.entities[entity]
+        var row: [DatabaseValue] = []
+        row.reserveCapacity(e.fields.count)
+        for (i, field) in e.fields.enumerated() {
+            let value = state.fields[i]?.value ?? field.defaultValue ?? .null
+            guard case .reference(let destination, let rule) = field.kind, case .reference(let target) = value else {
+                row.append(value.databaseValue)
+                continue
+            }
+            let targetEntity = schema.entityIndex(named: destination)!
+            if let resolved = try resolve(targetEntity, target, &visiting) {
+                row.append(resolved.databaseValue)
+            } else if rule == .cascade {
+                return nil
+            } else {
+                row.append(.null)
+            }
+        }
+        return row
+    }
+
+    /// What a reference to `id` points at: the record itself if visible, the
+    /// survivor it was merged into, or nil.
+    private func resolve(_ entity: Int, _ id: RecordID, _ visiting: inout Set<RecordKey>) throws -> RecordID? {
+        guard let row = try preShadowRow(entity, id, &visiting) else { return nil }
+        var current = id
+        var currentRow = row
+        // Survivors have strictly smaller IDs, so this ends.
+        while true {
+            let next = try survivor(entity, current, row: currentRow)
+            if next == current { return current }
+            guard let nextRow = try preShadowRow(entity, next, &visiting) else { return current }
+            current = next
+            currentRow = nextRow
+        }
+    }
+
+    /// The smallest ID among records sharing any unique key with this row
+    /// that are themselves live (by their stored keys).
+    private func survivor(_ entity: Int, _ id: RecordID, row: [DatabaseValue]) throws -> RecordID {
+        let e = schema.entities[entity]
+        var best = id
+        for (c, key) in keys(of: e, row: row) {
+            for other in try keyGroup(entity, c, key) where other < best {
+                best = other
+            }
+        }
+        return best
+    }
+
+    /// Unique-key values per constraint; constraints with a NULL are skipped
+    /// (as SQL does).
+    private func keys(of e: Entity, row: [DatabaseValue]) -> [Int: [UInt8]] {
+        var result: [Int: [UInt8]] = [:]
+        for (c, constraint) in e.uniqueConstraints.enumerated() {
+            var w = ByteWriter()
+            var hasNull = false
+            for name in constraint {
+                let value = row[e.fieldIndex(named: name)!]
+                if value.isNull { hasNull = true; break }
+                switch value.storage {
+                case .int64(let i): w.writeUInt8(1); w.writeSignedVarint(i)
+                case .double(let d): w.writeUInt8(2); w.writeUInt64(d.bitPattern)
+                case .string(let s): w.writeUInt8(3); w.writeString(s)
+                case .blob(let b): w.writeUInt8(4); w.writeLengthPrefixed(b)
+                case .null: break
+                }
+            }
+            if !hasNull { result[c] = w.bytes }
+        }
+        return result
+    }
+
+    private func keyGroup(_ entity: Int, _ constraint: Int, _ key: [UInt8]) throws -> [RecordID] {
+        try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM _chronicle_keys WHERE entity = ? AND constraint_index = ? AND key = ?"),
+                              arguments: [entity, constraint, Data(key)])
+    }
+
+    private func storedKeys(_ entity: Int, _ id: RecordID) throws -> [Int: [UInt8]] {
+        var result: [Int: [UInt8]] = [:]
+        guard !schema.entities[entity].uniqueConstraints.isEmpty else { return result }
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT constraint_index, key FROM _chronicle_keys WHERE entity = ? AND id = ?"),
+                                    arguments: [entity, id]) {
+            result[row[0]] = [UInt8]((row[1] as Data))
+        }
+        return result
+    }
+
+    // MARK: Storage
+
+    func loadState(_ entity: Int, _ id: RecordID) throws -> RecordState? {
+        guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?"),
+                                           arguments: [entity, id])
+        else { return nil }
+        return try RecordState(encoded: [UInt8](data))
+    }
+
+    private func saveState(_ entity: Int, _ id: RecordID, _ state: RecordState, previous: RecordState) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)")
+            .execute(arguments: [entity, id, Data(state.encoded())])
+        // Keep the reverse index of raw references in step.
+        let e = schema.entities[entity]
+        for (i, field) in e.fields.enumerated() {
+            guard case .reference = field.kind else { continue }
+            let old = previous.fields[i]?.value
+            let new = state.fields[i]?.value
+            guard old != new else { continue }
+            if case .reference(let t)? = old {
+                try db.cachedStatement(sql: "DELETE FROM _chronicle_refs WHERE target = ? AND entity = ? AND id = ?")
+                    .execute(arguments: [t, entity, id])
+            }
+            if case .reference(let t)? = new {
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO _chronicle_refs (target, entity, id) VALUES (?, ?, ?)")
+                    .execute(arguments: [t, entity, id])
+            }
+        }
+    }
+
+    private func currentRow(_ entity: Int, _ id: RecordID) throws -> [DatabaseValue]? {
+        let e = schema.entities[entity]
+        let columns = e.fields.map { quoted($0.name) }.joined(separator: ", ")
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(columns) FROM \(quoted(e.name)) WHERE id = ?"), arguments: [id])
+        else { return nil }
+        return (0..<e.fields.count).map { row[$0] as DatabaseValue }
+    }
+
+    private func write(_ e: Entity, _ id: RecordID, _ row: [DatabaseValue]?) throws {
+        guard let row else {
+            try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [id])
+            return
+        }
+        // Delete then insert, so a unique index never sees a transient clash
+        // with this record's own old row.
+        let columns = (["id"] + e.fields.map { quoted($0.name) }).joined(separator: ", ")
+        let marks = Array(repeating: "?", count: e.fields.count + 1).joined(separator: ", ")
+        try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [id])
+        try db.cachedStatement(sql: "INSERT INTO \(quoted(e.name)) (\(columns)) VALUES (\(marks))")
+            .execute(arguments: StatementArguments([id.databaseValue] + row))
+    }
+}

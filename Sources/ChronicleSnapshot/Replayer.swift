@@ -1,0 +1,183 @@
+import ChronicleContainer
+import ChronicleCore
+import Foundation
+import Logging
+
+/// Moves logs between a snapshot and a container: uploads the outbox, and
+/// imports other devices' logs in sequence order.
+///
+/// Imports stream: one log is held in memory at a time, and listings are
+/// paged, so memory does not grow with the number of logs. A log that fails is
+/// recorded and stops only its own device's sequence (later logs of that
+/// device cannot apply without it); the other devices keep importing.
+public struct Replayer: Sendable {
+    /// The device's snapshot.
+    public let snapshot: Snapshot
+    /// The shared container.
+    public let container: any Container
+    /// How logs are verified.
+    public let decoder: LogDecoder
+    /// Where diagnostics go.
+    public let logger: Logger
+    /// How many log names one listing call returns.
+    public var pageSize = 128
+
+    /// Creates a replayer.
+    public init(snapshot: Snapshot, container: any Container, limits: DecodingLimits = DecodingLimits(),
+                dictionaries: [CompressionDictionary] = [], logger: Logger) {
+        self.snapshot = snapshot
+        self.container = container
+        self.decoder = LogDecoder(schema: snapshot.schema, limits: limits, dictionaries: dictionaries)
+        var logger = logger
+        logger[metadataKey: "chronicle.device"] = "\(snapshot.deviceID)"
+        logger[metadataKey: "chronicle.store"] = "\(snapshot.storeID)"
+        self.logger = logger
+    }
+
+    /// Uploads every pending save, grouped into logs. Returns the number of
+    /// logs put. Safe to call again after any failure.
+    @discardableResult
+    public func upload() async throws -> Int {
+        let encoder = LogEncoder(storeID: snapshot.storeID)
+        try await register()
+        var count = 0
+        while let plan = try snapshot.nextUpload() {
+            let bytes = try encoder.encode(bodies: plan.transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
+            let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: plan.first, last: plan.last)
+            try await container.put(name, bytes)
+            try snapshot.markUploaded(plan)
+            logger.debug("uploaded log", metadata: ["chronicle.log": "\(name)", "chronicle.bytes": "\(bytes.count)"])
+            count += 1
+        }
+        return count
+    }
+
+    /// Makes sure this device is listed in the store's device registrations,
+    /// which is how other devices find its logs.
+    public func register() async throws {
+        let name = ContainerLayout.deviceRegistration(store: snapshot.storeID, device: snapshot.deviceID)
+        if try await container.readMarker(name) != nil { return }
+        do {
+            _ = try await container.createMarker(name, Array("{\"device\":\"\(snapshot.deviceID)\"}".utf8))
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            // Registered concurrently: what we wanted.
+        }
+    }
+
+    /// The devices registered in the store.
+    public func devices() async throws -> [DeviceID] {
+        let prefix = "\(snapshot.storeID)/devices/"
+        return try await container.listMarkers(prefix: prefix).compactMap { DeviceID(string: String($0.lastComponent)) }
+    }
+
+    /// Imports what is new in the container once.
+    public func importOnce() async throws -> ImportReport {
+        var report = ImportReport()
+        let vector = try snapshot.vector()
+        for device in try await devices() {
+            try await importLogs(of: device, after: vector[device] ?? 0, into: &report)
+        }
+        return report
+    }
+
+    private func importLogs(of device: DeviceID, after start: UInt64, into report: inout ImportReport) async throws {
+        var applied = start
+        let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: device)
+        var cursor: ContainerName? = ContainerLayout.log(store: snapshot.storeID, device: device, first: max(applied, 1), last: .max)
+        if applied == 0 { cursor = nil }
+        while true {
+            let page: [BlobInfo]
+            do {
+                page = try await container.list(prefix: prefix, after: cursor, limit: pageSize)
+            } catch let error as ChronicleError {
+                report.failures.append(.init(name: prefix, device: device, error: error))
+                return
+            }
+            for blob in page {
+                cursor = blob.name
+                guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device else {
+                    report.failures.append(.init(name: blob.name.rawValue, device: device,
+                                                 error: ChronicleError(.invalidName, "\(blob.name) is not a log name")))
+                    continue
+                }
+                if parsed.last <= applied { continue }
+                if parsed.first > applied + 1 {
+                    report.gaps.append(.init(device: device, expected: applied + 1, found: parsed.first))
+                    return
+                }
+                guard try await importLog(blob.name, device: device, into: &report) else { return }
+                applied = parsed.last
+            }
+            if page.count < pageSize { return }
+        }
+    }
+
+    /// Fetches, verifies and applies one log. Returns false if the device's
+    /// sequence must stop here.
+    private func importLog(_ name: ContainerName, device: DeviceID, into report: inout ImportReport) async throws -> Bool {
+        do {
+            let bytes = try await container.get(name)
+            let log = try decoder.open(bytes)
+            guard log.header.deviceID == device, log.header.storeID == snapshot.storeID,
+                  ContainerLayout.parseLog(name).map({ ($0.first, $0.last) }) ?? (0, 0) == (log.header.firstSequence, log.header.lastSequence)
+            else {
+                throw ChronicleError(.malformedBody, "\(name) holds sequences \(log.header.firstSequence)...\(log.header.lastSequence) of device \(log.header.deviceID), which its name does not match")
+            }
+            switch try snapshot.apply(log, name: name.rawValue) {
+            case .applied(let transactions, let events):
+                report.appliedLogs += 1
+                report.appliedTransactions += transactions
+                report.events += events
+            case .alreadyApplied:
+                break
+            case .gap(let expected, let found):
+                report.gaps.append(.init(device: device, expected: expected, found: found))
+                return false
+            }
+            return true
+        } catch let error as ChronicleError {
+            let attempts = (try? snapshot.recordFailure(name: name.rawValue, error: error)) ?? 1
+            logger.warning("import failed", metadata: ["chronicle.log": "\(name)", "chronicle.error": "\(error)", "chronicle.attempts": "\(attempts)"])
+            report.failures.append(.init(name: name.rawValue, device: device, error: error))
+            return false
+        }
+    }
+}
+
+/// What one import pass did.
+public struct ImportReport: Sendable {
+    /// A log that could not be imported.
+    public struct Failure: Sendable {
+        /// The blob name.
+        public var name: String
+        /// Its device.
+        public var device: DeviceID
+        /// Why. ``ChronicleError/Code/isTransient`` and ``ChronicleError/Code/shortRead``
+        /// (a blob not fully visible yet) may clear on a later pass.
+        public var error: ChronicleError
+    }
+
+    /// A device whose next log is not visible yet.
+    public struct Gap: Sendable {
+        /// The device.
+        public var device: DeviceID
+        /// The sequence it needs next.
+        public var expected: UInt64
+        /// The first sequence of the next log found.
+        public var found: UInt64
+    }
+
+    /// Logs applied.
+    public var appliedLogs = 0
+    /// Transactions applied.
+    public var appliedTransactions = 0
+    /// What the app sees change.
+    public var events: [RecordEvent] = []
+    /// Logs that failed.
+    public var failures: [Failure] = []
+    /// Devices waiting for a missing log.
+    public var gaps: [Gap] = []
+
+    /// Creates an empty report.
+    public init() {}
+}

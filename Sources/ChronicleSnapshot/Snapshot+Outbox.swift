@@ -1,0 +1,62 @@
+import ChronicleCore
+import Foundation
+import GRDB
+
+extension Snapshot {
+    /// The saves to upload next, as one log.
+    public struct UploadPlan: Sendable, Hashable {
+        /// The first sequence in the log.
+        public var first: UInt64
+        /// The last sequence.
+        public var last: UInt64
+        /// The pre-encoded transactions.
+        public var transactions: [LogEncoder.EncodedTransaction]
+    }
+
+    /// The next group of saved-but-not-uploaded transactions, at most
+    /// `maxTransactions` or about `maxBytes` of body.
+    ///
+    /// The grouping is recorded before it is returned, so a retry after a
+    /// crash uploads the same log under the same name with the same bytes:
+    /// no two logs ever overlap.
+    public func nextUpload(maxTransactions: Int = 256, maxBytes: Int = 4 << 20) throws -> UploadPlan? {
+        try pool.write { db in
+            var rows = try Row.fetchAll(db, sql: """
+                SELECT sequence, clock, body FROM _chronicle_outbox
+                WHERE uploaded = 0 AND log_first IS NOT NULL
+                AND log_first = (SELECT MIN(log_first) FROM _chronicle_outbox WHERE uploaded = 0 AND log_first IS NOT NULL)
+                ORDER BY sequence
+                """)
+            if rows.isEmpty {
+                rows = []
+                var bytes = 0
+                let cursor = try Row.fetchCursor(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE uploaded = 0 ORDER BY sequence")
+                while let row = try cursor.next(), rows.count < maxTransactions, rows.isEmpty || bytes + (row[2] as Data).count <= maxBytes {
+                    bytes += (row[2] as Data).count
+                    rows.append(row.copy())
+                }
+                guard let first = rows.first, let last = rows.last else { return nil }
+                try db.execute(sql: "UPDATE _chronicle_outbox SET log_first = ?, log_last = ? WHERE sequence BETWEEN ? AND ?",
+                               arguments: [first[0] as Int64, last[0] as Int64, first[0] as Int64, last[0] as Int64])
+            }
+            let transactions = rows.map {
+                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
+                                              body: [UInt8]($0[2] as Data))
+            }
+            return UploadPlan(first: transactions.first!.sequence, last: transactions.last!.sequence, transactions: transactions)
+        }
+    }
+
+    /// Marks a planned log as stored in the container.
+    public func markUploaded(_ plan: UploadPlan) throws {
+        try pool.write { db in
+            try db.execute(sql: "UPDATE _chronicle_outbox SET uploaded = 1 WHERE sequence BETWEEN ? AND ?",
+                           arguments: [Int64(plan.first), Int64(plan.last)])
+        }
+    }
+
+    /// How many saves are not yet uploaded.
+    public func pendingUploadCount() throws -> Int {
+        try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox WHERE uploaded = 0") ?? 0 }
+    }
+}

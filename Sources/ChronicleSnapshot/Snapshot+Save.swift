@@ -1,0 +1,172 @@
+import ChronicleCore
+import Foundation
+import GRDB
+
+extension Snapshot {
+    /// What a save did.
+    public struct SaveResult: Sendable {
+        /// The sequence the save got.
+        public var sequence: UInt64
+        /// Its clock.
+        public var clock: HybridTimestamp
+        /// What the app sees change.
+        public var events: [RecordEvent]
+    }
+
+    /// Validates and applies `changes` as one transaction of this device, and
+    /// appends its log body to the outbox, all in one SQLite transaction.
+    ///
+    /// Inserts get the schema's defaults for fields they leave out.
+    ///
+    /// - Throws: ``ChronicleError`` with ``ChronicleError/Code/typeMismatch``,
+    ///   ``ChronicleError/Code/missingValue``, ``ChronicleError/Code/uniqueViolation``,
+    ///   ``ChronicleError/Code/recordNotFound``, ``ChronicleError/Code/deleteDenied``,
+    ///   ``ChronicleError/Code/unknownEntity`` or ``ChronicleError/Code/unknownAttribute``;
+    ///   nothing is written then.
+    public func save(_ changes: [Change], physicalMilliseconds: UInt64) throws -> SaveResult {
+        guard !changes.isEmpty else { throw ChronicleError(.misuse, "a save needs at least one change") }
+        do {
+            return try pool.write { db in
+                let sequence = try appliedSequence(db, deviceID) + 1
+                var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0)))
+                let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
+                let version = Version(clock: clock, device: deviceID)
+                var engine = MergeEngine(db: db, schema: schema, origin: .local)
+                var normalized: [Change] = []
+                for change in changes {
+                    let (entity, values, complete) = try validate(change, db)
+                    try engine.apply(change.kind, entity: entity, id: change.recordID, values: values, version: version)
+                    try engine.settle()
+                    try checkVisible(change, entity: entity, db)
+                    normalized.append(complete)
+                }
+                let transaction = Transaction(deviceID: deviceID, sequence: sequence, clock: clock,
+                                              schemaHash: schema.hash, changes: normalized)
+                try db.execute(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)",
+                               arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(LogEncoder.body(of: transaction))])
+                try setApplied(db, deviceID, sequence: sequence, clock: clock)
+                try db.execute(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'", arguments: [Int64(bitPattern: hlc.last.rawValue)])
+                return SaveResult(sequence: sequence, clock: clock, events: engine.events)
+            }
+        } catch let error as ChronicleError {
+            throw error
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
+            throw ChronicleError(.uniqueViolation, "save violates a unique constraint: \(error.message ?? "")")
+        } catch {
+            throw ChronicleError(.database, "save failed: \(error)")
+        }
+    }
+
+    /// Checks one change against the schema and the current state; returns
+    /// the entity index, the values by field index, and the change with
+    /// defaults filled in.
+    private func validate(_ change: Change, _ db: Database) throws -> (Int, [(field: Int, value: Value)], Change) {
+        guard let entityIndex = schema.entityIndex(named: change.entity) else {
+            throw ChronicleError(.unknownEntity, "no entity named \(change.entity)")
+        }
+        let entity = schema.entities[entityIndex]
+        let visible = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(entity.name)) WHERE id = ?"), arguments: [change.recordID]) ?? false
+        var values: [(field: Int, value: Value)] = []
+        var seen = Set<Int>()
+        for fv in change.values {
+            guard let i = entity.fieldIndex(named: fv.name) else {
+                throw ChronicleError(.unknownAttribute, "\(entity.name) has no field named \(fv.name)")
+            }
+            guard seen.insert(i).inserted else { throw ChronicleError(.misuse, "\(entity.name).\(fv.name) is given twice") }
+            let field = entity.fields[i]
+            guard field.accepts(fv.value) else {
+                if fv.value.isNull { throw ChronicleError(.missingValue, "\(entity.name).\(fv.name) is required") }
+                throw ChronicleError(.typeMismatch, "\(entity.name).\(fv.name) takes \(field.kind), not \(fv.value)")
+            }
+            if case .reference(let destination, _) = field.kind, case .reference(let target) = fv.value {
+                let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(destination)) WHERE id = ?"), arguments: [target]) ?? false
+                guard exists else {
+                    throw ChronicleError(.recordNotFound, "\(entity.name).\(fv.name) refers to \(destination) \(target), which does not exist")
+                }
+            }
+            values.append((i, fv.value))
+        }
+        var complete = change
+        switch change.kind {
+        case .insert:
+            let known = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?"),
+                                          arguments: [entityIndex, change.recordID]) ?? false
+            guard !known else { throw ChronicleError(.misuse, "\(entity.name) \(change.recordID) already exists; record IDs are never reused") }
+            for (i, field) in entity.fields.enumerated() where !seen.contains(i) {
+                if let d = field.defaultValue {
+                    values.append((i, d))
+                } else if field.isOptional {
+                    values.append((i, .null))
+                } else {
+                    throw ChronicleError(.missingValue, "\(entity.name).\(field.name) is required")
+                }
+            }
+            values.sort { $0.field < $1.field }
+            complete.values = values.map { FieldValue(entity.fields[$0.field].name, $0.value) }
+        case .update:
+            guard visible else { throw ChronicleError(.recordNotFound, "no \(entity.name) with ID \(change.recordID)") }
+            guard !values.isEmpty else { throw ChronicleError(.misuse, "an update of \(change.recordID) changes nothing") }
+        case .delete:
+            guard visible else { throw ChronicleError(.recordNotFound, "no \(entity.name) with ID \(change.recordID)") }
+            guard values.isEmpty else { throw ChronicleError(.misuse, "a delete carries no values") }
+            try checkDeny(entity, change.recordID, db)
+        }
+        try checkUnique(entity, change, values, db)
+        return (entityIndex, values, complete)
+    }
+
+    /// A `deny` rule refuses to delete a record that visible records point at.
+    private func checkDeny(_ entity: Entity, _ id: RecordID, _ db: Database) throws {
+        for other in schema.entities {
+            for field in other.fields {
+                guard case .reference(let destination, .deny) = field.kind, destination == entity.name else { continue }
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM \(quoted(other.name)) WHERE \(quoted(field.name)) = ? LIMIT 1", arguments: [id]) ?? false {
+                    throw ChronicleError(.deleteDenied, "\(entity.name) \(id) is referred to by \(other.name).\(field.name), whose delete rule is deny")
+                }
+            }
+        }
+    }
+
+    /// A local save may not create a duplicate of a visible record's unique key.
+    private func checkUnique(_ entity: Entity, _ change: Change, _ values: [(field: Int, value: Value)], _ db: Database) throws {
+        guard change.kind != .delete, !entity.uniqueConstraints.isEmpty else { return }
+        let current = try Row.fetchOne(db, sql: "SELECT * FROM \(quoted(entity.name)) WHERE id = ?", arguments: [change.recordID])
+        for key in entity.uniqueConstraints {
+            var conditions: [String] = []
+            var arguments: [DatabaseValue] = []
+            for name in key {
+                let i = entity.fieldIndex(named: name)!
+                let value = values.first { $0.field == i }?.value.databaseValue ?? (current?[name] as DatabaseValue?) ?? .null
+                if value.isNull { conditions = []; break }
+                conditions.append("\(quoted(name)) = ?")
+                arguments.append(value)
+            }
+            guard !conditions.isEmpty else { continue }
+            arguments.append(change.recordID.databaseValue)
+            let sql = "SELECT 1 FROM \(quoted(entity.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ? LIMIT 1"
+            if try Bool.fetchOne(db, sql: sql, arguments: StatementArguments(arguments)) ?? false {
+                throw ChronicleError(.uniqueViolation, "another \(entity.name) already has \(key.joined(separator: ", ")) equal to these values")
+            }
+        }
+    }
+
+    /// After a local insert or update, the record must be visible: anything
+    /// else means the save could not take effect as asked.
+    private func checkVisible(_ change: Change, entity: Int, _ db: Database) throws {
+        guard change.kind != .delete else { return }
+        let e = schema.entities[entity]
+        let visible = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(e.name)) WHERE id = ?"), arguments: [change.recordID]) ?? false
+        guard visible else {
+            throw ChronicleError(.recordNotFound, "\(e.name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
+        }
+    }
+
+    func appliedSequence(_ db: Database, _ device: DeviceID) throws -> UInt64 {
+        UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT sequence FROM _chronicle_vector WHERE device = ?"), arguments: [device.rawValue]) ?? 0)
+    }
+
+    func setApplied(_ db: Database, _ device: DeviceID, sequence: UInt64, clock: HybridTimestamp) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_vector (device, sequence, clock) VALUES (?, ?, ?)")
+            .execute(arguments: [device.rawValue, Int64(sequence), Int64(bitPattern: clock.rawValue)])
+    }
+}

@@ -1,0 +1,130 @@
+import ChronicleCore
+import Foundation
+import GRDB
+
+/// A device's SQLite snapshot of one store: one table per entity, which apps
+/// query, plus Chronicle's metadata tables, in one WAL-mode database file.
+///
+/// All writes go through ``save(_:physicalMilliseconds:)`` (local changes) and
+/// ``apply(_:name:)`` (imported logs); each runs as one SQLite transaction, so
+/// a save and its outbox entry, or a log and the sequence vector, are
+/// committed together or not at all. Readers get read-only connections.
+public final class Snapshot: Sendable {
+    /// The database file.
+    public let path: String
+    /// The schema the tables were made for.
+    public let schema: Schema
+    /// The store this snapshot materializes.
+    public let storeID: StoreID
+    /// The device that owns it.
+    public let deviceID: DeviceID
+    let pool: DatabasePool
+
+    /// How hard a commit pushes data to disk.
+    public enum Durability: String, Sendable, CaseIterable {
+        /// `synchronous = FULL`: a save that returned survives power loss.
+        case full
+        /// `synchronous = NORMAL`: survives a crash of the process, not of the machine.
+        case normal
+    }
+
+    /// Opens the snapshot at `path`, creating it if it does not exist.
+    ///
+    /// - Throws: ``ChronicleError/Code/storeMismatch`` if the file belongs to
+    ///   another store, device or schema; ``ChronicleError/Code/database`` if
+    ///   it is not a usable SQLite database.
+    public init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full) throws {
+        self.path = path
+        self.schema = schema
+        self.storeID = storeID
+        self.deviceID = deviceID
+        var config = Configuration()
+        config.journalMode = .wal
+        config.busyMode = .timeout(10)
+        let synchronous = durability == .full ? "FULL" : "NORMAL"
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: config)
+            try pool.write { db in
+                if try db.tableExists("_chronicle_identity") {
+                    try Self.checkIdentity(db, schema: schema, storeID: storeID, deviceID: deviceID)
+                } else {
+                    try SnapshotTables.create(db, schema: schema)
+                    try db.execute(sql: "INSERT INTO _chronicle_identity (key, value) VALUES ('store', ?), ('device', ?), ('schema_hash', ?), ('schema', ?), ('hlc', 0)",
+                                   arguments: [storeID.description, deviceID.description, schema.hashString,
+                                               String(decoding: try JSONEncoder.sorted.encode(schema.jsonValue), as: UTF8.self)])
+                }
+            }
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError(.database, "cannot open snapshot \(path): \(error)")
+        }
+    }
+
+    private static func checkIdentity(_ db: Database, schema: Schema, storeID: StoreID, deviceID: DeviceID) throws {
+        let values = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT key, value FROM _chronicle_identity")
+            .map { ($0[0] as String, $0[1] as DatabaseValue) })
+        func check(_ key: String, _ expected: String, _ what: String) throws {
+            guard let stored = values[key].flatMap(String.fromDatabaseValue), stored == expected else {
+                throw ChronicleError(.storeMismatch, "snapshot belongs to \(what) \(values[key].flatMap(String.fromDatabaseValue) ?? "?"), not \(expected)")
+            }
+        }
+        try check("store", storeID.description, "store")
+        try check("device", deviceID.description, "device")
+        try check("schema_hash", schema.hashString, "schema")
+    }
+
+    /// Reads the snapshot's identity from an existing file without knowing it.
+    public static func identity(at path: String) throws -> (store: StoreID, device: DeviceID, schema: Schema) {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw ChronicleError(.notFound, "no snapshot at \(path)")
+        }
+        var config = Configuration()
+        config.readonly = true
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: config)
+            return try queue.read { db in
+                let values = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT key, value FROM _chronicle_identity")
+                    .map { ($0[0] as String, $0[1] as DatabaseValue) })
+                guard let s = values["store"].flatMap(String.fromDatabaseValue).flatMap(StoreID.init(string:)),
+                      let d = values["device"].flatMap(String.fromDatabaseValue).flatMap(DeviceID.init(string:)),
+                      let json = values["schema"].flatMap(String.fromDatabaseValue)
+                else { throw ChronicleError(.database, "\(path) has no valid Chronicle identity") }
+                return (s, d, try Schema(json: Data(json.utf8)))
+            }
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError(.database, "\(path) is not a Chronicle snapshot: \(error)")
+        }
+    }
+
+    /// Runs `body` on a read-only connection.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+        try pool.read(body)
+    }
+
+    /// Runs `body` on a read-only connection, asynchronously.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.read(body)
+    }
+
+    /// The highest applied sequence per device (this device included).
+    public func vector() throws -> [DeviceID: UInt64] {
+        try pool.read { db in
+            var result: [DeviceID: UInt64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT device, sequence FROM _chronicle_vector") {
+                result[DeviceID(row[0] as RecordID)] = UInt64(row[1] as Int64)
+            }
+            return result
+        }
+    }
+
+    /// Closes the database. The snapshot cannot be used afterwards.
+    public func close() throws {
+        try pool.close()
+    }
+}

@@ -1,0 +1,116 @@
+import ChronicleCore
+import Foundation
+import GRDB
+
+extension Value {
+    /// How a value is stored in a snapshot column. Most map to SQLite's own
+    /// types so the `sqlite3` shell and app queries read them naturally; the
+    /// two doubles SQLite cannot keep exactly (NaN payloads and -0.0) are
+    /// stored as their 8-byte big-endian bit pattern instead.
+    public var databaseValue: DatabaseValue {
+        switch self {
+        case .null: return .null
+        case .string(let s): return s.databaseValue
+        case .int(let i): return i.databaseValue
+        case .double(let d):
+            if d.isNaN || (d == 0 && d.sign == .minus) {
+                return Data(withUnsafeBytes(of: d.bitPattern.bigEndian) { Array($0) }).databaseValue
+            }
+            return d.databaseValue
+        case .bool(let b): return (b ? 1 : 0 as Int64).databaseValue
+        case .date(let t): return t.microsecondsSinceEpoch.databaseValue
+        case .data(let d): return d.databaseValue
+        case .decimal(let d): return d.description.databaseValue
+        case .uuid(let u): return u.uuidString.lowercased().databaseValue
+        case .transformable(let t):
+            let json = Value.transformable(t).json
+            let data = (try? JSONEncoder.sorted.encode(json)) ?? Data()
+            return String(decoding: data, as: UTF8.self).databaseValue
+        case .reference(let r): return r.databaseValue
+        }
+    }
+
+    /// Reads a column back, given the field it belongs to.
+    public init(databaseValue dbValue: DatabaseValue, field: Field) throws(ChronicleError) {
+        if dbValue.isNull {
+            self = .null
+            return
+        }
+        func bad() -> ChronicleError {
+            ChronicleError(.database, "column \(field.name) holds \(dbValue), which is not a valid \(field.kind)")
+        }
+        switch field.kind {
+        case .reference:
+            guard let data = Data.fromDatabaseValue(dbValue), data.count == 16 else { throw bad() }
+            self = .reference(data.withUnsafeBytes { RecordID(bytes: $0) })
+        case .attribute(let type):
+            switch type {
+            case .string: guard let s = String.fromDatabaseValue(dbValue) else { throw bad() }; self = .string(s)
+            case .int64: guard let i = Int64.fromDatabaseValue(dbValue) else { throw bad() }; self = .int(i)
+            case .double:
+                if case .blob(let data) = dbValue.storage, data.count == 8 {
+                    self = .double(Double(bitPattern: data.reduce(0) { $0 << 8 | UInt64($1) }))
+                } else {
+                    guard let d = Double.fromDatabaseValue(dbValue) else { throw bad() }
+                    self = .double(d)
+                }
+            case .bool: guard let i = Int64.fromDatabaseValue(dbValue) else { throw bad() }; self = .bool(i != 0)
+            case .date: guard let i = Int64.fromDatabaseValue(dbValue) else { throw bad() }
+                self = .date(Timestamp(microsecondsSinceEpoch: i))
+            case .data: guard let d = Data.fromDatabaseValue(dbValue) else { throw bad() }; self = .data(d)
+            case .decimal:
+                guard let s = String.fromDatabaseValue(dbValue), let d = ChronicleDecimal(string: s) else { throw bad() }
+                self = .decimal(d)
+            case .uuid:
+                guard let s = String.fromDatabaseValue(dbValue), let u = UUID(uuidString: s) else { throw bad() }
+                self = .uuid(u)
+            case .transformable:
+                guard let s = String.fromDatabaseValue(dbValue),
+                      let json = try? JSONDecoder().decode(JSONValue.self, from: Data(s.utf8))
+                else { throw bad() }
+                self = try Value(json: json, for: field, path: field.name)
+            }
+        }
+    }
+}
+
+extension RecordID: DatabaseValueConvertible {
+    /// Record IDs are stored as 16-byte blobs: compact keys, and `hex(id)` in
+    /// the `sqlite3` shell shows them.
+    public var databaseValue: DatabaseValue { Data(bytes).databaseValue }
+
+    public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> RecordID? {
+        guard case .blob(let data) = dbValue.storage, data.count == 16 else { return nil }
+        return data.withUnsafeBytes { RecordID(bytes: $0) }
+    }
+}
+
+extension JSONEncoder {
+    static var sorted: JSONEncoder {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return e
+    }
+}
+
+extension Field.Kind {
+    /// The declared SQLite column type.
+    var sqlType: String {
+        switch self {
+        case .reference: return "BLOB"
+        case .attribute(let t):
+            switch t {
+            case .string, .decimal, .uuid, .transformable: return "TEXT"
+            case .int64, .bool, .date: return "INTEGER"
+            case .double: return "REAL"
+            case .data: return "BLOB"
+            }
+        }
+    }
+}
+
+/// Quotes an identifier for SQL. Schema names are already restricted to
+/// letters, digits and underscores; quoting keeps SQL keywords usable as names.
+func quoted(_ identifier: String) -> String {
+    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
