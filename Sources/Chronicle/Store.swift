@@ -93,7 +93,7 @@ public actor Store {
     /// Opens the container's active store on this device, creating the
     /// store (and the active-store pointer) if the container has none.
     public static func open(_ configuration: Configuration) async throws -> Store {
-        let storeID = try await activeStore(in: configuration.container, seed: configuration.seed)
+        let storeID = try await activeStore(in: configuration.container, seed: configuration.seed, clock: configuration.clock)
         do {
             try FileManager.default.createDirectory(at: configuration.directory, withIntermediateDirectories: true)
         } catch {
@@ -110,13 +110,13 @@ public actor Store {
     }
 
     /// The store the container's active-store pointer names; creates one if none.
-    public static func activeStore(in container: any Container, seed: UInt64) async throws -> StoreID {
+    public static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock()) async throws -> StoreID {
         if let marker = try await container.readMarker(ContainerLayout.activeStore) {
             return try parseActiveStore(marker.bytes)
         }
         var random = SeededRandom(seed: seed ^ 0x5354_4F52_4549_4453)
         var generator = RecordIDGenerator(seed: random.next())
-        let candidate = StoreID(generator.next(milliseconds: SystemClock().nowMilliseconds()))
+        let candidate = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
         do {
             _ = try await container.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(candidate)\"}".utf8))
             return candidate
@@ -221,6 +221,11 @@ public actor Store {
     /// Uploads pending saves only.
     @discardableResult
     public func upload() async throws -> Int { try await replayer.upload() }
+
+    /// Re-uploads this device's own logs that are damaged in the container
+    /// (see ``Replayer/repairOwnLogs()``).
+    @discardableResult
+    public func repairOwnLogs() async throws -> [ContainerName] { try await replayer.repairOwnLogs() }
 
     /// Imports other devices' logs only.
     @discardableResult

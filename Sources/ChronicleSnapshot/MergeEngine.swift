@@ -105,6 +105,7 @@ struct MergeEngine {
         }
         guard desired != current || newKeys != oldKeys else { return }
         if desired != current {
+            if let desired { try evictClashes(entity, id, row: desired) }
             try write(e, id, desired)
             let kind: RecordEvent.Kind = desired == nil ? .deleted : (current == nil ? .inserted : .updated)
             events.append(RecordEvent(entity: e.name, recordID: id, kind: kind, origin: origin))
@@ -117,6 +118,35 @@ struct MergeEngine {
             }
         }
         try scheduleReferrers(of: id)
+    }
+
+    /// Removes visible rows that share a unique key with the row about to be
+    /// written. They can only be records with larger IDs whose own refresh is
+    /// still pending (a visible record is smaller than every stored key
+    /// sharer), so they are losers of the dedupe: hide them now, so the unique
+    /// index never sees two of them, and recompute them later.
+    private mutating func evictClashes(_ entity: Int, _ id: RecordID, row: [DatabaseValue]) throws {
+        let e = schema.entities[entity]
+        for constraint in e.uniqueConstraints {
+            var conditions: [String] = []
+            var arguments: [DatabaseValue] = []
+            for name in constraint {
+                let value = row[e.fieldIndex(named: name)!]
+                if value.isNull { conditions = []; break }
+                conditions.append("\(quoted(name)) = ?")
+                arguments.append(value)
+            }
+            guard !conditions.isEmpty else { continue }
+            arguments.append(id.databaseValue)
+            let clashing = try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM \(quoted(e.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ?"),
+                                                 arguments: StatementArguments(arguments))
+            for other in clashing {
+                try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [other])
+                events.append(RecordEvent(entity: e.name, recordID: other, kind: .deleted, origin: origin))
+                schedule(entity, other)
+                try scheduleReferrers(of: other)
+            }
+        }
     }
 
     private mutating func scheduleReferrers(of id: RecordID) throws {

@@ -52,6 +52,30 @@ public struct Replayer: Sendable {
         return count
     }
 
+    /// Checks this device's own logs in the container and re-uploads any that
+    /// are damaged (bit rot, a torn copy) from the outbox, which keeps every
+    /// saved body. Other devices never applied a damaged log (imports are all
+    /// or nothing), so replacing it with the bytes it should have is safe.
+    /// Returns the names repaired.
+    public func repairOwnLogs() async throws -> [ContainerName] {
+        let encoder = LogEncoder(storeID: snapshot.storeID)
+        let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: snapshot.deviceID)
+        var repaired: [ContainerName] = []
+        for blob in try await container.listAll(prefix: prefix) {
+            guard let parsed = ContainerLayout.parseLog(blob.name) else { continue }
+            let stored = try? await container.get(blob.name)
+            if let stored, (try? decoder.open(stored)) != nil { continue }
+            guard let transactions = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last) else { continue }
+            let bytes = try encoder.encode(bodies: transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
+            guard bytes != stored else { continue }
+            try await container.delete(blob.name)
+            try await container.put(blob.name, bytes)
+            logger.notice("repaired own log", metadata: ["chronicle.log": "\(blob.name)"])
+            repaired.append(blob.name)
+        }
+        return repaired
+    }
+
     /// Makes sure this device is listed in the store's device registrations,
     /// which is how other devices find its logs.
     public func register() async throws {

@@ -55,6 +55,19 @@ extension Snapshot {
         }
     }
 
+    /// The outbox's transactions `first...last`, or nil if any is missing.
+    public func outboxTransactions(first: UInt64, last: UInt64) throws -> [LogEncoder.EncodedTransaction]? {
+        try pool.read { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE sequence BETWEEN ? AND ? ORDER BY sequence",
+                                        arguments: [Int64(first), Int64(last)])
+            guard rows.count == Int(last - first + 1) else { return nil }
+            return rows.map {
+                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
+                                              body: [UInt8]($0[2] as Data))
+            }
+        }
+    }
+
     /// How many saves are not yet uploaded.
     public func pendingUploadCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox WHERE uploaded = 0") ?? 0 }

@@ -1,0 +1,92 @@
+import ArgumentParser
+import Chronicle
+import Foundation
+
+@main
+struct ChronicleCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "chronicle",
+        abstract: "Operate Chronicle stores: save, sync, query, inspect and verify containers and logs.",
+        discussion: """
+            A device keeps its snapshot in a device directory; devices share a container directory.
+            Every command takes --help; most take --json for machine-readable output.
+            Exit status: 0 on success, 1 when the command found a problem, 2 on bad usage.
+            """,
+        subcommands: [Save.self, Sync.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self]
+    )
+}
+
+/// Options shared by commands that act as one device.
+struct DeviceOptions: ParsableArguments {
+    @Option(name: .customLong("device-dir"), help: "The device's own directory (created if needed).")
+    var deviceDirectory: String
+
+    @Option(name: .customLong("container"), help: "The shared container directory.")
+    var container: String
+
+    @Option(name: .customLong("schema"), help: "The schema JSON file.")
+    var schema: String
+
+    func open() async throws -> Store {
+        let schema = try Schema(contentsOf: URL(fileURLWithPath: self.schema))
+        let directory = URL(fileURLWithPath: deviceDirectory)
+        let identity = try DeviceFile.load(in: directory)
+        let container = try DirectoryContainer(root: URL(fileURLWithPath: self.container))
+        let store = try await Store.open(Store.Configuration(
+            schema: schema, deviceID: identity.device, directory: directory, container: container,
+            logger: CLILogging.logger))
+        try DeviceFile(device: identity.device, store: store.storeID).save(in: directory)
+        return store
+    }
+}
+
+/// Output shared by every command.
+struct OutputOptions: ParsableArguments {
+    @Flag(name: .long, help: "Print machine-readable JSON instead of text.")
+    var json = false
+
+    func print(_ value: JSONValue, text: String) {
+        if json {
+            Swift.print(JSONText.pretty(value))
+        } else {
+            Swift.print(text)
+        }
+    }
+}
+
+/// Runs a command body, turning errors into a clear message and exit code 1.
+func reportingErrors(_ output: OutputOptions, _ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as ChronicleError {
+        if output.json {
+            print(JSONText.pretty(.object(["error": .object(["code": .string(error.code.name), "message": .string(error.message)])])))
+        } else {
+            FileHandle.standardError.write(Data("chronicle: \(error.code): \(error.message)\n".utf8))
+        }
+        throw ExitCode.failure
+    } catch let error as ExitCode {
+        throw error
+    } catch {
+        if output.json {
+            print(JSONText.pretty(.object(["error": .object(["code": .string("error"), "message": .string("\(error)")])])))
+        } else {
+            FileHandle.standardError.write(Data("chronicle: \(error)\n".utf8))
+        }
+        throw ExitCode.failure
+    }
+}
+
+enum JSONText {
+    static func pretty(_ value: JSONValue) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: (try? encoder.encode(value)) ?? Data("null".utf8), as: UTF8.self)
+    }
+
+    static func line(_ value: JSONValue) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: (try? encoder.encode(value)) ?? Data("null".utf8), as: UTF8.self)
+    }
+}
