@@ -81,12 +81,20 @@ public struct ChronicleDecimal: Hashable, Sendable, CustomStringConvertible, Cod
         self = d
     }
 
-    /// The exact value in scientific form when the exponent is not zero:
-    /// `-12345e-2`, `7`, `5e3`. ``init(string:)`` parses it back identically.
+    /// The exact value: plain notation for exponents from -38 to 0
+    /// (`-123.45`, `0.0010`, `7`), scientific beyond (`5e3`, `1e-100`).
+    /// ``init(string:)`` parses it back identically.
     public var description: String {
         let sign = isNegative ? "-" : ""
-        if exponent == 0 { return "\(sign)\(significand)" }
-        return "\(sign)\(significand)e\(exponent)"
+        let digits = String(significand)
+        if exponent == 0 { return sign + digits }
+        if exponent < 0 && exponent >= -38 {
+            let fraction = Int(-exponent)
+            let padded = String(repeating: "0", count: max(0, fraction + 1 - digits.count)) + digits
+            let split = padded.index(padded.endIndex, offsetBy: -fraction)
+            return sign + padded[..<split] + "." + padded[split...]
+        }
+        return "\(sign)\(digits)e\(exponent)"
     }
 
     /// Whether both have the same sign, significand and exponent.
