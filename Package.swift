@@ -61,6 +61,7 @@ let package = Package(
             name: "ChronicleCLI",
             dependencies: [
                 "Chronicle",
+                "CLZ4",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,0 +1,108 @@
+import ArgumentParser
+import CLZ4
+import Chronicle
+import Foundation
+
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Measure Chronicle against its baselines, side by side in one run (build with -c release).",
+        subcommands: [CodecBench.self])
+}
+
+/// The log codec against LZ4 alone on the very same bodies.
+struct CodecBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "codec",
+        abstract: "Encode+compress and decompress+verify+decode throughput, with LZ4 alone as the baseline.")
+
+    @Option(help: "Changes per transaction.")
+    var changes: [Int] = [1, 10, 100]
+
+    @Option(help: "Seconds to spend on each measurement.")
+    var seconds: Double = 1.0
+
+    @OptionGroup var output: OutputOptions
+
+    static let schema = try! Schema(version: 1, entities: [
+        Entity("Note", attributes: [
+            Attribute("title", .string), Attribute("body", .string), Attribute("views", .int64),
+            Attribute("score", .double), Attribute("created", .date), Attribute("pinned", .bool),
+        ]),
+    ])
+
+    static let words = ["sync", "store", "device", "log", "replay", "snapshot", "merge", "clock", "container", "baseline",
+                        "the", "a", "of", "and", "to", "in", "is", "for", "on", "with"]
+
+    /// Text-like notes: a title, a sentence of 8 to 23 words, counters, a date, a flag.
+    static func transaction(changes count: Int) -> Transaction {
+        var rng = SeededRandom(seed: 1)
+        var ids = RecordIDGenerator(seed: 1)
+        let changes = (0..<count).map { i -> Change in
+            let body = (0..<(8 + Int(rng.next() % 16))).map { _ in words[Int(rng.next() % UInt64(words.count))] }.joined(separator: " ")
+            return Change(.insert, entity: "Note", recordID: ids.next(milliseconds: 1_700_000_000_000 + UInt64(i)), values: [
+                FieldValue("title", .string("Note \(i) about \(words[i % words.count])")), FieldValue("body", .string(body)),
+                FieldValue("views", .int(Int64(rng.next() % 10_000))), FieldValue("score", .double(Double(rng.next() % 1000) / 10)),
+                FieldValue("created", .date(Timestamp(microsecondsSinceEpoch: 1_700_000_000_000_000 + Int64(i) * 1_000_003))),
+                FieldValue("pinned", .bool(rng.next() & 1 == 0)),
+            ])
+        }
+        return Transaction(deviceID: DeviceID(index: 1), sequence: 1, clock: HybridTimestamp(milliseconds: 1_700_000_000_000, counter: 0),
+                           schemaHash: schema.hash, changes: changes)
+    }
+
+    /// Runs `body` repeatedly for about `seconds`; returns bytes per second of `bytes` per call.
+    func rate(bytes: Int, _ body: () throws -> Void) rethrows -> Double {
+        var iterations = 0
+        let clock = ContinuousClock()
+        let start = clock.now
+        var elapsed = 0.0
+        repeat {
+            for _ in 0..<64 { try body() }
+            iterations += 64
+            elapsed = (clock.now - start) / .seconds(1)
+        } while elapsed < seconds
+        return Double(bytes * iterations) / elapsed
+    }
+
+    func run() async throws {
+        let store = StoreID(RecordID(high: 1, low: 1))
+        let encoder = LogEncoder(storeID: store)
+        let decoder = LogDecoder(schema: Self.schema)
+        var rows: [JSONValue] = []
+        var text = "changes  body B  ratio | encode MB/s  LZ4 comp MB/s  (x) | verify+walk MB/s  decode MB/s  LZ4 decomp MB/s  (walk x, decode x)\n"
+        for n in changes {
+            let t = Self.transaction(changes: n)
+            let body = LogEncoder.body(of: t)
+            let log = try encoder.encode([t])
+            let bound = Int(LZ4_compressBound(Int32(body.count)))
+            var scratch = [UInt8](repeating: 0, count: max(bound, body.count))
+            var compressed = [UInt8]()
+            let lz4Compress = rate(bytes: body.count) {
+                let n = body.withUnsafeBytes { s in scratch.withUnsafeMutableBytes { d in
+                    LZ4_compress_default(s.baseAddress!.assumingMemoryBound(to: CChar.self), d.baseAddress!.assumingMemoryBound(to: CChar.self),
+                                         Int32(body.count), Int32(bound)) } }
+                if compressed.isEmpty { compressed = Array(scratch[0..<Int(n)]) }
+            }
+            let lz4Decompress = rate(bytes: body.count) {
+                _ = compressed.withUnsafeBytes { s in scratch.withUnsafeMutableBytes { d in
+                    LZ4_decompress_safe(s.baseAddress!.assumingMemoryBound(to: CChar.self), d.baseAddress!.assumingMemoryBound(to: CChar.self),
+                                        Int32(s.count), Int32(body.count)) } }
+            }
+            let encode = try rate(bytes: body.count) { _ = try encoder.encode([t]) }
+            let walk = try rate(bytes: body.count) { _ = try decoder.open(log) }
+            let decode = try rate(bytes: body.count) { _ = try decoder.decode(log) }
+            let ratio = Double(body.count) / Double(log.count - LogHeader.size)
+            func mb(_ v: Double) -> String { String(format: "%.0f", v / 1e6) }
+            text += String(format: "%7d  %6d  %5.2f | %11@  %13@  (%.2f) | %16@  %11@  %15@  (%.2f, %.2f)\n",
+                           n, body.count, ratio, mb(encode), mb(lz4Compress), encode / lz4Compress,
+                           mb(walk), mb(decode), mb(lz4Decompress), walk / lz4Decompress, decode / lz4Decompress)
+            rows.append(.object([
+                "changes": .int(Int64(n)), "bodyBytes": .int(Int64(body.count)), "compressionRatio": .double(ratio),
+                "encodeMBps": .double(encode / 1e6), "lz4CompressMBps": .double(lz4Compress / 1e6),
+                "verifyWalkMBps": .double(walk / 1e6), "decodeMBps": .double(decode / 1e6),
+                "lz4DecompressMBps": .double(lz4Decompress / 1e6),
+            ]))
+        }
+        output.print(.array(rows), text: text)
+    }
+}
