@@ -21,6 +21,9 @@ struct CodecBench: AsyncParsableCommand {
     @Option(help: "Seconds to spend on each measurement.")
     var seconds: Double = 1.0
 
+    @Option(help: "Profile one path only, in a loop: encode, walk or decode.")
+    var only: String?
+
     @OptionGroup var output: OutputOptions
 
     static let schema = try! Schema(version: 1, entities: [
@@ -68,6 +71,20 @@ struct CodecBench: AsyncParsableCommand {
         let store = StoreID(RecordID(high: 1, low: 1))
         let encoder = LogEncoder(storeID: store)
         let decoder = LogDecoder(schema: Self.schema)
+        if let only {
+            let t = Self.transaction(changes: changes.last ?? 100)
+            let log = try encoder.encode([t])
+            let body = LogEncoder.body(of: t).count
+            let r: Double
+            switch only {
+            case "encode": r = try rate(bytes: body) { _ = try encoder.encode([t]) }
+            case "walk": r = try rate(bytes: body) { _ = try decoder.open(log) }
+            case "decode": r = try rate(bytes: body) { _ = try decoder.decode(log) }
+            default: throw ValidationError("--only takes encode, walk or decode")
+            }
+            print(String(format: "%@: %.0f MB/s", only, r / 1e6))
+            return
+        }
         var rows: [JSONValue] = []
         var text = "changes  body B  ratio | encode MB/s  LZ4 comp MB/s  (x) | verify+walk MB/s  decode MB/s  LZ4 decomp MB/s  (walk x, decode x)\n"
         for n in changes {

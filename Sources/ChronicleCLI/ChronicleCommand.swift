@@ -30,12 +30,19 @@ struct DeviceOptions: ParsableArguments {
     func open() async throws -> Store {
         let schema = try Schema(contentsOf: URL(fileURLWithPath: self.schema))
         let directory = URL(fileURLWithPath: deviceDirectory)
-        let identity = try DeviceFile.load(in: directory)
+        var identity = try DeviceFile.load(in: directory)
+        // The device ID must be on disk before anything (the snapshot) is
+        // created under it: a crash in between would otherwise leave a
+        // snapshot owned by an ID that is then forgotten.
+        try identity.save(in: directory)
         let container = try DirectoryContainer(root: URL(fileURLWithPath: self.container))
         let store = try await Store.open(Store.Configuration(
             schema: schema, deviceID: identity.device, directory: directory, container: container,
             logger: CLILogging.logger))
-        try DeviceFile(device: identity.device, store: store.storeID).save(in: directory)
+        if identity.store != store.storeID {
+            identity.store = store.storeID
+            try identity.save(in: directory)
+        }
         return store
     }
 }

@@ -1,4 +1,7 @@
 import Chronicle
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 
 /// `device.json` in a device directory: the device's stable ID and the store
@@ -22,11 +25,28 @@ struct DeviceFile: Codable {
         }
     }
 
+    /// Writes the file atomically and durably (temporary file, fsync, rename, directory fsync).
     func save(in directory: URL) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try encoder.encode(self).write(to: directory.appendingPathComponent(DeviceFile.name), options: .atomic)
+        let data = try encoder.encode(self)
+        let final = directory.appendingPathComponent(DeviceFile.name).path
+        let temp = final + ".tmp-\(getpid())"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw ChronicleError(.io, "cannot write \(temp): errno \(errno)") }
+        let written = data.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
+        let synced = fsync(fd)
+        close(fd)
+        guard written == data.count, synced == 0, rename(temp, final) == 0 else {
+            unlink(temp)
+            throw ChronicleError(.io, "cannot write \(final): errno \(errno)")
+        }
+        let dir = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 {
+            fsync(dir)
+            close(dir)
+        }
     }
 
     /// The snapshot of the store last opened in `directory`.

@@ -102,14 +102,14 @@ private struct ApplyVisitor: LogVisitor {
         version = Version(clock: clock, device: device)
     }
 
-    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: String, recordID: RecordID, valueCount: Int) {
+    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID, valueCount: Int) {
         self.kind = kind
         self.entity = entity ?? 0
         self.recordID = recordID
         values.removeAll(keepingCapacity: true)
     }
 
-    mutating func value(field: Int?, fieldName: String, _ raw: RawValue) {
+    mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue) {
         if !skipping { values.append((field ?? 0, raw.value)) }
     }
 

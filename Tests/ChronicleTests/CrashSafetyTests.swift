@@ -49,6 +49,9 @@ import Glibc
         return Outcome(status: killed ? nil : process.terminationStatus, stdout: output)
     }
 
+    /// Regression: the CLI wrote device.json after creating the snapshot; a
+    /// kill in between left a snapshot whose device ID was forgotten, and
+    /// every later run failed with storeMismatch.
     @Test(.enabled(if: binary != nil, "needs the chronicle binary: swift build --build-tests"))
     func killedSavesAndSyncsLoseNothingAcknowledged() throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-crash-\(UUID().uuidString)")
@@ -64,7 +67,7 @@ import Glibc
         var acknowledged: [String] = []
         var killed = 0
         for i in 0..<40 {
-            let kill: UInt32? = rng.next() % 3 == 0 ? nil : UInt32(rng.next() % 60_000)
+            let kill: UInt32? = rng.next() % 3 == 0 ? nil : UInt32(rng.next() % 250_000)
             if rng.next() % 4 == 0 {
                 let outcome = try Self.run(["sync"] + device("a"), killAfterMicroseconds: kill)
                 if outcome.status == nil { killed += 1 }

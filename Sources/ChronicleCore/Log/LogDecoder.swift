@@ -159,10 +159,10 @@ public struct VerifiedLog: Sendable {
 public protocol LogVisitor {
     /// A transaction begins.
     mutating func beginTransaction(sequence: UInt64, clock: HybridTimestamp, changeCount: Int) throws(ChronicleError)
-    /// A change begins; its values follow.
-    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: String, recordID: RecordID, valueCount: Int) throws(ChronicleError)
-    /// One value of the current change.
-    mutating func value(field: Int?, fieldName: String, _ raw: RawValue) throws(ChronicleError)
+    /// A change begins; its values follow. `entityName` is computed only if used.
+    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID, valueCount: Int) throws(ChronicleError)
+    /// One value of the current change. `fieldName` is computed only if used.
+    mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue) throws(ChronicleError)
     /// The current change ends.
     mutating func endChange() throws(ChronicleError)
 }
@@ -170,8 +170,8 @@ public protocol LogVisitor {
 /// Checks structure only.
 private struct VerifyingVisitor: LogVisitor {
     mutating func beginTransaction(sequence: UInt64, clock: HybridTimestamp, changeCount: Int) {}
-    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: String, recordID: RecordID, valueCount: Int) {}
-    mutating func value(field: Int?, fieldName: String, _ raw: RawValue) {}
+    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID, valueCount: Int) {}
+    mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue) {}
     mutating func endChange() {}
 }
 
@@ -193,14 +193,14 @@ private struct MaterializingVisitor: LogVisitor {
         transactions.append(t)
     }
 
-    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: String, recordID: RecordID, valueCount: Int) {
-        var c = Change(kind, entity: entityName, recordID: recordID)
+    mutating func beginChange(_ kind: ChangeKind, entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID, valueCount: Int) {
+        var c = Change(kind, entity: entityName(), recordID: recordID)
         c.values.reserveCapacity(valueCount)
         change = c
     }
 
-    mutating func value(field: Int?, fieldName: String, _ raw: RawValue) {
-        change!.values.append(FieldValue(fieldName, raw.value))
+    mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue) {
+        change!.values.append(FieldValue(fieldName(), raw.value))
     }
 
     mutating func endChange() {
@@ -248,8 +248,8 @@ private struct BodyWalker {
         var hint = 0
         for _ in 0..<count {
             let field = try FieldRef.read(&reader, entity: entity, hint: hint)
-            let raw = try field.readValue(&reader, entityName: entity.name, limit: limit)
-            try visitor.value(field: field.index, fieldName: field.name, raw)
+            let raw = try field.readValue(&reader, entity: entity, limit: limit)
+            try visitor.value(field: field.index, fieldName: field.name(in: entity), raw)
             hint = (field.index ?? 0) + 1
         }
         try visitor.endChange()
@@ -281,11 +281,21 @@ private struct EntityRef {
     }
 }
 
-/// A field name read from a body, with the value tags it accepts.
+/// A field name read from a body, with the value tags it accepts. It holds
+/// no references (no retain per value); with a schema the name is looked up
+/// from the entity only when a visitor asks for it.
 private struct FieldRef {
-    let name: String
+    private let ownName: String?
     let index: Int?
     let mask: UInt16
+
+    init(name: String?, index: Int?, mask: UInt16) {
+        ownName = name
+        self.index = index
+        self.mask = mask
+    }
+
+    func name(in entity: EntityRef) -> String { ownName ?? entity.codec!.fieldNames[index!] }
 
     @inline(__always)
     static func read(_ reader: inout ByteReader, entity: EntityRef, hint: Int = 0) throws(ChronicleError) -> FieldRef {
@@ -297,16 +307,16 @@ private struct FieldRef {
         guard let i = codec.fieldIndex(utf8: raw, hint: hint) else {
             throw ChronicleError(.unknownAttribute, "body: '\(String(decoding: raw, as: UTF8.self))' is not a field of \(entity.name)")
         }
-        return FieldRef(name: codec.fieldNames[i], index: i, mask: codec.tagMasks[i])
+        return FieldRef(name: nil, index: i, mask: codec.tagMasks[i])
     }
 
     /// Reads the value's tag, checks it against the field, and verifies the payload.
     @inline(__always)
-    func readValue(_ reader: inout ByteReader, entityName: String, limit: Int) throws(ChronicleError) -> RawValue {
+    func readValue(_ reader: inout ByteReader, entity: EntityRef, limit: Int) throws(ChronicleError) -> RawValue {
         let tag = try reader.readUInt8("value tag")
         guard tag < 16, (mask >> tag) & 1 == 1 else {
             if tag > 11 { throw ChronicleError(.malformedBody, "body: unknown value tag \(tag) at offset \(reader.offset - 1)") }
-            throw ChronicleError(.malformedBody, "body: a value with tag \(tag) does not fit \(entityName).\(name)")
+            throw ChronicleError(.malformedBody, "body: a value with tag \(tag) does not fit \(entity.name).\(name(in: entity))")
         }
         return RawValue(tag: tag, payload: try ValueCodec.skipPayload(tag: tag, from: &reader, limit: limit))
     }
@@ -346,10 +356,10 @@ private struct BaselineParser {
             fields.reserveCapacity(count)
             for _ in 0..<count {
                 let field = try FieldRef.read(&reader, entity: entity)
-                let value = try field.readValue(&reader, entityName: entity.name, limit: limit).value
+                let value = try field.readValue(&reader, entity: entity, limit: limit).value
                 let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
                 let d = try device(try reader.readLength(max: Int.max, "device index"))
-                fields.append(Baseline.VersionedValue(name: field.name, value: value, version: Version(clock: clock, device: d)))
+                fields.append(Baseline.VersionedValue(name: field.name(in: entity), value: value, version: Version(clock: clock, device: d)))
             }
             records.append(Baseline.Record(entity: entity.name, recordID: id, fields: fields))
         }

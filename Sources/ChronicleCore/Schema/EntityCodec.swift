@@ -35,18 +35,29 @@ final class EntityCodec: Sendable {
         return nil
     }
 
+    /// Names are short (at most 63 bytes): comparing 8 bytes at a time
+    /// inline beats a call to `memcmp`.
     @inline(__always)
-    private static func equal(_ name: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
-        name.count == bytes.count && name.withUnsafeBytes { c in
-            c.count == 0 || memcmp(c.baseAddress!, bytes.baseAddress!, c.count) == 0
+    static func equal(_ name: [UInt8], _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard name.count == bytes.count else { return false }
+        return name.withUnsafeBytes { c in
+            let n = c.count
+            var i = 0
+            while i + 8 <= n {
+                if c.loadUnaligned(fromByteOffset: i, as: UInt64.self) != bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+                i += 8
+            }
+            while i < n {
+                if c[i] != bytes[i] { return false }
+                i += 1
+            }
+            return true
         }
     }
 
     /// Whether this entity's name has these UTF-8 bytes.
     @inline(__always)
     func hasName(utf8 bytes: UnsafeRawBufferPointer) -> Bool {
-        nameUTF8.count == bytes.count && nameUTF8.withUnsafeBytes { c in
-            c.count == 0 || memcmp(c.baseAddress!, bytes.baseAddress!, c.count) == 0
-        }
+        Self.equal(nameUTF8, bytes)
     }
 }
