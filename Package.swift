@@ -57,10 +57,19 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The deterministic multi-device simulation harness.
+        .target(
+            name: "ChronicleSimulation",
+            dependencies: [
+                "Chronicle",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "ChronicleCLI",
             dependencies: [
                 "Chronicle",
+                "ChronicleSimulation",
                 "CLZ4",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -73,6 +82,7 @@ let package = Package(
         ),
         .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer"]),
         .testTarget(name: "ChronicleSnapshotTests", dependencies: ["ChronicleSnapshot", "ChronicleContainer"]),
+        .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleSimulation"]),
         .testTarget(
             name: "ChronicleTests",
             dependencies: ["Chronicle", .product(name: "Logging", package: "swift-log")]

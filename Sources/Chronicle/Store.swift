@@ -42,14 +42,23 @@ public actor Store {
         public var durability: Snapshot.Durability
         /// Bounds for decoding logs from the container.
         public var limits: DecodingLimits
+        /// The store this device last used, if known. If the container has
+        /// lost its active-store pointer (a wiped or reset container), the
+        /// device puts this one back instead of starting a new store.
+        public var knownStore: StoreID?
+        /// Crash points for simulations; nil in production.
+        public var crashInjector: CrashInjector?
 
         /// Creates a configuration with sensible defaults: the system clock,
         /// a random seed, full durability and 64 MiB log bodies.
         public init(
             schema: Schema, deviceID: DeviceID, directory: URL, container: any Container,
             clock: any PhysicalClock = SystemClock(), seed: UInt64 = UInt64.random(in: 0...UInt64.max),
-            logger: Logger, durability: Snapshot.Durability = .full, limits: DecodingLimits = DecodingLimits()
+            logger: Logger, durability: Snapshot.Durability = .full, limits: DecodingLimits = DecodingLimits(),
+            knownStore: StoreID? = nil, crashInjector: CrashInjector? = nil
         ) {
+            self.knownStore = knownStore
+            self.crashInjector = crashInjector
             self.schema = schema
             self.deviceID = deviceID
             self.directory = directory
@@ -93,7 +102,8 @@ public actor Store {
     /// Opens the container's active store on this device, creating the
     /// store (and the active-store pointer) if the container has none.
     public static func open(_ configuration: Configuration) async throws -> Store {
-        let storeID = try await activeStore(in: configuration.container, seed: configuration.seed, clock: configuration.clock)
+        let storeID = try await activeStore(in: configuration.container, seed: configuration.seed, clock: configuration.clock,
+                                            known: configuration.knownStore)
         do {
             try FileManager.default.createDirectory(at: configuration.directory, withIntermediateDirectories: true)
         } catch {
@@ -101,7 +111,8 @@ public actor Store {
         }
         let path = configuration.directory.appendingPathComponent("\(storeID).sqlite").path
         let snapshot = try Snapshot(path: path, schema: configuration.schema, storeID: storeID,
-                                    deviceID: configuration.deviceID, durability: configuration.durability)
+                                    deviceID: configuration.deviceID, durability: configuration.durability,
+                                    crashInjector: configuration.crashInjector)
         let store = Store(configuration: configuration, storeID: storeID, snapshot: snapshot)
         configuration.logger.info("opened store", metadata: [
             "chronicle.store": "\(storeID)", "chronicle.device": "\(configuration.deviceID)",
@@ -110,16 +121,26 @@ public actor Store {
     }
 
     /// The store the container's active-store pointer names; creates one if none.
-    public static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock()) async throws -> StoreID {
-        if let marker = try await container.readMarker(ContainerLayout.activeStore) {
+    public static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock(),
+                                   known: StoreID? = nil) async throws -> StoreID {
+        let marker: Marker?
+        do {
+            marker = try await container.readMarker(ContainerLayout.activeStore)
+        } catch let error as ChronicleError where error.code.isTransient && known != nil {
+            // Offline start: a device that knows its store opens it without the container.
+            return known!
+        }
+        if let marker {
             return try parseActiveStore(marker.bytes)
         }
         var random = SeededRandom(seed: seed ^ 0x5354_4F52_4549_4453)
         var generator = RecordIDGenerator(seed: random.next())
-        let candidate = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
+        let candidate = known ?? StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
         do {
             _ = try await container.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(candidate)\"}".utf8))
             return candidate
+        } catch let error as ChronicleError where error.code.isTransient && known != nil {
+            return known!
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Another device created it first: use theirs.
             guard let marker = try await container.readMarker(ContainerLayout.activeStore) else { throw error }
@@ -145,6 +166,12 @@ public actor Store {
     ///   (nothing is saved then).
     @discardableResult
     public func write<T>(_ body: (inout WriteTransaction) throws -> T) throws -> T {
+        try writeReporting(body).value
+    }
+
+    /// Like ``write(_:)``, and also returns what the save did (its sequence,
+    /// clock and events), or nil when `body` made no changes.
+    public func writeReporting<T>(_ body: (inout WriteTransaction) throws -> T) throws -> (value: T, save: Snapshot.SaveResult?) {
         let now = configuration.clock.nowMilliseconds()
         let snapshot = self.snapshot
         var tx = WriteTransaction(schema: configuration.schema, ids: ids, milliseconds: now) { entity, id in
@@ -152,10 +179,10 @@ public actor Store {
         }
         let result = try body(&tx)
         ids = tx.generator
-        guard !tx.changes.isEmpty else { return result }
+        guard !tx.changes.isEmpty else { return (result, nil) }
         let saved = try snapshot.save(tx.changes, physicalMilliseconds: now)
         hub.publish(saved.events)
-        return result
+        return (result, saved)
     }
 
     // MARK: Reading

@@ -12,7 +12,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             Every command takes --help; most take --json for machine-readable output.
             Exit status: 0 on success, 1 when the command found a problem, 2 on bad usage.
             """,
-        subcommands: [Save.self, Sync.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Bench.self]
+        subcommands: [Save.self, Sync.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, Bench.self]
     )
 }
 
@@ -38,7 +38,7 @@ struct DeviceOptions: ParsableArguments {
         let container = try DirectoryContainer(root: URL(fileURLWithPath: self.container))
         let store = try await Store.open(Store.Configuration(
             schema: schema, deviceID: identity.device, directory: directory, container: container,
-            logger: CLILogging.logger))
+            logger: CLILogging.logger, knownStore: identity.store))
         if identity.store != store.storeID {
             identity.store = store.storeID
             try identity.save(in: directory)

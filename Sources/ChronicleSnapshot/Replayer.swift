@@ -45,6 +45,7 @@ public struct Replayer: Sendable {
             let bytes = try encoder.encode(bodies: plan.transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
             let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: plan.first, last: plan.last)
             try await container.put(name, bytes)
+            try snapshot.crashInjector?.check(.uploadAfterPut)
             try snapshot.markUploaded(plan)
             logger.debug("uploaded log", metadata: ["chronicle.log": "\(name)", "chronicle.bytes": "\(bytes.count)"])
             count += 1
@@ -61,7 +62,19 @@ public struct Replayer: Sendable {
         let encoder = LogEncoder(storeID: snapshot.storeID)
         let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: snapshot.deviceID)
         var repaired: [ContainerName] = []
-        for blob in try await container.listAll(prefix: prefix) {
+        let listed = try await container.listAll(prefix: prefix)
+        // Logs the outbox uploaded that the container does not have (an upload
+        // that never arrived, a wiped container): put them again.
+        let present = Set(listed.map(\.name))
+        try await register()
+        for (first, last) in try snapshot.uploadedGroups() {
+            let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: first, last: last)
+            guard !present.contains(name), let transactions = try snapshot.outboxTransactions(first: first, last: last) else { continue }
+            try await container.put(name, try encoder.encode(bodies: transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash))
+            logger.notice("re-uploaded missing log", metadata: ["chronicle.log": "\(name)"])
+            repaired.append(name)
+        }
+        for blob in listed {
             guard let parsed = ContainerLayout.parseLog(blob.name) else { continue }
             let stored = try? await container.get(blob.name)
             if let stored, (try? decoder.open(stored)) != nil { continue }

@@ -45,6 +45,7 @@ extension Snapshot {
                 try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes) VALUES (?, ?, ?, ?, ?)",
                                arguments: [name, header.deviceID.rawValue, Int64(header.firstSequence), Int64(header.lastSequence), header.totalLength])
                 try db.execute(sql: "DELETE FROM _chronicle_failures WHERE name = ?", arguments: [name])
+                try crashInjector?.check(.importBeforeCommit)
                 return .applied(transactions: visitor.transactions, events: visitor.engine.events)
             }
         } catch let error as ChronicleError {

@@ -68,6 +68,14 @@ extension Snapshot {
         }
     }
 
+    /// The sequence ranges of the logs the outbox has uploaded.
+    public func uploadedGroups() throws -> [(UInt64, UInt64)] {
+        try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT DISTINCT log_first, log_last FROM _chronicle_outbox WHERE uploaded = 1 AND log_first IS NOT NULL ORDER BY log_first")
+                .map { (UInt64($0[0] as Int64), UInt64($0[1] as Int64)) }
+        }
+    }
+
     /// How many saves are not yet uploaded.
     public func pendingUploadCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox WHERE uploaded = 0") ?? 0 }

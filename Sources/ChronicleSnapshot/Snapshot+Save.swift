@@ -46,6 +46,7 @@ extension Snapshot {
                                arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(LogEncoder.body(of: transaction))])
                 try setApplied(db, deviceID, sequence: sequence, clock: clock)
                 try db.execute(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'", arguments: [Int64(bitPattern: hlc.last.rawValue)])
+                try crashInjector?.check(.saveBeforeCommit)
                 return SaveResult(sequence: sequence, clock: clock, events: engine.events)
             }
         } catch let error as ChronicleError {

@@ -19,6 +19,8 @@ public final class Snapshot: Sendable {
     /// The device that owns it.
     public let deviceID: DeviceID
     let pool: DatabasePool
+    /// Where a simulation may make this device crash.
+    public let crashInjector: CrashInjector?
 
     /// How hard a commit pushes data to disk.
     public enum Durability: String, Sendable, CaseIterable {
@@ -33,7 +35,9 @@ public final class Snapshot: Sendable {
     /// - Throws: ``ChronicleError/Code/storeMismatch`` if the file belongs to
     ///   another store, device or schema; ``ChronicleError/Code/database`` if
     ///   it is not a usable SQLite database.
-    public init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full) throws {
+    public init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
+                crashInjector: CrashInjector? = nil) throws {
+        self.crashInjector = crashInjector
         self.path = path
         self.schema = schema
         self.storeID = storeID
@@ -120,6 +124,30 @@ public final class Snapshot: Sendable {
                 result[DeviceID(row[0] as RecordID)] = UInt64(row[1] as Int64)
             }
             return result
+        }
+    }
+
+    /// What the snapshot knows of a record, visible or not: each field's
+    /// version, whether an insert was seen, the newest delete. Simulations
+    /// use it to check that a write was applied (or superseded).
+    public struct RecordVersions: Sendable {
+        /// Per field name, the version of the value the snapshot holds.
+        public var fields: [String: Version]
+        /// Whether an insert was applied.
+        public var inserted: Bool
+        /// The newest delete applied.
+        public var deleteVersion: Version?
+    }
+
+    /// The versions the snapshot holds for a record, or nil if it knows nothing of it.
+    public func recordVersions(entity: String, id: RecordID) throws -> RecordVersions? {
+        guard let index = schema.entityIndex(named: entity) else { throw ChronicleError(.unknownEntity, "no entity named \(entity)") }
+        return try pool.read { db in
+            let engine = MergeEngine(db: db, schema: schema, origin: .local)
+            guard let state = try engine.loadState(index, id) else { return nil }
+            let fields = schema.entities[index].fields
+            return RecordVersions(fields: Dictionary(uniqueKeysWithValues: state.fields.map { (fields[$0.key].name, $0.value.version) }),
+                                  inserted: state.inserted, deleteVersion: state.deleteVersion)
         }
     }
 

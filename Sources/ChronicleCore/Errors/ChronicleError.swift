@@ -104,6 +104,8 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         public static let database = Code("database")
         /// The API was used in a way it does not allow.
         public static let misuse = Code("misuse")
+        /// A simulation made the device crash here (never raised in production).
+        public static let simulatedCrash = Code("simulatedCrash")
     }
 
     /// What kind of failure this is.

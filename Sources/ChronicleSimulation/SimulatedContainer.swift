@@ -1,0 +1,236 @@
+import Chronicle
+import Foundation
+import Synchronization
+
+/// The fault options of a simulated container, as probabilities per event.
+public struct ContainerFaults: Sendable, Hashable, Codable {
+    /// The longest delay, in virtual milliseconds, before another device sees a blob.
+    public var maxVisibilityDelayMilliseconds: UInt64 = 400
+    /// Chance that a blob is first visible torn (a prefix) for a while.
+    public var tornProbability: Double = 0.05
+    /// Chance that an upload reports success but never arrives.
+    public var lostUploadProbability: Double = 0.03
+
+    /// Creates fault options.
+    public init() {}
+
+    /// No faults and no delay.
+    public static let none: ContainerFaults = {
+        var f = ContainerFaults()
+        f.maxVisibilityDelayMilliseconds = 0
+        f.tornProbability = 0
+        f.lostUploadProbability = 0
+        return f
+    }()
+}
+
+/// A container that shows each device the others' blobs late, torn, or not at
+/// all, and can be damaged, made unavailable or wiped, all decided by a seeded
+/// generator on a virtual clock. It wraps an ``InMemoryContainer``; every
+/// device gets its own ``View``.
+public final class SimulatedContainer: Sendable {
+    struct State {
+        var visibleAt: [ContainerName: [DeviceID: UInt64]] = [:]
+        var owner: [ContainerName: DeviceID] = [:]
+        var torn: [ContainerName: (until: UInt64, length: Int)] = [:]
+        var unavailableUntil: UInt64 = 0
+        var random: SeededRandom
+        var counts = FaultCounts()
+    }
+
+    let base = InMemoryContainer()
+    let clock: ManualClock
+    let faults: ContainerFaults
+    // Mutex makes the shared state safe across device tasks.
+    let state: Mutex<State>
+
+    /// Creates an empty simulated container.
+    public init(clock: ManualClock, faults: ContainerFaults, seed: UInt64) {
+        self.clock = clock
+        self.faults = faults
+        state = Mutex(State(random: SeededRandom(seed: seed)))
+    }
+
+    /// What `device` sees of the container.
+    public func view(for device: DeviceID) -> View { View(container: self, device: device) }
+
+    /// How many faults of each kind happened.
+    public var counts: FaultCounts { state.withLock { $0.counts } }
+
+    func count(_ body: (inout FaultCounts) -> Void) { state.withLock { body(&$0.counts) } }
+
+    // MARK: Faults driven by the simulation
+
+    /// Flips one bit of a random stored log; returns its name.
+    @discardableResult
+    public func flipRandomBit() async throws -> ContainerName? {
+        let logs = try await base.listAll(prefix: "").filter { $0.name.rawValue.hasSuffix(".chlog") }
+        guard !logs.isEmpty else { return nil }
+        let (index, bit) = state.withLock { s in (Int(s.random.next() % UInt64(logs.count)), s.random.next()) }
+        let name = logs[index].name
+        var bytes = try await base.get(name)
+        guard !bytes.isEmpty else { return nil }
+        bytes[Int(bit % UInt64(bytes.count))] ^= UInt8(1 << (bit >> 32 % 8))
+        try await base.delete(name)
+        try await base.put(name, bytes)
+        count { $0.bitFlips += 1 }
+        return name
+    }
+
+    /// Makes every operation fail as unavailable for `milliseconds`.
+    public func beUnavailable(forMilliseconds milliseconds: UInt64) {
+        let until = clock.nowMilliseconds() + milliseconds
+        state.withLock { s in
+            s.unavailableUntil = max(s.unavailableUntil, until)
+            s.counts.outages += 1
+        }
+    }
+
+    /// Deletes every blob and marker, as a reset cloud account does.
+    public func wipe() async throws {
+        for blob in try await base.listAll(prefix: "") { try await base.delete(blob.name) }
+        for marker in try await base.listMarkers(prefix: "") { try await base.deleteMarker(marker, expected: nil) }
+        state.withLock { s in
+            s.visibleAt = [:]
+            s.torn = [:]
+            s.counts.wipes += 1
+        }
+    }
+
+    /// Ends every delay, tear and outage: everything stored is visible to all.
+    public func settle() {
+        state.withLock { s in
+            s.visibleAt = [:]
+            s.torn = [:]
+            s.unavailableUntil = 0
+        }
+    }
+
+    /// Every blob, whole, ignoring visibility (for checks).
+    public var everything: InMemoryContainer { base }
+
+    /// A device's view of the container.
+    public struct View: Container {
+        let container: SimulatedContainer
+        let device: DeviceID
+
+        public var capabilities: ContainerCapabilities { container.base.capabilities }
+
+        private func checkAvailable() throws {
+            let now = container.clock.nowMilliseconds()
+            let down = container.state.withLock { $0.unavailableUntil > now }
+            if down {
+                container.count { $0.unavailableErrors += 1 }
+                throw ChronicleError(.unavailable, "simulated container outage")
+            }
+        }
+
+        public func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
+            try checkAvailable()
+            let now = container.clock.nowMilliseconds()
+            let faults = container.faults
+            let (lost, delays, tear) = container.state.withLock { s -> (Bool, UInt64, (UInt64, Int)?) in
+                let lost = Double(s.random.next() % 10_000) / 10_000 < faults.lostUploadProbability
+                let delay = faults.maxVisibilityDelayMilliseconds == 0 ? 0 : s.random.next() % (faults.maxVisibilityDelayMilliseconds + 1)
+                let torn = Double(s.random.next() % 10_000) / 10_000 < faults.tornProbability && bytes.count > 1
+                return (lost, delay, torn ? (now + delay + 1 + s.random.next() % 300, Int(s.random.next() % UInt64(bytes.count))) : nil)
+            }
+            if lost {
+                container.count { $0.lostUploads += 1 }
+                return
+            }
+            try await container.base.put(name, bytes)
+            container.state.withLock { s in
+                if s.owner[name] == nil {
+                    s.owner[name] = device
+                    // Other devices see it after a per-blob delay (so blobs arrive out of order).
+                    s.visibleAt[name] = [device: 0, DeviceID(index: 0): now + delays]
+                    if let tear {
+                        s.torn[name] = tear
+                        s.counts.tornBlobs += 1
+                    }
+                    if delays > 0 { s.counts.delayedBlobs += 1 }
+                }
+            }
+        }
+
+        private func readable(_ name: ContainerName) -> Bool {
+            let now = container.clock.nowMilliseconds()
+            return container.state.withLock { s in
+                guard let entry = s.visibleAt[name], s.owner[name] != device else { return true }
+                return now >= (entry[DeviceID(index: 0)] ?? 0)
+            }
+        }
+
+        public func get(_ name: ContainerName) async throws -> [UInt8] {
+            try checkAvailable()
+            guard readable(name) else { throw ChronicleError(.notFound, "no blob named \(name) (not visible yet)") }
+            let bytes = try await container.base.get(name)
+            let now = container.clock.nowMilliseconds()
+            let owner = container.state.withLock { $0.owner[name] }
+            if owner != device, let tear = container.state.withLock({ $0.torn[name] }), now < tear.until {
+                return Array(bytes.prefix(tear.length))
+            }
+            return bytes
+        }
+
+        public func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
+            try checkAvailable()
+            return try await container.base.listAll(prefix: prefix, after: after)
+                .filter { readable($0.name) }
+                .prefix(limit).map { $0 }
+        }
+
+        public func delete(_ name: ContainerName) async throws {
+            try checkAvailable()
+            try await container.base.delete(name)
+            container.state.withLock { s in
+                s.owner[name] = nil
+                s.visibleAt[name] = nil
+                s.torn[name] = nil
+            }
+        }
+
+        public func readMarker(_ name: ContainerName) async throws -> Marker? {
+            try checkAvailable()
+            return try await container.base.readMarker(name)
+        }
+
+        public func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker {
+            try checkAvailable()
+            return try await container.base.createMarker(name, bytes)
+        }
+
+        public func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
+            try checkAvailable()
+            return try await container.base.replaceMarker(name, bytes, expected: expected)
+        }
+
+        public func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws {
+            try checkAvailable()
+            try await container.base.deleteMarker(name, expected: expected)
+        }
+
+        public func listMarkers(prefix: String) async throws -> [ContainerName] {
+            try checkAvailable()
+            return try await container.base.listMarkers(prefix: prefix)
+        }
+    }
+}
+
+/// Faults injected, by kind.
+public struct FaultCounts: Sendable, Hashable, Codable {
+    public var delayedBlobs = 0
+    public var tornBlobs = 0
+    public var lostUploads = 0
+    public var bitFlips = 0
+    public var outages = 0
+    public var unavailableErrors = 0
+    public var wipes = 0
+    public var crashes = 0
+    public var offlinePeriods = 0
+    public var accountSwitches = 0
+
+    /// Creates zero counts.
+    public init() {}
+}
