@@ -28,6 +28,9 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Save attempts per device.")
     var saves: Int = 20
 
+    @Option(help: "Run this many real OS processes as devices on one DirectoryContainer, killing and restarting them at random.")
+    var processes: Int?
+
     @Flag(help: "Turn every fault off.")
     var calm = false
 
@@ -52,6 +55,10 @@ struct Simulate: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if let processes {
+            try await runProcesses(processes)
+            return
+        }
         try await reportingErrors(output) {
             var options = calm ? SimulationOptions.calm : SimulationOptions()
             options.devices = devices
@@ -85,6 +92,27 @@ struct Simulate: AsyncParsableCommand {
                                                      + "\n  reproduce: \(reproduce(s))\n").utf8))
             }
             if !failed.isEmpty { throw ExitCode.failure }
+        }
+    }
+
+    func runProcesses(_ processes: Int) async throws {
+        try await reportingErrors(output) {
+            guard processes >= 1, processes <= 32 else { throw ValidationError("--processes takes 1 to 32") }
+            let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+            var failures = 0
+            for i in 0..<seeds {
+                let s = seed &+ UInt64(i)
+                let result = try await MultiProcessRun(processes: processes, saves: saves, seed: s, binary: binary, verbose: verbose).run()
+                let line = "run \(i + 1)/\(seeds) seed \(s): \(processes) processes, \(result.kills) kills, \(result.acknowledged) acknowledged saves checked, state \(result.hash): "
+                    + (result.violations.isEmpty ? "all invariants hold" : "VIOLATIONS: " + result.violations.prefix(5).joined(separator: "; "))
+                output.print(.object(["seed": .int(Int64(s)), "kills": .int(Int64(result.kills)), "acknowledged": .int(Int64(result.acknowledged)),
+                                      "violations": .array(result.violations.map { .string($0) })]), text: line)
+                if !result.violations.isEmpty {
+                    failures += 1
+                    FileHandle.standardError.write(Data("  reproduce: chronicle simulate --processes \(processes) --seed \(s) --saves \(saves) --verbose\n".utf8))
+                }
+            }
+            if failures > 0 { throw ExitCode.failure }
         }
     }
 
