@@ -71,6 +71,7 @@ let package = Package(
                 "Chronicle",
                 "ChronicleSimulation",
                 "CLZ4",
+                "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -6,7 +6,82 @@ import Foundation
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure Chronicle against its baselines, side by side in one run (build with -c release).",
-        subcommands: [CodecBench.self])
+        subcommands: [ScenarioBench.self, CodecBench.self],
+        defaultSubcommand: ScenarioBench.self)
+}
+
+/// The macro scenarios, each against its baseline, with the targets.
+struct ScenarioBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scenarios",
+        abstract: "Save, replay, bytes, scaling, convergence and memory, against plain SQLite and the targets.",
+        discussion: "Exit status 0 whether targets are met or not; each is reported as met or missed with its ratio.")
+
+    @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue).")
+    var scale: Double = 1
+
+    @Option(help: "Run only these scenarios: save, replay, bytes, scaling, convergence.")
+    var only: [String] = []
+
+    @Option(help: "Write the results into this markdown file, between its scenario markers.")
+    var writeDocs: String?
+
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-bench-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let quiet = output.json
+            let bench = MacroBench(scale: scale, directory: directory) { line in
+                if !quiet { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+            }
+            let clock = ContinuousClock()
+            let start = clock.now
+            let chosen = only.isEmpty ? ["save", "replay", "bytes", "scaling", "convergence"] : only
+            var targets: [MacroBench.Target] = []
+            for name in chosen {
+                switch name {
+                case "save": targets += try await bench.save()
+                case "replay": targets += try await bench.replay()
+                case "bytes": targets += try bench.bytes()
+                case "scaling": targets += try await bench.scaling()
+                case "convergence": targets += try await bench.convergence()
+                default: throw ValidationError("unknown scenario \(name)")
+                }
+            }
+            targets.append(MacroBench.Target(name: "cold start from a baseline vs raw bulk load", measured: .nan, limit: 2, lowerIsBetter: true,
+                                             detail: "not measured: baselines are made and loaded by the health monitor's rebuild, not built yet"))
+            let seconds = (clock.now - start) / .seconds(1)
+            func verdict(_ t: MacroBench.Target) -> String {
+                t.measured.isNaN ? "not measured" : t.limit.isInfinite ? "info" : t.met ? "met" : "MISSED"
+            }
+            var table = "| target | measured | limit | verdict |\n|---|---|---|---|\n"
+            for t in targets {
+                let measured = t.measured.isNaN ? "—" : String(format: "%.3g", t.measured)
+                let limit = t.limit.isInfinite ? "—" : (t.lowerIsBetter ? "≤ " : "≥ ") + String(format: "%.3g", t.limit)
+                table += "| \(t.name) | \(measured) | \(limit) | \(verdict(t)) |\n"
+            }
+            let details = targets.map { "- \($0.name): \($0.detail)" }.joined(separator: "\n")
+            if let writeDocs {
+                let path = URL(fileURLWithPath: writeDocs)
+                var doc = (try? String(contentsOf: path, encoding: .utf8)) ?? ""
+                let begin = "<!-- scenarios:begin -->", end = "<!-- scenarios:end -->"
+                let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
+                let block = "\(begin)\nCommand: `chronicle bench --scale \(scale)` (release build), \(machine), run of \(ISO8601DateFormatter().string(from: Date())), \(String(format: "%.0f", seconds)) s.\n\n\(table)\n\(details)\n\(end)"
+                if let r1 = doc.range(of: begin), let r2 = doc.range(of: end) {
+                    doc.replaceSubrange(r1.lowerBound..<r2.upperBound, with: block)
+                } else {
+                    doc += "\n" + block + "\n"
+                }
+                try doc.write(to: path, atomically: true, encoding: .utf8)
+            }
+            output.print(.array(targets.map { t in
+                .object(["target": .string(t.name), "measured": t.measured.isNaN ? .null : .double(t.measured),
+                         "limit": t.limit.isInfinite ? .null : .double(t.limit), "verdict": .string(verdict(t)), "detail": .string(t.detail)])
+            }), text: table + String(format: "\n(%.0f s in all)", seconds))
+        }
+    }
 }
 
 /// The log codec against LZ4 alone on the very same bodies.

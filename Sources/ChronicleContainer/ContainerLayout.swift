@@ -4,7 +4,7 @@ import ChronicleCore
 /// a device's logs by sequence, because sequences are zero-padded hex.
 ///
 /// ```
-/// blobs/<store>/logs/<device>/<first seq, 16 hex>-<last seq, 16 hex>.chlog
+/// blobs/<store>/logs/<device>/<first seq >> 10, 12 hex>/<first seq, 16 hex>-<last seq, 16 hex>.chlog
 /// blobs/<store>/baselines/<max HLC, 16 hex>-<device>.chbase
 /// markers/active-store
 /// markers/<store>/devices/<device>
@@ -25,9 +25,14 @@ public enum ContainerLayout {
     /// The prefix of every log in `store`.
     public static func logsPrefix(store: StoreID) -> String { "\(store)/logs/" }
 
+    /// Sequences per shard directory: a listing after a cursor reads only the
+    /// shards at or after it, so its cost does not grow with history.
+    public static let sequencesPerShard: UInt64 = 1 << 10
+
     /// The name of the log holding `first...last` of `device`.
     public static func log(store: StoreID, device: DeviceID, first: UInt64, last: UInt64) -> ContainerName {
-        try! ContainerName("\(logPrefix(store: store, device: device))\(hex16(first))-\(hex16(last)).chlog")
+        let shard = String(hex16(first / sequencesPerShard).suffix(12))
+        return try! ContainerName("\(logPrefix(store: store, device: device))\(shard)/\(hex16(first))-\(hex16(last)).chlog")
     }
 
     /// The prefix of the baselines of `store`.
@@ -76,11 +81,11 @@ public enum ContainerLayout {
     /// Parses a log name made by ``log(store:device:first:last:)``.
     public static func parseLog(_ name: ContainerName) -> ParsedLogName? {
         let parts = name.rawValue.split(separator: "/")
-        guard parts.count == 4, parts[1] == "logs",
+        guard parts.count == 5, parts[1] == "logs",
               let store = StoreID(string: String(parts[0])), let device = DeviceID(string: String(parts[2])),
-              parts[3].hasSuffix(".chlog")
+              parts[4].hasSuffix(".chlog")
         else { return nil }
-        let range = parts[3].dropLast(".chlog".count).split(separator: "-")
+        let range = parts[4].dropLast(".chlog".count).split(separator: "-")
         guard range.count == 2, range[0].count == 16, range[1].count == 16,
               let first = UInt64(range[0], radix: 16), let last = UInt64(range[1], radix: 16),
               first >= 1, last >= first,

@@ -66,7 +66,7 @@ public struct DirectoryContainer: Container {
     }
 
     public func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
-        let names = try walk(base: root.appendingPathComponent("blobs").path, prefix: prefix)
+        let names = try walk(base: root.appendingPathComponent("blobs").path, prefix: prefix, after: after?.rawValue)
             .filter { after == nil || $0.name > after! }
         return Array(names.sorted { $0.name < $1.name }.prefix(max(0, limit)))
     }
@@ -199,8 +199,9 @@ public struct DirectoryContainer: Container {
 
     /// Finds regular files under `base` whose relative path starts with
     /// `prefix` and follows the grammar. Descends only into directories that
-    /// can hold such names.
-    private func walk(base: String, prefix: String) throws(ChronicleError) -> [BlobInfo] {
+    /// can hold such names, and, given `after`, skips directories whose every
+    /// name sorts before it (so a paged listing reads only what is left).
+    private func walk(base: String, prefix: String, after: String? = nil) throws(ChronicleError) -> [BlobInfo] {
         let slash = prefix.lastIndex(of: "/")
         let dirPart = slash.map { String(prefix[..<$0]) } ?? ""
         if !dirPart.isEmpty && !ContainerName.isValid(dirPart) {
@@ -215,8 +216,10 @@ public struct DirectoryContainer: Container {
                 var st = stat()
                 guard lstat(full + "/" + entry, &st) == 0 else { continue }
                 if (st.st_mode & S_IFMT) == S_IFDIR {
-                    // Descend only where the prefix can still match.
-                    if rel.hasPrefix(prefix) || prefix.hasPrefix(rel + "/") { visit(rel) }
+                    // Descend only where the prefix can still match, and names can still follow `after`.
+                    let inside = rel + "/"
+                    if let after, after > inside, !after.hasPrefix(inside) { continue }
+                    if rel.hasPrefix(prefix) || prefix.hasPrefix(inside) { visit(rel) }
                 } else if (st.st_mode & S_IFMT) == S_IFREG, rel.hasPrefix(prefix),
                           let name = try? ContainerName(rel)
                 {

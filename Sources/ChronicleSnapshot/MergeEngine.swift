@@ -27,6 +27,10 @@ struct MergeEngine {
     private(set) var events: [RecordEvent] = []
     private var pending: [(Int, RecordID)] = []
     private var pendingSet: Set<RecordKey> = []
+    /// States written in this transaction, so a refresh does not read them back.
+    private var stateCache: [RecordKey: RecordState] = [:]
+    /// Records that had no state (so no row) before this transaction.
+    private var created: Set<RecordKey> = []
 
     /// The most records one apply may recompute: a bound, not an expectation.
     static let maxRefreshes = 10_000_000
@@ -47,7 +51,10 @@ struct MergeEngine {
     /// Merges one change with `version` into its record's state and schedules
     /// the record for recomputation.
     mutating func apply(_ kind: ChangeKind, entity: Int, id: RecordID, values: [(field: Int, value: Value)], version: Version) throws {
-        var state = try loadState(entity, id) ?? RecordState()
+        let key = RecordKey(entity: entity, id: id)
+        let loaded = try stateCache[key] ?? loadState(entity, id)
+        if loaded == nil { created.insert(key) }
+        var state = loaded ?? RecordState()
         let before = state
         switch kind {
         case .insert:
@@ -60,6 +67,7 @@ struct MergeEngine {
         }
         guard state != before else { return }
         try saveState(entity, id, state, previous: before)
+        stateCache[key] = state
         schedule(entity, id)
     }
 
@@ -89,7 +97,10 @@ struct MergeEngine {
         let e = schema.entities[entity]
         var visiting: Set<RecordKey> = []
         let desired = try visibleRow(entity, id, &visiting)
-        let current = try currentRow(entity, id)
+        let key = RecordKey(entity: entity, id: id)
+        // A record first seen in this transaction has no row yet, unless an
+        // earlier refresh in it wrote one.
+        let current = created.contains(key) ? nil : try currentRow(entity, id)
         let oldKeys = try storedKeys(entity, id)
         var newKeys: [Int: [UInt8]] = [:]
         visiting = []
@@ -105,8 +116,9 @@ struct MergeEngine {
         }
         guard desired != current || newKeys != oldKeys else { return }
         if desired != current {
-            if let desired { try evictClashes(entity, id, row: desired) }
-            try write(e, id, desired)
+            if let desired, !e.uniqueConstraints.isEmpty { try evictClashes(entity, id, row: desired) }
+            try write(e, id, desired, replacing: current != nil)
+            if desired != nil { created.remove(key) }
             let kind: RecordEvent.Kind = desired == nil ? .deleted : (current == nil ? .inserted : .updated)
             events.append(RecordEvent(entity: e.name, recordID: id, kind: kind, origin: origin))
         }
@@ -260,6 +272,7 @@ struct MergeEngine {
     // MARK: Storage
 
     func loadState(_ entity: Int, _ id: RecordID) throws -> RecordState? {
+        if let cached = stateCache[RecordKey(entity: entity, id: id)] { return cached }
         guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?"),
                                            arguments: [entity, id])
         else { return nil }
@@ -295,7 +308,7 @@ struct MergeEngine {
         return (0..<e.fields.count).map { row[$0] as DatabaseValue }
     }
 
-    private func write(_ e: Entity, _ id: RecordID, _ row: [DatabaseValue]?) throws {
+    private func write(_ e: Entity, _ id: RecordID, _ row: [DatabaseValue]?, replacing: Bool) throws {
         guard let row else {
             try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [id])
             return
@@ -304,7 +317,9 @@ struct MergeEngine {
         // with this record's own old row.
         let columns = (["id"] + e.fields.map { quoted($0.name) }).joined(separator: ", ")
         let marks = Array(repeating: "?", count: e.fields.count + 1).joined(separator: ", ")
-        try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [id])
+        if replacing {
+            try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [id])
+        }
         try db.cachedStatement(sql: "INSERT INTO \(quoted(e.name)) (\(columns)) VALUES (\(marks))")
             .execute(arguments: StatementArguments([id.databaseValue] + row))
     }

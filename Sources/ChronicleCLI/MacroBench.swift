@@ -1,0 +1,308 @@
+import ArgumentParser
+import CSQLite
+import Chronicle
+import Foundation
+import Logging
+
+/// The macro scenarios of `chronicle bench`: each against its baseline, in
+/// the same process, reported as ratios against the targets.
+struct MacroBench {
+    var scale: Double
+    var directory: URL
+    var log: (String) -> Void
+
+    static let schema = try! Schema(version: 1, entities: [
+        Entity("Item", attributes: [
+            Attribute("name", .string), Attribute("qty", .int64), Attribute("price", .double),
+            Attribute("updated", .date), Attribute("note", .string, optional: true),
+        ]),
+    ])
+
+    struct Row {
+        var id: RecordID
+        var name: String
+        var qty: Int64
+        var price: Double
+        var updated: Int64
+        var note: String?
+
+        var values: [String: Value] {
+            ["name": .string(name), "qty": .int(qty), "price": .double(price),
+             "updated": .date(Timestamp(microsecondsSinceEpoch: updated)), "note": note.map(Value.string) ?? .null]
+        }
+    }
+
+    /// Deterministic rows with time-ordered IDs.
+    static func rows(_ count: Int, seed: UInt64, start: Int = 0) -> [Row] {
+        var rng = SeededRandom(seed: seed)
+        var ids = RecordIDGenerator(seed: seed)
+        return (0..<count).map { i in
+            Row(id: ids.next(milliseconds: 1_700_000_000_000 + UInt64(start + i) / 8), name: "item \(start + i)",
+                qty: Int64(rng.next() % 1000), price: Double(rng.next() % 100_000) / 100,
+                updated: 1_700_000_000_000_000 + Int64(start + i) * 1_000,
+                note: rng.next() % 3 == 0 ? "restock from the north warehouse" : nil)
+        }
+    }
+
+    struct Target: Sendable {
+        var name: String
+        var measured: Double
+        var limit: Double
+        var lowerIsBetter: Bool
+        var detail: String
+        var met: Bool { lowerIsBetter ? measured <= limit : measured >= limit }
+    }
+
+    // MARK: Plain SQLite baseline
+
+    final class RawSQLite {
+        var db: OpaquePointer?
+        init(path: String, synchronous: String) throws {
+            guard sqlite3_open(path, &db) == SQLITE_OK else { throw ChronicleError(.database, "cannot open \(path)") }
+            try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = \(synchronous);")
+            try exec("CREATE TABLE Item (id BLOB PRIMARY KEY NOT NULL, name TEXT, qty INTEGER, price REAL, updated INTEGER, note TEXT)")
+        }
+        deinit { sqlite3_close(db) }
+        func exec(_ sql: String) throws {
+            guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else {
+                throw ChronicleError(.database, String(cString: sqlite3_errmsg(db)))
+            }
+        }
+        func insert(_ rows: ArraySlice<Row>, upsert: Bool) throws {
+            var stmt: OpaquePointer?
+            let verb = upsert ? "INSERT OR REPLACE" : "INSERT"
+            sqlite3_prepare_v2(db, "\(verb) INTO Item (id, name, qty, price, updated, note) VALUES (?, ?, ?, ?, ?, ?)", -1, &stmt, nil)
+            defer { sqlite3_finalize(stmt) }
+            for r in rows {
+                let idBytes = r.id.bytes
+                idBytes.withUnsafeBytes { _ = sqlite3_bind_blob(stmt, 1, $0.baseAddress, 16, chronicle_sqlite_transient()) }
+                sqlite3_bind_text(stmt, 2, r.name, -1, chronicle_sqlite_transient())
+                sqlite3_bind_int64(stmt, 3, r.qty)
+                sqlite3_bind_double(stmt, 4, r.price)
+                sqlite3_bind_int64(stmt, 5, r.updated)
+                if let note = r.note { sqlite3_bind_text(stmt, 6, note, -1, chronicle_sqlite_transient()) } else { sqlite3_bind_null(stmt, 6) }
+                guard sqlite3_step(stmt) == SQLITE_DONE else { throw ChronicleError(.database, String(cString: sqlite3_errmsg(db))) }
+                sqlite3_reset(stmt)
+            }
+        }
+    }
+
+    func fresh(_ name: String) -> URL {
+        let url = directory.appendingPathComponent(name)
+        try? FileManager.default.removeItem(at: url)
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    func store(_ dir: URL, container: any Container, device: UInt64, durability: Snapshot.Durability = .full) async throws -> Store {
+        try await Store.open(Store.Configuration(
+            schema: Self.schema, deviceID: DeviceID(index: device), directory: dir.appendingPathComponent("device-\(device)"),
+            container: container, seed: device, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }, durability: durability))
+    }
+
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))]
+    }
+
+    // MARK: (a) Save latency
+
+    func save() async throws -> [Target] {
+        let transactions = max(50, Int(5_000 * scale))
+        let rows = Self.rows(transactions * 10, seed: 1)
+        let dir = fresh("save")
+        let raw = try RawSQLite(path: dir.appendingPathComponent("raw.sqlite").path, synchronous: "FULL")
+        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
+        let store = try await store(dir, container: container, device: 1)
+        var rawTimes: [Double] = []
+        var chronicleTimes: [Double] = []
+        let clock = ContinuousClock()
+        // Interleave the two so both see the same machine noise.
+        for t in 0..<transactions {
+            let slice = rows[(t * 10)..<(t * 10 + 10)]
+            let update = t >= 10 && t % 2 == 1
+            let target = update ? rows[((t - 9) * 10)..<((t - 9) * 10 + 10)] : slice
+            var start = clock.now
+            try raw.exec("BEGIN")
+            try raw.insert(update ? ArraySlice(target.map { var r = $0; r.qty += 1; return r }) : slice, upsert: update)
+            try raw.exec("COMMIT")
+            rawTimes.append((clock.now - start) / .milliseconds(1))
+            start = clock.now
+            try await store.write { tx in
+                for r in target {
+                    if update { tx.update("Item", id: r.id, ["qty": .int(r.qty + 1)]) } else { tx.insert("Item", r.values, id: r.id) }
+                }
+            }
+            chronicleTimes.append((clock.now - start) / .milliseconds(1))
+        }
+        try await store.close()
+        let ratio = Self.percentile(chronicleTimes, 0.5) / Self.percentile(rawTimes, 0.5)
+        let p99 = Self.percentile(chronicleTimes, 0.99) / Self.percentile(rawTimes, 0.99)
+        let detail = String(format: "%d transactions of 10 records; median %.3f ms vs %.3f ms plain SQLite; p99 %.3f vs %.3f ms (%.2fx); %.0f vs %.0f transactions/s",
+                            transactions, Self.percentile(chronicleTimes, 0.5), Self.percentile(rawTimes, 0.5),
+                            Self.percentile(chronicleTimes, 0.99), Self.percentile(rawTimes, 0.99), p99,
+                            1000 / (chronicleTimes.reduce(0, +) / Double(transactions)), 1000 / (rawTimes.reduce(0, +) / Double(transactions)))
+        log("(a) save: \(detail)")
+        return [Target(name: "save latency median vs plain SQLite", measured: ratio, limit: 1.3, lowerIsBetter: true, detail: detail)]
+    }
+
+    // MARK: (b) Replay, (g) memory
+
+    /// Puts `logs` logs of `perLog` inserts each, from `devices` devices, into `container`.
+    func fill(_ container: any Container, store: StoreID, logs: Int, perLog: Int, devices: Int, firstSequence: UInt64 = 1, seed: UInt64) async throws -> [Row] {
+        _ = try? await container.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(store)\"}".utf8))
+        let encoder = LogEncoder(storeID: store)
+        var all: [Row] = []
+        for l in 0..<logs {
+            let device = DeviceID(index: UInt64(100 + l % devices))
+            let sequence = firstSequence + UInt64(l / devices)
+            let rows = Self.rows(perLog, seed: seed &+ UInt64(l), start: l * perLog)
+            let t = Transaction(deviceID: device, sequence: sequence, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + UInt64(l), counter: 0),
+                                schemaHash: Self.schema.hash,
+                                changes: rows.map { r in Change(.insert, entity: "Item", recordID: r.id,
+                                                                values: Self.schema.entity(named: "Item")!.fields.map { FieldValue($0.name, r.values[$0.name]!) }) })
+            try await container.put(ContainerLayout.log(store: store, device: device, first: sequence, last: sequence), try encoder.encode([t]))
+            if l < devices { _ = try? await container.createMarker(ContainerLayout.deviceRegistration(store: store, device: device), []) }
+            all += rows
+        }
+        return all
+    }
+
+    func replay() async throws -> [Target] {
+        let logs = max(100, Int(10_000 * scale))
+        let dir = fresh("replay")
+        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
+        let storeID = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001))
+        let rows = try await fill(container, store: storeID, logs: logs, perLog: 100, devices: 4, seed: 7)
+        let clock = ContinuousClock()
+        // Baseline: the same rows, raw C API, one transaction.
+        var start = clock.now
+        let raw = try RawSQLite(path: dir.appendingPathComponent("raw.sqlite").path, synchronous: "NORMAL")
+        try raw.exec("BEGIN")
+        try raw.insert(rows[...], upsert: false)
+        try raw.exec("COMMIT")
+        let rawSeconds = (clock.now - start) / .seconds(1)
+        let rssBefore = Self.peakResidentBytes()
+        start = clock.now
+        let device = try await store(dir, container: container, device: 1, durability: .normal)
+        let report = try await device.importLogs()
+        let seconds = (clock.now - start) / .seconds(1)
+        let peak = Self.peakResidentBytes()
+        let count = try device.snapshot.recordCounts()["Item"] ?? 0
+        try await device.close()
+        guard count == rows.count, report.failures.isEmpty else {
+            throw ChronicleError(.applyFailed, "replay imported \(count) of \(rows.count) records (\(report.failures.count) failures)")
+        }
+        let rate = Double(rows.count) / seconds
+        let rawRate = Double(rows.count) / rawSeconds
+        let detail = String(format: "%d records from %d logs: %.0f records/s (%.1f s) vs raw bulk insert %.0f rows/s (%.1f s)",
+                            rows.count, logs, rate, seconds, rawRate, rawSeconds)
+        log("(b) replay: \(detail)")
+        let memory = String(format: "peak RSS %.0f MB during replay (%.0f MB before it)", Double(peak) / 1e6, Double(rssBefore) / 1e6)
+        log("(g) memory: \(memory)")
+        return [
+            Target(name: "replay rows/s vs raw bulk insert", measured: rate / rawRate, limit: 0.5, lowerIsBetter: false, detail: detail),
+            Target(name: "peak RSS during replay (MB)", measured: Double(peak) / 1e6, limit: 150, lowerIsBetter: true, detail: memory),
+        ]
+    }
+
+    static func peakResidentBytes() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+              let kb = Int(line.split(separator: " ").dropFirst().first ?? "")
+        else { return 0 }
+        return kb * 1024
+    }
+
+    // MARK: (c) Bytes
+
+    func bytes() throws -> [Target] {
+        let store = StoreID(RecordID(high: 1, low: 1))
+        let entity = Self.schema.entity(named: "Item")!
+        func transaction(_ rows: [Row], _ seq: UInt64) -> Transaction {
+            Transaction(deviceID: DeviceID(index: 1), sequence: seq, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + seq, counter: 0),
+                        schemaHash: Self.schema.hash,
+                        changes: rows.map { r in Change(.insert, entity: "Item", recordID: r.id, values: entity.fields.map { FieldValue($0.name, r.values[$0.name]!) }) })
+        }
+        // A dictionary from 64 earlier one-record bodies.
+        let samples = (0..<64).map { i in LogEncoder.body(of: transaction(Self.rows(1, seed: 900 + UInt64(i), start: i), 1)) }
+        let dictionary = try CompressionDictionary.fromSamples(samples, id: 1)
+        var targets: [Target] = []
+        for size in [1, 10, 100] {
+            var raw = 0, plain = 0, withDict = 0, records = 0
+            for k in 0..<max(1, 200 / size) {
+                let t = transaction(Self.rows(size, seed: 5_000 + UInt64(k), start: 10_000 + k * size), UInt64(k + 1))
+                raw += LogEncoder.body(of: t).count
+                plain += try LogEncoder(storeID: store).encode([t]).count
+                withDict += try LogEncoder(storeID: store, dictionary: dictionary).encode([t]).count
+                records += size
+            }
+            let detail = String(format: "%d-record saves: %.1f B/record uncompressed body, %.1f B/record stored (%.2fx), %.1f B/record with a 16 KiB dictionary (%.2fx); stored sizes include the 112-byte header",
+                                size, Double(raw) / Double(records), Double(plain) / Double(records), Double(plain) / Double(raw),
+                                Double(withDict) / Double(records), Double(withDict) / Double(raw))
+            log("(c) bytes: \(detail)")
+            if size == 100 {
+                targets.append(Target(name: "bytes/record vs uncompressed, 100-record saves", measured: Double(plain) / Double(raw), limit: 0.6, lowerIsBetter: true, detail: detail))
+            }
+            if size == 1 {
+                targets.append(Target(name: "bytes/record vs uncompressed, 1-record saves with dictionary", measured: Double(withDict) / Double(raw), limit: 0.75, lowerIsBetter: true, detail: detail))
+            }
+        }
+        return targets
+    }
+
+    // MARK: (e) Scaling
+
+    func scaling() async throws -> [Target] {
+        let newLogs = max(100, Int(10_000 * scale))
+        func run(old: Int) async throws -> Double {
+            let dir = fresh("scaling-\(old)")
+            let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
+            let storeID = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0002))
+            _ = try await fill(container, store: storeID, logs: old, perLog: 1, devices: 4, seed: 11)
+            let device = try await store(dir, container: container, device: 1, durability: .normal)
+            try await device.importLogs()
+            _ = try await fill(container, store: storeID, logs: newLogs, perLog: 1, devices: 4, firstSequence: UInt64(old / 4 + 1), seed: 1_000_011)
+            let clock = ContinuousClock()
+            let start = clock.now
+            let report = try await device.importLogs()
+            let seconds = (clock.now - start) / .seconds(1)
+            try await device.close()
+            guard report.appliedLogs == newLogs else {
+                throw ChronicleError(.applyFailed, "scaling: imported \(report.appliedLogs) of \(newLogs) new logs")
+            }
+            return seconds
+        }
+        let small = try await run(old: newLogs)
+        let large = try await run(old: newLogs * 10)
+        let detail = String(format: "importing %d new logs: %.2f s over %d older logs, %.2f s over %d", newLogs, small, newLogs, large, newLogs * 10)
+        log("(e) scaling: \(detail)")
+        return [Target(name: "import cost with 10x history", measured: large / small, limit: 1.2, lowerIsBetter: true, detail: detail)]
+    }
+
+    // MARK: (f) Convergence
+
+    func convergence() async throws -> [Target] {
+        let devices = 8
+        let saves = max(20, Int(1_000 * scale))
+        let dir = fresh("convergence")
+        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
+        var stores: [Store] = []
+        for d in 1...devices { stores.append(try await store(dir, container: container, device: UInt64(d), durability: .normal)) }
+        for i in 0..<saves {
+            for (d, s) in stores.enumerated() {
+                try await s.write { tx in tx.insert("Item", Self.rows(1, seed: UInt64(d * 100_000 + i), start: d * 100_000 + i)[0].values) }
+            }
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        for _ in 0..<2 { for s in stores { try await s.sync() } }
+        let seconds = (clock.now - start) / .seconds(1)
+        var hashes = Set<String>()
+        for s in stores { hashes.insert(try await s.stateHash()); try await s.close() }
+        guard hashes.count == 1 else { throw ChronicleError(.applyFailed, "convergence benchmark did not converge") }
+        let detail = String(format: "%d devices × %d saves: all converged %.2f s after the last save (two sync rounds)", devices, saves, seconds)
+        log("(f) convergence: \(detail)")
+        return [Target(name: "convergence time (s), informational", measured: seconds, limit: .infinity, lowerIsBetter: true, detail: detail)]
+    }
+}
