@@ -40,9 +40,12 @@ struct MergeEngine {
         let id: RecordID
     }
 
-    init(db: Database, schema: Schema, origin: RecordEvent.Origin) {
+    let sql: [EntitySQL]
+
+    init(db: Database, schema: Schema, sql: [EntitySQL], origin: RecordEvent.Origin) {
         self.db = db
         self.schema = schema
+        self.sql = sql
         self.origin = origin
     }
 
@@ -117,7 +120,7 @@ struct MergeEngine {
         guard desired != current || newKeys != oldKeys else { return }
         if desired != current {
             if let desired, !e.uniqueConstraints.isEmpty { try evictClashes(entity, id, row: desired) }
-            try write(e, id, desired, replacing: current != nil)
+            try write(entity, id, desired, replacing: current != nil)
             if desired != nil { created.remove(key) }
             let kind: RecordEvent.Kind = desired == nil ? .deleted : (current == nil ? .inserted : .updated)
             events.append(RecordEvent(entity: e.name, recordID: id, kind: kind, origin: origin))
@@ -129,7 +132,7 @@ struct MergeEngine {
                 try scheduleReferrers(of: other)
             }
         }
-        try scheduleReferrers(of: id)
+        if sql[entity].isReferenced { try scheduleReferrers(of: id) }
     }
 
     /// Removes visible rows that share a unique key with the row about to be
@@ -153,7 +156,7 @@ struct MergeEngine {
             let clashing = try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM \(quoted(e.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ?"),
                                                  arguments: StatementArguments(arguments))
             for other in clashing {
-                try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [other])
+                try db.cachedStatement(sql: sql[entity].deleteRow).execute(arguments: [other])
                 events.append(RecordEvent(entity: e.name, recordID: other, kind: .deleted, origin: origin))
                 schedule(entity, other)
                 try scheduleReferrers(of: other)
@@ -302,25 +305,20 @@ struct MergeEngine {
 
     private func currentRow(_ entity: Int, _ id: RecordID) throws -> [DatabaseValue]? {
         let e = schema.entities[entity]
-        let columns = e.fields.map { quoted($0.name) }.joined(separator: ", ")
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(columns) FROM \(quoted(e.name)) WHERE id = ?"), arguments: [id])
-        else { return nil }
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: sql[entity].selectRow), arguments: [id]) else { return nil }
         return (0..<e.fields.count).map { row[$0] as DatabaseValue }
     }
 
-    private func write(_ e: Entity, _ id: RecordID, _ row: [DatabaseValue]?, replacing: Bool) throws {
+    private func write(_ entity: Int, _ id: RecordID, _ row: [DatabaseValue]?, replacing: Bool) throws {
         guard let row else {
-            try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [id])
+            try db.cachedStatement(sql: sql[entity].deleteRow).execute(arguments: [id])
             return
         }
         // Delete then insert, so a unique index never sees a transient clash
         // with this record's own old row.
-        let columns = (["id"] + e.fields.map { quoted($0.name) }).joined(separator: ", ")
-        let marks = Array(repeating: "?", count: e.fields.count + 1).joined(separator: ", ")
         if replacing {
-            try db.cachedStatement(sql: "DELETE FROM \(quoted(e.name)) WHERE id = ?").execute(arguments: [id])
+            try db.cachedStatement(sql: sql[entity].deleteRow).execute(arguments: [id])
         }
-        try db.cachedStatement(sql: "INSERT INTO \(quoted(e.name)) (\(columns)) VALUES (\(marks))")
-            .execute(arguments: StatementArguments([id.databaseValue] + row))
+        try db.cachedStatement(sql: sql[entity].insertRow).execute(arguments: StatementArguments([id.databaseValue] + row))
     }
 }

@@ -33,7 +33,7 @@ extension Snapshot {
                 let applied = try appliedSequence(db, header.deviceID)
                 if header.lastSequence <= applied { return .alreadyApplied }
                 if header.firstSequence > applied + 1 { return .gap(expected: applied + 1, found: header.firstSequence) }
-                var visitor = ApplyVisitor(engine: MergeEngine(db: db, schema: schema, origin: .imported),
+                var visitor = ApplyVisitor(engine: MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported),
                                            device: header.deviceID, skipThrough: applied)
                 try log.walk(&visitor)
                 try visitor.engine.settle()

@@ -31,7 +31,7 @@ extension Snapshot {
                 var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0)))
                 let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
                 let version = Version(clock: clock, device: deviceID)
-                var engine = MergeEngine(db: db, schema: schema, origin: .local)
+                var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
                 var normalized: [Change] = []
                 for change in changes {
                     let (entity, values, complete) = try validate(change, db)
@@ -66,7 +66,7 @@ extension Snapshot {
             throw ChronicleError(.unknownEntity, "no entity named \(change.entity)")
         }
         let entity = schema.entities[entityIndex]
-        let visible = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(entity.name)) WHERE id = ?"), arguments: [change.recordID]) ?? false
+        let visible = try Bool.fetchOne(db.cachedStatement(sql: entitySQL[entityIndex].exists), arguments: [change.recordID]) ?? false
         var values: [(field: Int, value: Value)] = []
         var seen = Set<Int>()
         for fv in change.values {
@@ -156,7 +156,7 @@ extension Snapshot {
     private func checkVisible(_ change: Change, entity: Int, _ db: Database) throws {
         guard change.kind != .delete else { return }
         let e = schema.entities[entity]
-        let visible = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(e.name)) WHERE id = ?"), arguments: [change.recordID]) ?? false
+        let visible = try Bool.fetchOne(db.cachedStatement(sql: entitySQL[entity].exists), arguments: [change.recordID]) ?? false
         guard visible else {
             throw ChronicleError(.recordNotFound, "\(e.name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
         }

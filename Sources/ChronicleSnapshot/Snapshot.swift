@@ -19,6 +19,8 @@ public final class Snapshot: Sendable {
     /// The device that owns it.
     public let deviceID: DeviceID
     let pool: DatabasePool
+    /// Each entity's SQL, built once.
+    let entitySQL: [EntitySQL]
     /// Where a simulation may make this device crash.
     public let crashInjector: CrashInjector?
 
@@ -38,6 +40,7 @@ public final class Snapshot: Sendable {
     public init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
                 crashInjector: CrashInjector? = nil) throws {
         self.crashInjector = crashInjector
+        self.entitySQL = EntitySQL.make(schema)
         self.path = path
         self.schema = schema
         self.storeID = storeID
@@ -143,7 +146,7 @@ public final class Snapshot: Sendable {
     public func recordVersions(entity: String, id: RecordID) throws -> RecordVersions? {
         guard let index = schema.entityIndex(named: entity) else { throw ChronicleError(.unknownEntity, "no entity named \(entity)") }
         return try pool.read { db in
-            let engine = MergeEngine(db: db, schema: schema, origin: .local)
+            let engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
             guard let state = try engine.loadState(index, id) else { return nil }
             let fields = schema.entities[index].fields
             return RecordVersions(fields: Dictionary(uniqueKeysWithValues: state.fields.map { (fields[$0.key].name, $0.value.version) }),

@@ -112,5 +112,32 @@ extension Field.Kind {
 /// Quotes an identifier for SQL. Schema names are already restricted to
 /// letters, digits and underscores; quoting keeps SQL keywords usable as names.
 func quoted(_ identifier: String) -> String {
-    "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    if !identifier.utf8.contains(UInt8(ascii: "\"")) { return "\"" + identifier + "\"" }
+    return "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+}
+
+/// The SQL the merge engine runs per entity, built once per snapshot.
+struct EntitySQL: Sendable {
+    let selectRow: String
+    let deleteRow: String
+    let insertRow: String
+    let exists: String
+    /// Whether any to-one relationship points at this entity.
+    let isReferenced: Bool
+
+    static func make(_ schema: Schema) -> [EntitySQL] {
+        schema.entities.map { e in
+            let table = quoted(e.name)
+            let columns = e.fields.map { quoted($0.name) }.joined(separator: ", ")
+            let referenced = schema.entities.contains { other in
+                other.fields.contains { if case .reference(let d, _) = $0.kind { return d == e.name } else { return false } }
+            }
+            return EntitySQL(
+                selectRow: "SELECT \(columns.isEmpty ? "id" : columns) FROM \(table) WHERE id = ?",
+                deleteRow: "DELETE FROM \(table) WHERE id = ?",
+                insertRow: "INSERT INTO \(table) (id\(columns.isEmpty ? "" : ", " + columns)) VALUES (\(Array(repeating: "?", count: e.fields.count + 1).joined(separator: ", ")))",
+                exists: "SELECT 1 FROM \(table) WHERE id = ?",
+                isReferenced: referenced)
+        }
+    }
 }

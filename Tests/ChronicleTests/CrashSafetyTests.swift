@@ -66,8 +66,17 @@ import Glibc
         var rng = SeededRandom(seed: 0xC0FFEE)
         var acknowledged: [String] = []
         var killed = 0
-        for i in 0..<40 {
-            let kill: UInt32? = rng.next() % 3 == 0 ? nil : UInt32(rng.next() % 250_000)
+        // Kill within the time a save takes on this machine right now, so the
+        // kills land mid-flight however fast or loaded the machine is.
+        let clock = ContinuousClock()
+        let started = clock.now
+        #expect(try Self.run(["sync"] + device("a"), killAfterMicroseconds: nil).status == 0)
+        let window = UInt64(max(20_000, min(2_000_000, (clock.now - started) / .microseconds(1) * 3 / 2)))
+        // At least 40 rounds and 8 kills; bounded so a broken kill cannot hang the test.
+        var i = 0
+        while i < 40 || (killed < 8 && i < 400) {
+            defer { i += 1 }
+            let kill: UInt32? = rng.next() % 3 == 0 ? nil : UInt32(rng.next() % window)
             if rng.next() % 4 == 0 {
                 let outcome = try Self.run(["sync"] + device("a"), killAfterMicroseconds: kill)
                 if outcome.status == nil { killed += 1 }
@@ -82,7 +91,7 @@ import Glibc
                 killed += 1
             }
         }
-        #expect(killed > 5, "the test should kill processes mid-flight")
+        #expect(killed >= 8, "the test should kill processes mid-flight")
         #expect(!acknowledged.isEmpty)
         // Recover: sync A fully, then a second device imports everything.
         #expect(try Self.run(["sync"] + device("a"), killAfterMicroseconds: nil).status == 0)
