@@ -99,17 +99,15 @@ struct MergeEngine {
     private mutating func refresh(_ entity: Int, _ id: RecordID) throws {
         let e = schema.entities[entity]
         var visiting: Set<RecordKey> = []
-        let desired = try visibleRow(entity, id, &visiting)
+        // The row before de-duplication; visible if this record survives it.
+        let pre = try preShadowRow(entity, id, &visiting)
+        let desired = try pre.flatMap { try survivor(entity, id, row: $0) == id ? $0 : nil }
         let key = RecordKey(entity: entity, id: id)
         // A record first seen in this transaction has no row yet, unless an
         // earlier refresh in it wrote one.
         let current = created.contains(key) ? nil : try currentRow(entity, id)
         let oldKeys = try storedKeys(entity, id)
-        var newKeys: [Int: [UInt8]] = [:]
-        visiting = []
-        if let pre = try preShadowRow(entity, id, &visiting) {
-            newKeys = keys(of: e, row: pre)
-        }
+        let newKeys = pre.map { keys(of: e, row: $0) } ?? [:]
         if newKeys != oldKeys {
             try db.execute(sql: "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?", arguments: [entity, id])
             for (c, key) in newKeys {
@@ -156,7 +154,7 @@ struct MergeEngine {
             let clashing = try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM \(quoted(e.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ?"),
                                                  arguments: StatementArguments(arguments))
             for other in clashing {
-                try db.cachedStatement(sql: sql[entity].deleteRow).execute(arguments: [other])
+                try db.run(sql[entity].deleteRow) { $0.bind(other) }
                 events.append(RecordEvent(entity: e.name, recordID: other, kind: .deleted, origin: origin))
                 schedule(entity, other)
                 try scheduleReferrers(of: other)
@@ -169,12 +167,6 @@ struct MergeEngine {
         for row in rows {
             schedule(row[0], row[1])
         }
-    }
-
-    /// The row the app should see, or nil if the record is hidden.
-    private func visibleRow(_ entity: Int, _ id: RecordID, _ visiting: inout Set<RecordKey>) throws -> [DatabaseValue]? {
-        guard let row = try preShadowRow(entity, id, &visiting) else { return nil }
-        return try survivor(entity, id, row: row) == id ? row : nil
     }
 
     /// The row if the record is live and its cascade references resolve,
@@ -276,15 +268,17 @@ struct MergeEngine {
 
     func loadState(_ entity: Int, _ id: RecordID) throws -> RecordState? {
         if let cached = stateCache[RecordKey(entity: entity, id: id)] { return cached }
-        guard let data = try Data.fetchOne(db.cachedStatement(sql: "SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?"),
-                                           arguments: [entity, id])
+        guard let bytes = try db.first("SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?",
+                                       { $0.bind(entity); $0.bind(id) }, read: { columnBytes($0, 0) })
         else { return nil }
-        return try RecordState(encoded: [UInt8](data))
+        return try RecordState(encoded: bytes)
     }
 
     private func saveState(_ entity: Int, _ id: RecordID, _ state: RecordState, previous: RecordState) throws {
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)")
-            .execute(arguments: [entity, id, Data(state.encoded())])
+        let encoded = state.encoded()
+        try db.run("INSERT OR REPLACE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)") {
+            $0.bind(entity); $0.bind(id); $0.bind(encoded)
+        }
         // Keep the reverse index of raw references in step.
         let e = schema.entities[entity]
         for (i, field) in e.fields.enumerated() {
@@ -293,32 +287,38 @@ struct MergeEngine {
             let new = state.fields[i]?.value
             guard old != new else { continue }
             if case .reference(let t)? = old {
-                try db.cachedStatement(sql: "DELETE FROM _chronicle_refs WHERE target = ? AND entity = ? AND id = ?")
-                    .execute(arguments: [t, entity, id])
+                try db.run("DELETE FROM _chronicle_refs WHERE target = ? AND entity = ? AND id = ?") {
+                    $0.bind(t); $0.bind(entity); $0.bind(id)
+                }
             }
             if case .reference(let t)? = new {
-                try db.cachedStatement(sql: "INSERT OR IGNORE INTO _chronicle_refs (target, entity, id) VALUES (?, ?, ?)")
-                    .execute(arguments: [t, entity, id])
+                try db.run("INSERT OR IGNORE INTO _chronicle_refs (target, entity, id) VALUES (?, ?, ?)") {
+                    $0.bind(t); $0.bind(entity); $0.bind(id)
+                }
             }
         }
     }
 
     private func currentRow(_ entity: Int, _ id: RecordID) throws -> [DatabaseValue]? {
-        let e = schema.entities[entity]
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: sql[entity].selectRow), arguments: [id]) else { return nil }
-        return (0..<e.fields.count).map { row[$0] as DatabaseValue }
+        let count = Int32(schema.entities[entity].fields.count)
+        return try db.first(sql[entity].selectRow, { $0.bind(id) }) { statement in
+            (0..<count).map { columnValue(statement, $0) }
+        }
     }
 
     private func write(_ entity: Int, _ id: RecordID, _ row: [DatabaseValue]?, replacing: Bool) throws {
         guard let row else {
-            try db.cachedStatement(sql: sql[entity].deleteRow).execute(arguments: [id])
+            try db.run(sql[entity].deleteRow) { $0.bind(id) }
             return
         }
         // Delete then insert, so a unique index never sees a transient clash
         // with this record's own old row.
         if replacing {
-            try db.cachedStatement(sql: sql[entity].deleteRow).execute(arguments: [id])
+            try db.run(sql[entity].deleteRow) { $0.bind(id) }
         }
-        try db.cachedStatement(sql: sql[entity].insertRow).execute(arguments: StatementArguments([id.databaseValue] + row))
+        try db.run(sql[entity].insertRow) { binder in
+            binder.bind(id)
+            for value in row { binder.bind(value) }
+        }
     }
 }

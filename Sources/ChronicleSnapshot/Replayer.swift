@@ -117,16 +117,23 @@ public struct Replayer: Sendable {
         return report
     }
 
+    /// The most logs, and bytes of log bodies, applied in one SQLite transaction.
+    public var batchLimits = (logs: 256, bytes: 16 << 20)
+
     private func importLogs(of device: DeviceID, after start: UInt64, into report: inout ImportReport) async throws {
-        var applied = start
+        // Through the logs fetched so far, applied or waiting in `batch`.
+        var through = start
+        var batch: [(name: ContainerName, log: VerifiedLog)] = []
+        var batchBytes = 0
         let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: device)
-        var cursor: ContainerName? = ContainerLayout.log(store: snapshot.storeID, device: device, first: max(applied, 1), last: .max)
-        if applied == 0 { cursor = nil }
+        var cursor: ContainerName? = ContainerLayout.log(store: snapshot.storeID, device: device, first: max(through, 1), last: .max)
+        if through == 0 { cursor = nil }
         while true {
             let page: [BlobInfo]
             do {
                 page = try await container.list(prefix: prefix, after: cursor, limit: pageSize)
             } catch let error as ChronicleError {
+                _ = try apply(&batch, device: device, into: &report)
                 report.failures.append(.init(name: prefix, device: device, error: error))
                 return
             }
@@ -137,21 +144,35 @@ public struct Replayer: Sendable {
                                                  error: ChronicleError(.invalidName, "\(blob.name) is not a log name")))
                     continue
                 }
-                if parsed.last <= applied { continue }
-                if parsed.first > applied + 1 {
-                    report.gaps.append(.init(device: device, expected: applied + 1, found: parsed.first))
+                if parsed.last <= through { continue }
+                if parsed.first > through + 1 {
+                    if try apply(&batch, device: device, into: &report) {
+                        report.gaps.append(.init(device: device, expected: through + 1, found: parsed.first))
+                    }
                     return
                 }
-                guard try await importLog(blob.name, device: device, into: &report) else { return }
-                applied = parsed.last
+                guard let log = await fetch(blob.name, device: device, into: &report) else {
+                    // Apply what came before it; the sequence stops at the bad log.
+                    _ = try apply(&batch, device: device, into: &report)
+                    return
+                }
+                batch.append((blob.name, log))
+                batchBytes += log.body.count
+                through = parsed.last
+                if batch.count >= batchLimits.logs || batchBytes >= batchLimits.bytes {
+                    batchBytes = 0
+                    guard try apply(&batch, device: device, into: &report) else { return }
+                }
             }
-            if page.count < pageSize { return }
+            if page.count < pageSize {
+                _ = try apply(&batch, device: device, into: &report)
+                return
+            }
         }
     }
 
-    /// Fetches, verifies and applies one log. Returns false if the device's
-    /// sequence must stop here.
-    private func importLog(_ name: ContainerName, device: DeviceID, into report: inout ImportReport) async throws -> Bool {
+    /// Fetches and verifies one log; a failure is recorded and gives nil.
+    private func fetch(_ name: ContainerName, device: DeviceID, into report: inout ImportReport) async -> VerifiedLog? {
         do {
             let bytes = try await container.get(name)
             let log = try decoder.open(bytes)
@@ -160,7 +181,29 @@ public struct Replayer: Sendable {
             else {
                 throw ChronicleError(.malformedBody, "\(name) holds sequences \(log.header.firstSequence)...\(log.header.lastSequence) of device \(log.header.deviceID), which its name does not match")
             }
-            switch try snapshot.apply(log, name: name.rawValue) {
+            return log
+        } catch {
+            let error = error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)")
+            recordFailure(name.rawValue, device: device, error, into: &report)
+            return nil
+        }
+    }
+
+    /// Applies and empties the batch. Returns false if the device's sequence
+    /// must stop (a log failed or a gap showed).
+    private func apply(_ batch: inout [(name: ContainerName, log: VerifiedLog)], device: DeviceID, into report: inout ImportReport) throws -> Bool {
+        guard !batch.isEmpty else { return true }
+        defer { batch.removeAll() }
+        let result: Snapshot.BatchOutcome
+        do {
+            result = try snapshot.apply(batch.map { ($0.log, $0.name.rawValue) })
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            // The transaction could not commit: nothing of the batch applied.
+            recordFailure(batch[0].name.rawValue, device: device, error, into: &report)
+            return false
+        }
+        for outcome in result.outcomes {
+            switch outcome {
             case .applied(let transactions, let events):
                 report.appliedLogs += 1
                 report.appliedTransactions += transactions
@@ -171,13 +214,18 @@ public struct Replayer: Sendable {
                 report.gaps.append(.init(device: device, expected: expected, found: found))
                 return false
             }
-            return true
-        } catch let error as ChronicleError {
-            let attempts = (try? snapshot.recordFailure(name: name.rawValue, error: error)) ?? 1
-            logger.warning("import failed", metadata: ["chronicle.log": "\(name)", "chronicle.error": "\(error)", "chronicle.attempts": "\(attempts)"])
-            report.failures.append(.init(name: name.rawValue, device: device, error: error))
+        }
+        if let failure = result.failure {
+            recordFailure(batch[failure.index].name.rawValue, device: device, failure.error, into: &report)
             return false
         }
+        return true
+    }
+
+    private func recordFailure(_ name: String, device: DeviceID, _ error: ChronicleError, into report: inout ImportReport) {
+        let attempts = (try? snapshot.recordFailure(name: name, error: error)) ?? 1
+        logger.warning("import failed", metadata: ["chronicle.log": "\(name)", "chronicle.error": "\(error)", "chronicle.attempts": "\(attempts)"])
+        report.failures.append(.init(name: name, device: device, error: error))
     }
 }
 

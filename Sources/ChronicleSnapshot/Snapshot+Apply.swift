@@ -21,6 +21,57 @@ extension Snapshot {
     ///   store; ``ChronicleError/Code/applyFailed`` if it cannot be applied
     ///   (nothing is then written).
     public func apply(_ log: VerifiedLog, name: String) throws -> ApplyOutcome {
+        let result = try apply([(log, name)])
+        if let failure = result.failure { throw failure.error }
+        return result.outcomes[0]
+    }
+
+    /// What applying a batch of logs did.
+    public struct BatchOutcome: Sendable {
+        /// The outcome of each log applied, in order.
+        public var outcomes: [ApplyOutcome]
+        /// The log that failed, if one did; it and the logs after it were not applied.
+        public var failure: (index: Int, error: ChronicleError)?
+    }
+
+    /// Applies logs in order in one SQLite transaction, each inside its own
+    /// savepoint, so every log is still all or nothing: a log that fails is
+    /// rolled back alone, the logs before it are kept, and the batch stops
+    /// there (as it does at a gap). One commit for many logs is what makes a
+    /// replay of thousands of small logs fast.
+    ///
+    /// - Throws: only if the transaction itself cannot be committed (nothing
+    ///   is then applied) or a simulated crash was injected.
+    public func apply(_ logs: [(log: VerifiedLog, name: String)]) throws -> BatchOutcome {
+        var result = BatchOutcome(outcomes: [], failure: nil)
+        guard !logs.isEmpty else { return result }
+        try pool.write { db in
+            result = BatchOutcome(outcomes: [], failure: nil)
+            for (index, (log, name)) in logs.enumerated() {
+                do {
+                    var outcome = ApplyOutcome.alreadyApplied
+                    try db.inSavepoint {
+                        outcome = try applyOne(log, name: name, db)
+                        return .commit
+                    }
+                    result.outcomes.append(outcome)
+                    if case .gap = outcome { break }
+                } catch let error as ChronicleError {
+                    result.failure = (index, error)
+                    break
+                } catch {
+                    result.failure = (index, ChronicleError(.applyFailed, "applying \(name) failed; nothing of it was applied: \(error)"))
+                    break
+                }
+            }
+            if result.outcomes.contains(where: { if case .applied = $0 { true } else { false } }) {
+                try crashInjector?.check(.importBeforeCommit)
+            }
+        }
+        return result
+    }
+
+    private func applyOne(_ log: VerifiedLog, name: String, _ db: Database) throws -> ApplyOutcome {
         let header = log.header
         guard header.storeID == storeID else {
             throw ChronicleError(.storeMismatch, "log \(name) belongs to store \(header.storeID), this snapshot to \(storeID)")
@@ -28,31 +79,23 @@ extension Snapshot {
         guard header.kind == .transactions else {
             throw ChronicleError(.misuse, "apply takes transaction logs; \(name) is a \(header.kind)")
         }
-        do {
-            return try pool.write { db in
-                let applied = try appliedSequence(db, header.deviceID)
-                if header.lastSequence <= applied { return .alreadyApplied }
-                if header.firstSequence > applied + 1 { return .gap(expected: applied + 1, found: header.firstSequence) }
-                var visitor = ApplyVisitor(engine: MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported),
-                                           device: header.deviceID, skipThrough: applied)
-                try log.walk(&visitor)
-                try visitor.engine.settle()
-                try setApplied(db, header.deviceID, sequence: header.lastSequence, clock: header.maxClock)
-                let hlc = try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0
-                if header.maxClock.rawValue > UInt64(bitPattern: hlc) {
-                    try db.execute(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'", arguments: [Int64(bitPattern: header.maxClock.rawValue)])
-                }
-                try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [name, header.deviceID.rawValue, Int64(header.firstSequence), Int64(header.lastSequence), header.totalLength])
-                try db.execute(sql: "DELETE FROM _chronicle_failures WHERE name = ?", arguments: [name])
-                try crashInjector?.check(.importBeforeCommit)
-                return .applied(transactions: visitor.transactions, events: visitor.engine.events)
-            }
-        } catch let error as ChronicleError {
-            throw error
-        } catch {
-            throw ChronicleError(.applyFailed, "applying \(name) failed; nothing was applied: \(error)")
+        let applied = try appliedSequence(db, header.deviceID)
+        if header.lastSequence <= applied { return .alreadyApplied }
+        if header.firstSequence > applied + 1 { return .gap(expected: applied + 1, found: header.firstSequence) }
+        var visitor = ApplyVisitor(engine: MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported),
+                                   device: header.deviceID, skipThrough: applied)
+        try log.walk(&visitor)
+        try visitor.engine.settle()
+        try setApplied(db, header.deviceID, sequence: header.lastSequence, clock: header.maxClock)
+        let hlc = try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0
+        if header.maxClock.rawValue > UInt64(bitPattern: hlc) {
+            try db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'")
+                .execute(arguments: [Int64(bitPattern: header.maxClock.rawValue)])
         }
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [name, header.deviceID.rawValue, Int64(header.firstSequence), Int64(header.lastSequence), header.totalLength])
+        try db.cachedStatement(sql: "DELETE FROM _chronicle_failures WHERE name = ?").execute(arguments: [name])
+        return .applied(transactions: visitor.transactions, events: visitor.engine.events)
     }
 
     /// Records that importing `name` failed, for `chronicle inspect` and the

@@ -1,0 +1,106 @@
+import CSQLite
+import ChronicleCore
+import Foundation
+import GRDB
+
+/// Binds and steps GRDB's cached statements through the SQLite C API.
+///
+/// The merge engine runs a handful of statements per record; profiling the
+/// replay benchmark showed GRDB's `StatementArguments` (an array of boxed
+/// values, validated per call) costing more than SQLite's own insert. These
+/// helpers bind straight from the values the engine already holds. They are
+/// used only inside a GRDB write transaction, on statements no other code
+/// path executes with GRDB arguments.
+struct RawBinder {
+    let statement: OpaquePointer
+    private var index: Int32 = 1
+
+    init(_ statement: OpaquePointer) { self.statement = statement }
+
+    mutating func bind(_ value: Int64) {
+        sqlite3_bind_int64(statement, index, value)
+        index += 1
+    }
+
+    mutating func bind(_ value: Int) { bind(Int64(value)) }
+
+    mutating func bind(_ id: RecordID) {
+        // Big-endian high then low: the same 16 bytes as `RecordID.bytes`.
+        _ = withUnsafeBytes(of: (id.high.bigEndian, id.low.bigEndian)) { sqlite3_bind_blob(statement, index, $0.baseAddress, 16, chronicle_sqlite_transient()) }
+        index += 1
+    }
+
+    mutating func bind(_ bytes: [UInt8]) {
+        _ = bytes.withUnsafeBytes { sqlite3_bind_blob(statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), chronicle_sqlite_transient()) }
+        index += 1
+    }
+
+    mutating func bind(_ value: DatabaseValue) {
+        switch value.storage {
+        case .null: sqlite3_bind_null(statement, index)
+        case .int64(let i): sqlite3_bind_int64(statement, index, i)
+        case .double(let d): sqlite3_bind_double(statement, index, d)
+        case .string(var s):
+            _ = s.withUTF8 { sqlite3_bind_text(statement, index, UnsafeRawPointer($0.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self), Int32($0.count), chronicle_sqlite_transient()) }
+        case .blob(let data):
+            _ = data.withUnsafeBytes { sqlite3_bind_blob(statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), chronicle_sqlite_transient()) }
+        }
+        index += 1
+    }
+}
+
+extension Database {
+    /// Runs a statement that returns no rows.
+    func run(_ sql: String, _ bind: (inout RawBinder) -> Void) throws {
+        let statement = try cachedStatement(sql: sql).sqliteStatement
+        sqlite3_reset(statement)
+        var binder = RawBinder(statement)
+        bind(&binder)
+        let code = sqlite3_step(statement)
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+        guard code == SQLITE_DONE else { throw rawError(code, sql) }
+    }
+
+    /// Runs a query and hands its first row, if any, to `read`.
+    func first<T>(_ sql: String, _ bind: (inout RawBinder) -> Void, read: (OpaquePointer) throws -> T) throws -> T? {
+        let statement = try cachedStatement(sql: sql).sqliteStatement
+        sqlite3_reset(statement)
+        var binder = RawBinder(statement)
+        bind(&binder)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        switch sqlite3_step(statement) {
+        case SQLITE_ROW: return try read(statement)
+        case SQLITE_DONE: return nil
+        case let code: throw rawError(code, sql)
+        }
+    }
+
+    private func rawError(_ code: Int32, _ sql: String) -> DatabaseError {
+        DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)), sql: sql)
+    }
+}
+
+/// Reads column `index` of the current row as bytes.
+func columnBytes(_ statement: OpaquePointer, _ index: Int32) -> [UInt8] {
+    let count = Int(sqlite3_column_bytes(statement, index))
+    guard count > 0, let base = sqlite3_column_blob(statement, index) else { return [] }
+    return Array(UnsafeRawBufferPointer(start: base, count: count))
+}
+
+/// Reads column `index` of the current row as a snapshot value.
+func columnValue(_ statement: OpaquePointer, _ index: Int32) -> DatabaseValue {
+    switch sqlite3_column_type(statement, index) {
+    case SQLITE_INTEGER: return sqlite3_column_int64(statement, index).databaseValue
+    case SQLITE_FLOAT: return sqlite3_column_double(statement, index).databaseValue
+    case SQLITE_TEXT:
+        let count = Int(sqlite3_column_bytes(statement, index))
+        guard let base = sqlite3_column_text(statement, index) else { return "".databaseValue }
+        return String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self).databaseValue
+    case SQLITE_BLOB: return Data(columnBytes(statement, index)).databaseValue
+    default: return .null
+    }
+}

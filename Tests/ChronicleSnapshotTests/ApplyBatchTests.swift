@@ -1,0 +1,65 @@
+import ChronicleCore
+import ChronicleSnapshot
+import Foundation
+import Testing
+
+/// Batches of logs share one SQLite transaction, but each log stays all or
+/// nothing, and a batch stops at the first log that fails or leaves a gap.
+@Suite struct ApplyBatchTests {
+    static let schema = try! Schema(version: 1, entities: [Entity("Item", attributes: [Attribute("name", .string)])])
+    static let store = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001))
+    static let otherStore = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0002))
+
+    static func log(store: StoreID = store, device: UInt64, sequence: UInt64, names: [String]) throws -> VerifiedLog {
+        var ids = RecordIDGenerator(seed: device &* 1000 &+ sequence)
+        let t = Transaction(deviceID: DeviceID(index: device), sequence: sequence,
+                            clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + sequence, counter: 0), schemaHash: schema.hash,
+                            changes: names.map { Change(.insert, entity: "Item", recordID: ids.next(milliseconds: 1_700_000_000_000), values: [FieldValue("name", .string($0))]) })
+        return try LogDecoder(schema: schema).open(try LogEncoder(storeID: store).encode([t]))
+    }
+
+    static func snapshot() throws -> (Snapshot, URL) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-batch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let snapshot = try Snapshot(path: dir.appendingPathComponent("s.sqlite").path, schema: schema, storeID: store,
+                                    deviceID: DeviceID(index: 1), durability: .normal)
+        return (snapshot, dir)
+    }
+
+    @Test func aFailingLogIsRolledBackAloneAndStopsTheBatch() throws {
+        let (snapshot, dir) = try Self.snapshot()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let first = try Self.log(device: 2, sequence: 1, names: ["a", "b"])
+        let foreign = try Self.log(store: Self.otherStore, device: 2, sequence: 2, names: ["x"])
+        let second = try Self.log(device: 2, sequence: 2, names: ["c"])
+        let result = try snapshot.apply([(first, "one"), (foreign, "foreign"), (second, "two")])
+        #expect(result.outcomes.count == 1)
+        #expect(result.failure?.index == 1)
+        #expect(result.failure?.error.code == .storeMismatch)
+        #expect(try snapshot.recordCounts()["Item"] == 2)
+        #expect(try snapshot.vector()[DeviceID(index: 2)] == 1)
+        // The log after the failure was not applied, and applies now.
+        let again = try snapshot.apply([(first, "one"), (second, "two")])
+        #expect(again.failure == nil)
+        #expect(again.outcomes.count == 2)
+        #expect(again.outcomes[0] == .alreadyApplied)
+        if case .applied(let transactions, let events) = again.outcomes[1] {
+            #expect(transactions == 1 && events.count == 1)
+        } else {
+            Issue.record("the second log should apply: \(again.outcomes[1])")
+        }
+        #expect(try snapshot.recordCounts()["Item"] == 3)
+    }
+
+    @Test func aGapStopsTheBatch() throws {
+        let (snapshot, dir) = try Self.snapshot()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let third = try Self.log(device: 2, sequence: 3, names: ["c"])
+        let other = try Self.log(device: 3, sequence: 1, names: ["d"])
+        let result = try snapshot.apply([(third, "three"), (other, "other")])
+        #expect(result.outcomes == [.gap(expected: 1, found: 3)])
+        #expect(result.failure == nil)
+        #expect(try snapshot.recordCounts()["Item"] == nil || snapshot.recordCounts()["Item"] == 0)
+        #expect(try snapshot.vector().isEmpty)
+    }
+}
