@@ -82,7 +82,7 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer"]),
-        .testTarget(name: "ChronicleSnapshotTests", dependencies: ["ChronicleSnapshot", "ChronicleContainer"]),
+        .testTarget(name: "ChronicleSnapshotTests", dependencies: ["ChronicleSnapshot", "ChronicleContainer", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleSimulation"]),
         .testTarget(
             name: "ChronicleTests",

@@ -51,23 +51,43 @@ struct RecordState: Equatable {
 
     // MARK: Encoding
 
-    /// Layout: flags (bit 0 inserted, bit 1 has delete), [delete clock u64,
-    /// delete device 16], field count varint, per field: index varint, value,
-    /// clock u64, device 16. Fields in index order, so equal states encode equally.
+    /// Layout (snapshot format 2): flags (bit 0 inserted, bit 1 has delete),
+    /// [delete clock u64, delete device 16], version count varint, the
+    /// distinct versions that wrote fields (clock u64, device 16 each), field
+    /// count varint, per field: index varint, version number varint (into the
+    /// list), value. Fields in index order and versions in order of first use,
+    /// so equal states encode equally. Most records were written by one or two
+    /// saves, so listing each version once halves the state of a typical record.
     func encoded() -> [UInt8] {
-        var w = ByteWriter(capacity: 32 + fields.count * 48)
+        let order = fields.keys.sorted()
+        var versions: [Version] = []
+        var numbers: [Int] = []
+        numbers.reserveCapacity(order.count)
+        for index in order {
+            let version = fields[index]!.version
+            if let n = versions.firstIndex(of: version) {
+                numbers.append(n)
+            } else {
+                numbers.append(versions.count)
+                versions.append(version)
+            }
+        }
+        var w = ByteWriter(capacity: 32 + versions.count * 24 + fields.count * 16)
         w.writeUInt8((inserted ? 1 : 0) | (deleteVersion != nil ? 2 : 0))
         if let d = deleteVersion {
             w.writeUInt64(d.clock.rawValue)
             w.writeRecordID(d.device.rawValue)
         }
-        w.writeVarint(UInt64(fields.count))
-        for index in fields.keys.sorted() {
-            let f = fields[index]!
+        w.writeVarint(UInt64(versions.count))
+        for v in versions {
+            w.writeUInt64(v.clock.rawValue)
+            w.writeRecordID(v.device.rawValue)
+        }
+        w.writeVarint(UInt64(order.count))
+        for (i, index) in order.enumerated() {
             w.writeVarint(UInt64(index))
-            w.writeValue(f.value)
-            w.writeUInt64(f.version.clock.rawValue)
-            w.writeRecordID(f.version.device.rawValue)
+            w.writeVarint(UInt64(numbers[i]))
+            w.writeValue(fields[index]!.value)
         }
         return w.bytes
     }
@@ -78,19 +98,28 @@ struct RecordState: Equatable {
             var r = ByteReader(raw, errorCode: .malformedBody, context: "record state")
             var s = RecordState()
             let flags = try r.readUInt8()
+            guard flags & ~3 == 0 else { throw ChronicleError(.malformedBody, "record state has unknown flags \(flags)") }
             s.inserted = flags & 1 != 0
             if flags & 2 != 0 {
                 let clock = HybridTimestamp(rawValue: try r.readUInt64())
                 s.deleteVersion = Version(clock: clock, device: DeviceID(RecordID(bytes: try r.readSlice(16, "device"))))
             }
+            let versionCount = try r.readLength(max: raw.count / 24, "version count")
+            var versions: [Version] = []
+            versions.reserveCapacity(versionCount)
+            for _ in 0..<versionCount {
+                let clock = HybridTimestamp(rawValue: try r.readUInt64())
+                versions.append(Version(clock: clock, device: DeviceID(RecordID(bytes: try r.readSlice(16, "device")))))
+            }
             let count = try r.readLength(max: raw.count, "field count")
             for _ in 0..<count {
                 let index = try r.readLength(max: Int(UInt16.max), "field index")
+                let number = try r.readLength(max: Int(UInt32.max), "version number")
+                guard number < versionCount else { throw ChronicleError(.malformedBody, "record state names version \(number) of \(versionCount)") }
                 let value = try r.readValue(limit: raw.count)
-                let clock = HybridTimestamp(rawValue: try r.readUInt64())
-                let device = DeviceID(RecordID(bytes: try r.readSlice(16, "device")))
-                s.fields[index] = (value, Version(clock: clock, device: device))
+                s.fields[index] = (value, versions[number])
             }
+            guard r.isAtEnd else { throw ChronicleError(.malformedBody, "record state has trailing bytes") }
             return s
         }
     }

@@ -19,6 +19,9 @@ public final class Snapshot: Sendable {
     /// The device that owns it.
     public let deviceID: DeviceID
     let pool: DatabasePool
+    /// The snapshot file's format, kept in `PRAGMA user_version`. 2: record
+    /// states list each version once.
+    public static let format = 2
     /// Each entity's SQL, built once.
     let entitySQL: [EntitySQL]
     /// Where a simulation may make this device crash.
@@ -56,9 +59,14 @@ public final class Snapshot: Sendable {
             pool = try DatabasePool(path: path, configuration: config)
             try pool.write { db in
                 if try db.tableExists("_chronicle_identity") {
+                    let format = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+                    guard format == Self.format else {
+                        throw ChronicleError(.unsupportedVersion, "snapshot \(path) has format \(format); this Chronicle reads format \(Self.format). Upload its pending saves with the Chronicle that wrote it, then delete it: a new snapshot is rebuilt from the container")
+                    }
                     try Self.checkIdentity(db, schema: schema, storeID: storeID, deviceID: deviceID)
                 } else {
                     try SnapshotTables.create(db, schema: schema)
+                    try db.execute(sql: "PRAGMA user_version = \(Self.format)")
                     try db.execute(sql: "INSERT INTO _chronicle_identity (key, value) VALUES ('store', ?), ('device', ?), ('schema_hash', ?), ('schema', ?), ('hlc', 0)",
                                    arguments: [storeID.description, deviceID.description, schema.hashString,
                                                String(decoding: try JSONEncoder.sorted.encode(schema.jsonValue), as: UTF8.self)])
