@@ -22,6 +22,16 @@ let package = Package(
             path: "Benchmarks/CodecBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "ApplyBenchmarks",
+            dependencies: [
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "ChronicleCore", package: "Chronicle"),
+                .product(name: "ChronicleSnapshot", package: "Chronicle"),
+            ],
+            path: "Benchmarks/ApplyBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

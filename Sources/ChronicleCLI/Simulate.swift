@@ -85,7 +85,15 @@ struct Simulate: AsyncParsableCommand {
                 print(Self.text(summaries[0]))
             } else {
                 let acknowledged = summaries.reduce(0) { $0 + $1.savesAcknowledged }
-                print("\(seeds) seeds × \(devices) devices: \(seeds - failed.count) passed, \(failed.count) failed; \(acknowledged) acknowledged saves checked")
+                let attempted = summaries.reduce(0) { $0 + $1.savesAttempted }
+                let syncs = summaries.reduce(0) { $0 + $1.syncs }
+                let logs = summaries.reduce(0) { $0 + $1.logs }
+                let faults = summaries.reduce(FaultCounts()) { $0 + $1.faults }
+                print("""
+                    \(seeds) seeds × \(devices) devices: \(seeds - failed.count) passed, \(failed.count) failed; \(acknowledged) acknowledged saves checked
+                    in all: \(attempted) saves attempted, \(syncs) syncs, \(logs) logs
+                    faults in all: \(faults.summary)
+                    """)
             }
             for (s, summary) in failed {
                 FileHandle.standardError.write(Data(("seed 0x\(String(s, radix: 16)) violated: " + summary.violations.joined(separator: "; ")
@@ -120,7 +128,7 @@ struct Simulate: AsyncParsableCommand {
         let f = s.faults
         return """
             seed 0x\(String(s.seed, radix: 16)): \(s.options.devices) devices, \(s.savesAttempted) saves attempted, \(s.savesAcknowledged) acknowledged, \(s.savesRefused) refused by validation, \(s.syncs) syncs, \(s.logs) logs
-            faults: \(f.delayedBlobs) delayed, \(f.tornBlobs) torn, \(f.lostUploads) lost uploads, \(f.bitFlips) bit flips, \(f.outages) outages (\(f.unavailableErrors) failed calls), \(f.wipes) wipes, \(f.crashes) crashes, \(f.offlinePeriods) offline periods, \(f.accountSwitches) account switches
+            faults: \(f.summary)
             virtual time: \(s.virtualMilliseconds) ms of work, converged \(s.convergenceMilliseconds) ms after
             records: \(s.records.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); state \(s.stateHash)
             invariants checked: \(s.invariantsChecked.joined(separator: ", "))

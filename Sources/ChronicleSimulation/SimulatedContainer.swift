@@ -233,4 +233,25 @@ public struct FaultCounts: Sendable, Hashable, Codable {
 
     /// Creates zero counts.
     public init() {}
+
+    /// The sum of two runs' counts.
+    public static func + (a: FaultCounts, b: FaultCounts) -> FaultCounts {
+        var c = FaultCounts()
+        c.delayedBlobs = a.delayedBlobs + b.delayedBlobs
+        c.tornBlobs = a.tornBlobs + b.tornBlobs
+        c.lostUploads = a.lostUploads + b.lostUploads
+        c.bitFlips = a.bitFlips + b.bitFlips
+        c.outages = a.outages + b.outages
+        c.unavailableErrors = a.unavailableErrors + b.unavailableErrors
+        c.wipes = a.wipes + b.wipes
+        c.crashes = a.crashes + b.crashes
+        c.offlinePeriods = a.offlinePeriods + b.offlinePeriods
+        c.accountSwitches = a.accountSwitches + b.accountSwitches
+        return c
+    }
+
+    /// One line naming every count.
+    public var summary: String {
+        "\(delayedBlobs) delayed, \(tornBlobs) torn, \(lostUploads) lost uploads, \(bitFlips) bit flips, \(outages) outages (\(unavailableErrors) failed calls), \(wipes) wipes, \(crashes) crashes, \(offlinePeriods) offline periods, \(accountSwitches) account switches"
+    }
 }
