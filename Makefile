@@ -31,9 +31,15 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 
+# The main job: five devices syncing through a folder, step by step, then the
+# seeded multi-device simulation with every fault kind and its invariant checks.
 demo: deps
 	$(SWIFT) build --product chronicle
 	$$($(SWIFT) build --show-bin-path)/chronicle demo
+	@echo
+	@echo "==> the multi-device simulation: seeded faults, crashes and account switches, then the invariant checks"
+	$$($(SWIFT) build --show-bin-path)/chronicle simulate --seed 4
+	$$($(SWIFT) build --show-bin-path)/chronicle simulate --seed 1 --seeds 20
 
 bench: deps
 	$(SWIFT) build -c release --product chronicle

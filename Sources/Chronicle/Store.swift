@@ -87,15 +87,20 @@ public actor Store {
     public nonisolated let snapshot: Snapshot
     private let replayer: Replayer
     private var ids: RecordIDGenerator
-    private let hub = EventHub()
+    private let hub: EventHub
     private var syncTask: Task<Void, Never>?
 
     private init(configuration: Configuration, storeID: StoreID, snapshot: Snapshot) {
         self.configuration = configuration
         self.storeID = storeID
         self.snapshot = snapshot
-        self.replayer = Replayer(snapshot: snapshot, container: configuration.container,
-                                 limits: configuration.limits, logger: configuration.logger)
+        let hub = EventHub()
+        self.hub = hub
+        var replayer = Replayer(snapshot: snapshot, container: configuration.container,
+                                limits: configuration.limits, logger: configuration.logger)
+        // Subscribers see imported changes as each batch commits.
+        replayer.eventSink = { [hub] events in hub.publish(events) }
+        self.replayer = replayer
         self.ids = RecordIDGenerator(seed: configuration.seed)
     }
 
@@ -241,7 +246,6 @@ public actor Store {
     public func sync() async throws -> SyncReport {
         let uploaded = try await replayer.upload()
         let imported = try await replayer.importOnce()
-        hub.publish(imported.events)
         return SyncReport(uploadedLogs: uploaded, imported: imported)
     }
 
@@ -257,9 +261,7 @@ public actor Store {
     /// Imports other devices' logs only.
     @discardableResult
     public func importLogs() async throws -> ImportReport {
-        let report = try await replayer.importOnce()
-        hub.publish(report.events)
-        return report
+        return try await replayer.importOnce()
     }
 
     /// Starts syncing every `interval` until ``stopAutomaticSync()`` or

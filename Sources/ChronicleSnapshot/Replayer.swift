@@ -21,6 +21,11 @@ public struct Replayer: Sendable {
     public let logger: Logger
     /// How many log names one listing call returns.
     public var pageSize = 128
+    /// Where change events go as each batch of logs commits. When set, they
+    /// are not kept in ``ImportReport/events`` (a cold start of a million
+    /// records would otherwise hold a million events until the pass ends),
+    /// and memory stays bounded by the batch.
+    public var eventSink: (@Sendable ([RecordEvent]) -> Void)?
 
     /// Creates a replayer.
     public init(snapshot: Snapshot, container: any Container, limits: DecodingLimits = DecodingLimits(),
@@ -207,7 +212,8 @@ public struct Replayer: Sendable {
             case .applied(let transactions, let events):
                 report.appliedLogs += 1
                 report.appliedTransactions += transactions
-                report.events += events
+                report.eventCount += events.count
+                if let eventSink { eventSink(events) } else { report.events += events }
             case .alreadyApplied:
                 break
             case .gap(let expected, let found):
@@ -256,8 +262,11 @@ public struct ImportReport: Sendable {
     public var appliedLogs = 0
     /// Transactions applied.
     public var appliedTransactions = 0
-    /// What the app sees change.
+    /// What the app sees change, unless the replayer has an
+    /// ``Replayer/eventSink``, which received them instead.
     public var events: [RecordEvent] = []
+    /// How many change events the pass produced.
+    public var eventCount = 0
     /// Logs that failed.
     public var failures: [Failure] = []
     /// Devices waiting for a missing log.
