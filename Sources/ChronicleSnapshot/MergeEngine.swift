@@ -109,10 +109,9 @@ struct MergeEngine {
         let oldKeys = try storedKeys(entity, id)
         let newKeys = pre.map { keys(of: e, row: $0) } ?? [:]
         if newKeys != oldKeys {
-            try db.execute(sql: "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?", arguments: [entity, id])
+            try db.cachedStatement(sql: "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?").execute(arguments: [entity, id])
             for (c, key) in newKeys {
-                try db.execute(sql: "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)",
-                               arguments: [entity, c, Data(key), id])
+                try db.cachedStatement(sql: "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)").execute(arguments: [entity, c, Data(key), id])
             }
         }
         guard desired != current || newKeys != oldKeys else { return }

@@ -1,3 +1,4 @@
+import CSQLite
 import ChronicleCore
 import Foundation
 import GRDB
@@ -28,7 +29,7 @@ extension Snapshot {
         do {
             return try pool.write { db in
                 let sequence = try appliedSequence(db, deviceID) + 1
-                var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0)))
+                var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0)))
                 let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
                 let version = Version(clock: clock, device: deviceID)
                 var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
@@ -42,10 +43,9 @@ extension Snapshot {
                 }
                 let transaction = Transaction(deviceID: deviceID, sequence: sequence, clock: clock,
                                               schemaHash: schema.hash, changes: normalized)
-                try db.execute(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)",
-                               arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(LogEncoder.body(of: transaction))])
+                try db.cachedStatement(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)").execute(arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(LogEncoder.body(of: transaction))])
                 try setApplied(db, deviceID, sequence: sequence, clock: clock)
-                try db.execute(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'", arguments: [Int64(bitPattern: hlc.last.rawValue)])
+                try db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'").execute(arguments: [Int64(bitPattern: hlc.last.rawValue)])
                 try crashInjector?.check(.saveBeforeCommit)
                 return SaveResult(sequence: sequence, clock: clock, events: engine.events)
             }
@@ -66,7 +66,7 @@ extension Snapshot {
             throw ChronicleError(.unknownEntity, "no entity named \(change.entity)")
         }
         let entity = schema.entities[entityIndex]
-        let visible = try Bool.fetchOne(db.cachedStatement(sql: entitySQL[entityIndex].exists), arguments: [change.recordID]) ?? false
+        let visible = try db.first(entitySQL[entityIndex].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false
         var values: [(field: Int, value: Value)] = []
         var seen = Set<Int>()
         for fv in change.values {
@@ -121,7 +121,7 @@ extension Snapshot {
         for other in schema.entities {
             for field in other.fields {
                 guard case .reference(let destination, .deny) = field.kind, destination == entity.name else { continue }
-                if try Bool.fetchOne(db, sql: "SELECT 1 FROM \(quoted(other.name)) WHERE \(quoted(field.name)) = ? LIMIT 1", arguments: [id]) ?? false {
+                if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(other.name)) WHERE \(quoted(field.name)) = ? LIMIT 1"), arguments: [id]) ?? false {
                     throw ChronicleError(.deleteDenied, "\(entity.name) \(id) is referred to by \(other.name).\(field.name), whose delete rule is deny")
                 }
             }
@@ -131,7 +131,7 @@ extension Snapshot {
     /// A local save may not create a duplicate of a visible record's unique key.
     private func checkUnique(_ entity: Entity, _ change: Change, _ values: [(field: Int, value: Value)], _ db: Database) throws {
         guard change.kind != .delete, !entity.uniqueConstraints.isEmpty else { return }
-        let current = try Row.fetchOne(db, sql: "SELECT * FROM \(quoted(entity.name)) WHERE id = ?", arguments: [change.recordID])
+        let current = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM \(quoted(entity.name)) WHERE id = ?"), arguments: [change.recordID])
         for key in entity.uniqueConstraints {
             var conditions: [String] = []
             var arguments: [DatabaseValue] = []
@@ -145,7 +145,7 @@ extension Snapshot {
             guard !conditions.isEmpty else { continue }
             arguments.append(change.recordID.databaseValue)
             let sql = "SELECT 1 FROM \(quoted(entity.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ? LIMIT 1"
-            if try Bool.fetchOne(db, sql: sql, arguments: StatementArguments(arguments)) ?? false {
+            if try Bool.fetchOne(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments)) ?? false {
                 throw ChronicleError(.uniqueViolation, "another \(entity.name) already has \(key.joined(separator: ", ")) equal to these values")
             }
         }
@@ -156,14 +156,14 @@ extension Snapshot {
     private func checkVisible(_ change: Change, entity: Int, _ db: Database) throws {
         guard change.kind != .delete else { return }
         let e = schema.entities[entity]
-        let visible = try Bool.fetchOne(db.cachedStatement(sql: entitySQL[entity].exists), arguments: [change.recordID]) ?? false
+        let visible = try db.first(entitySQL[entity].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false
         guard visible else {
             throw ChronicleError(.recordNotFound, "\(e.name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
         }
     }
 
     func appliedSequence(_ db: Database, _ device: DeviceID) throws -> UInt64 {
-        UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT sequence FROM _chronicle_vector WHERE device = ?"), arguments: [device.rawValue]) ?? 0)
+        UInt64(try db.first("SELECT sequence FROM _chronicle_vector WHERE device = ?", { $0.bind(device.rawValue) }, read: { sqlite3_column_int64($0, 0) }) ?? 0)
     }
 
     func setApplied(_ db: Database, _ device: DeviceID, sequence: UInt64, clock: HybridTimestamp) throws {
