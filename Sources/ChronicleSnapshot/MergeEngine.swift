@@ -55,19 +55,36 @@ struct MergeEngine {
     /// the record for recomputation.
     mutating func apply(_ kind: ChangeKind, entity: Int, id: RecordID, values: [(field: Int, value: Value)], version: Version) throws {
         let key = RecordKey(entity: entity, id: id)
-        let loaded = try stateCache[key] ?? loadState(entity, id)
-        if loaded == nil { created.insert(key) }
-        var state = loaded ?? RecordState()
-        let before = state
-        switch kind {
-        case .insert:
-            state.inserted = true
-            for v in values { state.write(field: v.field, v.value, version) }
-        case .update:
-            for v in values { state.write(field: v.field, v.value, version) }
-        case .delete:
-            state.delete(version)
+        func merged(_ state: RecordState) -> RecordState {
+            var state = state
+            switch kind {
+            case .insert:
+                state.inserted = true
+                for v in values { state.write(field: v.field, v.value, version) }
+            case .update:
+                for v in values { state.write(field: v.field, v.value, version) }
+            case .delete:
+                state.delete(version)
+            }
+            return state
         }
+        var loaded = stateCache[key]
+        if loaded == nil && kind == .insert {
+            // An insert almost always creates its record: try writing its
+            // state outright, which saves the lookup; only if a state exists
+            // already (a re-sent insert) fall back to merging into it.
+            let state = merged(RecordState())
+            if try insertStateIfAbsent(entity, id, state) {
+                created.insert(key)
+                stateCache[key] = state
+                schedule(entity, id)
+                return
+            }
+        }
+        if loaded == nil { loaded = try loadState(entity, id) }
+        if loaded == nil { created.insert(key) }
+        let before = loaded ?? RecordState()
+        let state = merged(before)
         guard state != before else { return }
         try saveState(entity, id, state, previous: before)
         stateCache[key] = state
@@ -273,11 +290,27 @@ struct MergeEngine {
         return try RecordState(encoded: bytes)
     }
 
+    /// Writes the state of a record that has none. Returns false, writing
+    /// nothing, if it has one.
+    private func insertStateIfAbsent(_ entity: Int, _ id: RecordID, _ state: RecordState) throws -> Bool {
+        let encoded = state.encoded()
+        try db.run("INSERT OR IGNORE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)") {
+            $0.bind(entity); $0.bind(id); $0.bind(encoded)
+        }
+        guard db.changesCount == 1 else { return false }
+        try updateReferences(entity, id, state, previous: RecordState())
+        return true
+    }
+
     private func saveState(_ entity: Int, _ id: RecordID, _ state: RecordState, previous: RecordState) throws {
         let encoded = state.encoded()
         try db.run("INSERT OR REPLACE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)") {
             $0.bind(entity); $0.bind(id); $0.bind(encoded)
         }
+        try updateReferences(entity, id, state, previous: previous)
+    }
+
+    private func updateReferences(_ entity: Int, _ id: RecordID, _ state: RecordState, previous: RecordState) throws {
         // Keep the reverse index of raw references in step.
         let e = schema.entities[entity]
         for (i, field) in e.fields.enumerated() {

@@ -1,5 +1,44 @@
 import ChronicleCore
 
+/// Field values with their versions, ordered by field index: a few entries
+/// per record, so a sorted array beats a dictionary (no hashing, one
+/// allocation, encodes in order without sorting).
+struct FieldSlots: Equatable {
+    struct Entry: Equatable {
+        var index: Int
+        var value: Value
+        var version: Version
+    }
+
+    private(set) var entries: [Entry] = []
+
+    var count: Int { entries.count }
+
+    subscript(index: Int) -> (value: Value, version: Version)? {
+        get {
+            for e in entries {
+                if e.index == index { return (e.value, e.version) }
+                if e.index > index { break }
+            }
+            return nil
+        }
+        set {
+            var position = entries.count
+            for (i, e) in entries.enumerated() where e.index >= index {
+                position = i
+                break
+            }
+            let present = position < entries.count && entries[position].index == index
+            switch (newValue, present) {
+            case (let new?, true): entries[position].value = new.value; entries[position].version = new.version
+            case (let new?, false): entries.insert(Entry(index: index, value: new.value, version: new.version), at: position)
+            case (nil, true): entries.remove(at: position)
+            case (nil, false): break
+            }
+        }
+    }
+}
+
 /// Everything every device knows about one record, whatever order the changes
 /// arrived in: each field's value with the version that wrote it, whether an
 /// insert was seen, and the newest delete. Merging two states is a join (each
@@ -7,7 +46,7 @@ import ChronicleCore
 /// is computed from it (see ``MergeEngine``).
 struct RecordState: Equatable {
     /// Per field index: the value and the version that wrote it.
-    var fields: [Int: (value: Value, version: Version)] = [:]
+    var fields = FieldSlots()
     /// Whether an insert of this record was applied.
     var inserted = false
     /// The newest delete, if any.
@@ -15,14 +54,8 @@ struct RecordState: Equatable {
 
     init() {}
 
-    static func == (lhs: RecordState, rhs: RecordState) -> Bool {
-        lhs.inserted == rhs.inserted && lhs.deleteVersion == rhs.deleteVersion
-            && lhs.fields.count == rhs.fields.count
-            && lhs.fields.allSatisfy { k, v in rhs.fields[k].map { $0.value == v.value && $0.version == v.version } ?? false }
-    }
-
     /// The newest write to any field.
-    var newestWrite: Version? { fields.values.map(\.version).max() }
+    var newestWrite: Version? { fields.entries.lazy.map(\.version).max() }
 
     /// Whether the record exists by its own state: inserted, and some write is
     /// newer than the newest delete.
@@ -59,12 +92,11 @@ struct RecordState: Equatable {
     /// so equal states encode equally. Most records were written by one or two
     /// saves, so listing each version once halves the state of a typical record.
     func encoded() -> [UInt8] {
-        let order = fields.keys.sorted()
         var versions: [Version] = []
         var numbers: [Int] = []
-        numbers.reserveCapacity(order.count)
-        for index in order {
-            let version = fields[index]!.version
+        numbers.reserveCapacity(fields.count)
+        for entry in fields.entries {
+            let version = entry.version
             if let n = versions.firstIndex(of: version) {
                 numbers.append(n)
             } else {
@@ -83,11 +115,11 @@ struct RecordState: Equatable {
             w.writeUInt64(v.clock.rawValue)
             w.writeRecordID(v.device.rawValue)
         }
-        w.writeVarint(UInt64(order.count))
-        for (i, index) in order.enumerated() {
-            w.writeVarint(UInt64(index))
+        w.writeVarint(UInt64(fields.count))
+        for (i, entry) in fields.entries.enumerated() {
+            w.writeVarint(UInt64(entry.index))
             w.writeVarint(UInt64(numbers[i]))
-            w.writeValue(fields[index]!.value)
+            w.writeValue(entry.value)
         }
         return w.bytes
     }
@@ -112,8 +144,11 @@ struct RecordState: Equatable {
                 versions.append(Version(clock: clock, device: DeviceID(RecordID(bytes: try r.readSlice(16, "device")))))
             }
             let count = try r.readLength(max: raw.count, "field count")
+            var previous = -1
             for _ in 0..<count {
                 let index = try r.readLength(max: Int(UInt16.max), "field index")
+                guard index > previous else { throw ChronicleError(.malformedBody, "record state lists field \(index) out of order") }
+                previous = index
                 let number = try r.readLength(max: Int(UInt32.max), "version number")
                 guard number < versionCount else { throw ChronicleError(.malformedBody, "record state names version \(number) of \(versionCount)") }
                 let value = try r.readValue(limit: raw.count)

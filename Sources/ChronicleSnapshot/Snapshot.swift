@@ -157,7 +157,7 @@ public final class Snapshot: Sendable {
             let engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
             guard let state = try engine.loadState(index, id) else { return nil }
             let fields = schema.entities[index].fields
-            return RecordVersions(fields: Dictionary(uniqueKeysWithValues: state.fields.map { (fields[$0.key].name, $0.value.version) }),
+            return RecordVersions(fields: Dictionary(uniqueKeysWithValues: state.fields.entries.map { (fields[$0.index].name, $0.version) }),
                                   inserted: state.inserted, deleteVersion: state.deleteVersion)
         }
     }
