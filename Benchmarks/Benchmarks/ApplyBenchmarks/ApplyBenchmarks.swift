@@ -50,8 +50,12 @@ let benchmarks: @Sendable () -> Void = {
         maxDuration: .seconds(3),
         maxIterations: logCount - 50,
         thresholds: [
-            .wallClock: .init(relative: [.p50: 25.0]),
-            .mallocCountTotal: .init(relative: [.p50: 10.0]),
+            // Checked against the committed p90s in Thresholds/ (the
+            // machine is shared: wall clock gets a wide margin, malloc
+            // counts, which do not depend on load, a narrow one).
+            .wallClock: .init(relative: [.p90: 50.0]),
+            .throughput: .init(relative: [.p90: 50.0]),
+            .mallocCountTotal: .init(relative: [.p90: 5.0]),
         ]
     )
 
@@ -60,7 +64,7 @@ let benchmarks: @Sendable () -> Void = {
     let inserts = (1...logCount).map { sequence in
         log(device: 2, sequence: UInt64(sequence), ids: (0..<recordsPerLog).map { _ in generator.next(milliseconds: 1_700_000_000_000) }, kind: .insert)
     }
-    Benchmark("apply a \(recordsPerLog)-insert log", configuration: configuration) { benchmark in
+    Benchmark("apply-log-of-\(recordsPerLog)-inserts", configuration: configuration) { benchmark in
         let target = Target()
         for _ in benchmark.scaledIterations {
             blackHole(try target.snapshot.apply(inserts[target.next], name: "log \(target.next)"))
@@ -72,7 +76,7 @@ let benchmarks: @Sendable () -> Void = {
     let existing = (0..<recordsPerLog).map { _ in generator.next(milliseconds: 1_700_000_000_000) }
     let seed = log(device: 2, sequence: 1, ids: existing, kind: .insert)
     let updates = (1...logCount).map { sequence in log(device: 3, sequence: UInt64(sequence), ids: existing, kind: .update) }
-    Benchmark("merge a \(recordsPerLog)-update log into existing records", configuration: configuration) { benchmark in
+    Benchmark("merge-log-of-\(recordsPerLog)-updates", configuration: configuration) { benchmark in
         let target = Target()
         _ = try target.snapshot.apply(seed, name: "seed")
         for _ in benchmark.scaledIterations {

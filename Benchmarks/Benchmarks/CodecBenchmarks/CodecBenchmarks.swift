@@ -43,23 +43,26 @@ let benchmarks: @Sendable () -> Void = {
         scalingFactor: .kilo,
         maxDuration: .seconds(2),
         thresholds: [
-            .wallClock: .init(relative: [.p50: 25.0]),
-            .mallocCountTotal: .init(relative: [.p50: 10.0]),
+            // Checked against the committed p90s in Thresholds/ (the
+            // machine is shared: wall clock gets a wide margin, malloc
+            // counts, which do not depend on load, a narrow one).
+            .wallClock: .init(relative: [.p90: 50.0]),
+            .throughput: .init(relative: [.p90: 50.0]),
+            .mallocCountTotal: .init(relative: [.p90: 5.0]),
         ]
     )
 
     for size in [1, 10, 100] {
         let transaction = makeTransaction(changes: size)
         let bytes = try! encoder.encode([transaction])
-        let uncompressed = try! LogEncoder(storeID: store, compresses: false).encode([transaction]).count - LogHeader.size
 
-        Benchmark("encode+compress \(size)-change transaction (\(uncompressed) B body)") { benchmark in
+        Benchmark("encode+compress-\(size)-changes") { benchmark in
             for _ in benchmark.scaledIterations {
                 blackHole(try encoder.encode([transaction]))
             }
         }
 
-        Benchmark("decompress+verify+decode \(size)-change transaction (\(uncompressed) B body)") { benchmark in
+        Benchmark("decompress+verify+decode-\(size)-changes") { benchmark in
             for _ in benchmark.scaledIterations {
                 blackHole(try decoder.decode(bytes))
             }
@@ -67,7 +70,7 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     let body = [UInt8](repeating: 0x5A, count: 64 * 1024)
-    Benchmark("XXH64 64 KiB") { benchmark in
+    Benchmark("XXH64-64KiB") { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(XXH64.hash(body))
         }
