@@ -22,6 +22,8 @@ public final class Snapshot: Sendable {
     /// The snapshot file's format, kept in `PRAGMA user_version`. 2: record
     /// states list each version once.
     public static let format = 2
+    /// The page cache of the snapshot's writing connection, in KiB.
+    public static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.
     let entitySQL: [EntitySQL]
     /// Where a simulation may make this device crash.
@@ -57,6 +59,13 @@ public final class Snapshot: Sendable {
         }
         do {
             pool = try DatabasePool(path: path, configuration: config)
+            // The writer's page cache (a per-connection setting): imports
+            // of other devices' records insert all over the B-trees, and
+            // SQLite's default 2 MiB cache made a million-record replay
+            // re-read pages. Readers keep the default.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
+            }
             try pool.write { db in
                 if try db.tableExists("_chronicle_identity") {
                     let format = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
