@@ -41,12 +41,27 @@ struct MergeEngine {
     }
 
     let sql: [EntitySQL]
+    private let statements: StatementSlots
 
     init(db: Database, schema: Schema, sql: [EntitySQL], origin: RecordEvent.Origin) {
         self.db = db
         self.schema = schema
         self.sql = sql
         self.origin = origin
+        self.statements = StatementSlots(count: Slot.entityBase + 3 * sql.count)
+    }
+
+    /// Statement slots: the fixed ones, then three per entity.
+    private enum Slot {
+        static let selectState = 0, insertStateIfAbsent = 1, replaceState = 2, deleteRef = 3, insertRef = 4
+        static let entityBase = 5
+        static func selectRow(_ entity: Int) -> Int { entityBase + 3 * entity }
+        static func deleteRow(_ entity: Int) -> Int { entityBase + 3 * entity + 1 }
+        static func insertRow(_ entity: Int) -> Int { entityBase + 3 * entity + 2 }
+    }
+
+    private func statement(_ slot: Int, _ sql: @autoclosure () -> String) throws -> OpaquePointer {
+        try statements.get(slot, db, sql())
     }
 
     // MARK: Merging
@@ -170,7 +185,7 @@ struct MergeEngine {
             let clashing = try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM \(quoted(e.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ?"),
                                                  arguments: StatementArguments(arguments))
             for other in clashing {
-                try db.run(sql[entity].deleteRow) { $0.bind(other) }
+                try db.run(statement(Slot.deleteRow(entity), sql[entity].deleteRow)) { $0.bind(other) }
                 events.append(RecordEvent(entity: e.name, recordID: other, kind: .deleted, origin: origin))
                 schedule(entity, other)
                 try scheduleReferrers(of: other)
@@ -284,7 +299,7 @@ struct MergeEngine {
 
     func loadState(_ entity: Int, _ id: RecordID) throws -> RecordState? {
         if let cached = stateCache[RecordKey(entity: entity, id: id)] { return cached }
-        guard let bytes = try db.first("SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?",
+        guard let bytes = try db.first(statement(Slot.selectState, "SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?"),
                                        { $0.bind(entity); $0.bind(id) }, read: { columnBytes($0, 0) })
         else { return nil }
         return try RecordState(encoded: bytes)
@@ -294,7 +309,7 @@ struct MergeEngine {
     /// nothing, if it has one.
     private func insertStateIfAbsent(_ entity: Int, _ id: RecordID, _ state: RecordState) throws -> Bool {
         let encoded = state.encoded()
-        try db.run("INSERT OR IGNORE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)") {
+        try db.run(statement(Slot.insertStateIfAbsent, "INSERT OR IGNORE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)")) {
             $0.bind(entity); $0.bind(id); $0.bind(encoded)
         }
         guard db.changesCount == 1 else { return false }
@@ -304,7 +319,7 @@ struct MergeEngine {
 
     private func saveState(_ entity: Int, _ id: RecordID, _ state: RecordState, previous: RecordState) throws {
         let encoded = state.encoded()
-        try db.run("INSERT OR REPLACE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)") {
+        try db.run(statement(Slot.replaceState, "INSERT OR REPLACE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)")) {
             $0.bind(entity); $0.bind(id); $0.bind(encoded)
         }
         try updateReferences(entity, id, state, previous: previous)
@@ -319,12 +334,12 @@ struct MergeEngine {
             let new = state.fields[i]?.value
             guard old != new else { continue }
             if case .reference(let t)? = old {
-                try db.run("DELETE FROM _chronicle_refs WHERE target = ? AND entity = ? AND id = ?") {
+                try db.run(statement(Slot.deleteRef, "DELETE FROM _chronicle_refs WHERE target = ? AND entity = ? AND id = ?")) {
                     $0.bind(t); $0.bind(entity); $0.bind(id)
                 }
             }
             if case .reference(let t)? = new {
-                try db.run("INSERT OR IGNORE INTO _chronicle_refs (target, entity, id) VALUES (?, ?, ?)") {
+                try db.run(statement(Slot.insertRef, "INSERT OR IGNORE INTO _chronicle_refs (target, entity, id) VALUES (?, ?, ?)")) {
                     $0.bind(t); $0.bind(entity); $0.bind(id)
                 }
             }
@@ -333,22 +348,22 @@ struct MergeEngine {
 
     private func currentRow(_ entity: Int, _ id: RecordID) throws -> [DatabaseValue]? {
         let count = Int32(schema.entities[entity].fields.count)
-        return try db.first(sql[entity].selectRow, { $0.bind(id) }) { statement in
+        return try db.first(statement(Slot.selectRow(entity), sql[entity].selectRow), { $0.bind(id) }) { statement in
             (0..<count).map { columnValue(statement, $0) }
         }
     }
 
     private func write(_ entity: Int, _ id: RecordID, _ row: [DatabaseValue]?, replacing: Bool) throws {
         guard let row else {
-            try db.run(sql[entity].deleteRow) { $0.bind(id) }
+            try db.run(statement(Slot.deleteRow(entity), sql[entity].deleteRow)) { $0.bind(id) }
             return
         }
         // Delete then insert, so a unique index never sees a transient clash
         // with this record's own old row.
         if replacing {
-            try db.run(sql[entity].deleteRow) { $0.bind(id) }
+            try db.run(statement(Slot.deleteRow(entity), sql[entity].deleteRow)) { $0.bind(id) }
         }
-        try db.run(sql[entity].insertRow) { binder in
+        try db.run(statement(Slot.insertRow(entity), sql[entity].insertRow)) { binder in
             binder.bind(id)
             for value in row { binder.bind(value) }
         }

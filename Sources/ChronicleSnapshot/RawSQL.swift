@@ -52,19 +52,27 @@ struct RawBinder {
 extension Database {
     /// Runs a statement that returns no rows.
     func run(_ sql: String, _ bind: (inout RawBinder) -> Void) throws {
-        let statement = try cachedStatement(sql: sql).sqliteStatement
+        try run(cachedStatement(sql: sql).sqliteStatement, bind)
+    }
+
+    /// Runs a prepared statement that returns no rows.
+    func run(_ statement: OpaquePointer, _ bind: (inout RawBinder) -> Void) throws {
         sqlite3_reset(statement)
         var binder = RawBinder(statement)
         bind(&binder)
         let code = sqlite3_step(statement)
         sqlite3_reset(statement)
         sqlite3_clear_bindings(statement)
-        guard code == SQLITE_DONE else { throw rawError(code, sql) }
+        guard code == SQLITE_DONE else { throw rawError(code, statement) }
     }
 
     /// Runs a query and hands its first row, if any, to `read`.
     func first<T>(_ sql: String, _ bind: (inout RawBinder) -> Void, read: (OpaquePointer) throws -> T) throws -> T? {
-        let statement = try cachedStatement(sql: sql).sqliteStatement
+        try first(cachedStatement(sql: sql).sqliteStatement, bind, read: read)
+    }
+
+    /// Runs a prepared query and hands its first row, if any, to `read`.
+    func first<T>(_ statement: OpaquePointer, _ bind: (inout RawBinder) -> Void, read: (OpaquePointer) throws -> T) throws -> T? {
         sqlite3_reset(statement)
         var binder = RawBinder(statement)
         bind(&binder)
@@ -75,12 +83,29 @@ extension Database {
         switch sqlite3_step(statement) {
         case SQLITE_ROW: return try read(statement)
         case SQLITE_DONE: return nil
-        case let code: throw rawError(code, sql)
+        case let code: throw rawError(code, statement)
         }
     }
 
-    private func rawError(_ code: Int32, _ sql: String) -> DatabaseError {
-        DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)), sql: sql)
+    private func rawError(_ code: Int32, _ statement: OpaquePointer) -> DatabaseError {
+        DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
+                      sql: sqlite3_sql(statement).map { String(cString: $0) })
+    }
+}
+
+/// Statements resolved once per merge engine, by slot number. GRDB's
+/// statement cache is keyed by the SQL text, and hashing that text for every
+/// statement of every record showed in the replay profile.
+final class StatementSlots {
+    private var slots: [Statement?]
+
+    init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    func get(_ slot: Int, _ db: Database, _ sql: @autoclosure () -> String) throws -> OpaquePointer {
+        if let statement = slots[slot] { return statement.sqliteStatement }
+        let statement = try db.cachedStatement(sql: sql())
+        slots[slot] = statement
+        return statement.sqliteStatement
     }
 }
 
