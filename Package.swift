@@ -82,7 +82,13 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer"]),
-        .testTarget(name: "ChronicleSnapshotTests", dependencies: ["ChronicleSnapshot", "ChronicleContainer", .product(name: "GRDB", package: "GRDB.swift")]),
+        .testTarget(
+            name: "ChronicleSnapshotTests",
+            dependencies: [
+                "ChronicleSnapshot", "ChronicleContainer",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleSimulation"]),
         .testTarget(
             name: "ChronicleTests",

@@ -11,11 +11,15 @@ import Testing
     static let otherStore = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0002))
 
     static func log(store: StoreID = store, device: UInt64, sequence: UInt64, names: [String]) throws -> VerifiedLog {
+        try LogDecoder(schema: schema).open(try bytes(store: store, device: device, sequence: sequence, names: names))
+    }
+
+    static func bytes(store: StoreID = store, device: UInt64, sequence: UInt64, names: [String]) throws -> [UInt8] {
         var ids = RecordIDGenerator(seed: device &* 1000 &+ sequence)
         let t = Transaction(deviceID: DeviceID(index: device), sequence: sequence,
                             clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + sequence, counter: 0), schemaHash: schema.hash,
                             changes: names.map { Change(.insert, entity: "Item", recordID: ids.next(milliseconds: 1_700_000_000_000), values: [FieldValue("name", .string($0))]) })
-        return try LogDecoder(schema: schema).open(try LogEncoder(storeID: store).encode([t]))
+        return try LogEncoder(storeID: store).encode([t])
     }
 
     static func snapshot() throws -> (Snapshot, URL) {

@@ -1,0 +1,80 @@
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import Foundation
+import Logging
+import Testing
+
+/// The replayer applies logs in batches; a damaged log in the middle of a
+/// device's sequence keeps the logs before it and stops the ones after it,
+/// until it is repaired.
+@Suite struct ReplayerBatchTests {
+    @Test func aDamagedLogKeepsTheLogsBeforeItAndStopsTheOnesAfter() async throws {
+        let container = InMemoryContainer()
+        let store = ApplyBatchTests.store
+        let writer = DeviceID(index: 2)
+        let encoder = LogEncoder(storeID: store)
+        func transaction(_ sequence: UInt64) -> Transaction {
+            var ids = RecordIDGenerator(seed: sequence)
+            return Transaction(deviceID: writer, sequence: sequence, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + sequence, counter: 0),
+                               schemaHash: ApplyBatchTests.schema.hash,
+                               changes: [Change(.insert, entity: "Item", recordID: ids.next(milliseconds: 1_700_000_000_000 + sequence),
+                                                values: [FieldValue("name", .string("item \(sequence)"))])])
+        }
+        _ = try await container.createMarker(ContainerLayout.deviceRegistration(store: store, device: writer), [])
+        var good: [UInt64: [UInt8]] = [:]
+        for sequence in UInt64(1)...5 {
+            good[sequence] = try encoder.encode([transaction(sequence)])
+            var bytes = good[sequence]!
+            if sequence == 3 { bytes[bytes.count - 1] ^= 0x01 }  // a flipped bit in the body
+            try await container.put(ContainerLayout.log(store: store, device: writer, first: sequence, last: sequence), bytes)
+        }
+        let (snapshot, dir) = try ApplyBatchTests.snapshot()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let replayer = Replayer(snapshot: snapshot, container: container, logger: Logger(label: "test"))
+
+        let first = try await replayer.importOnce()
+        #expect(first.appliedLogs == 2)
+        #expect(first.failures.map(\.error.code) == [.bodyChecksumMismatch])
+        #expect(try snapshot.vector()[writer] == 2)
+        #expect(try snapshot.recordCounts()["Item"] == 2)
+        #expect(try snapshot.failures().map(\.name) == [ContainerLayout.log(store: store, device: writer, first: 3, last: 3).rawValue])
+
+        // The owner repairs the log: the rest of the sequence follows.
+        let name = ContainerLayout.log(store: store, device: writer, first: 3, last: 3)
+        try await container.delete(name)
+        try await container.put(name, good[3]!)
+        let second = try await replayer.importOnce()
+        #expect(second.appliedLogs == 3)
+        #expect(second.failures.isEmpty)
+        #expect(try snapshot.vector()[writer] == 5)
+        #expect(try snapshot.recordCounts()["Item"] == 5)
+        #expect(try snapshot.failures().isEmpty)
+    }
+
+    @Test func smallPagesAndBatchesApplyEverythingInOrder() async throws {
+        let container = InMemoryContainer()
+        let store = ApplyBatchTests.store
+        _ = try await container.createMarker(ContainerLayout.deviceRegistration(store: store, device: DeviceID(index: 2)), [])
+        _ = try await container.createMarker(ContainerLayout.deviceRegistration(store: store, device: DeviceID(index: 3)), [])
+        for device in UInt64(2)...3 {
+            for sequence in UInt64(1)...7 {
+                let bytes = try ApplyBatchTests.bytes(device: device, sequence: sequence, names: ["d\(device)s\(sequence)a", "d\(device)s\(sequence)b"])
+                try await container.put(ContainerLayout.log(store: store, device: DeviceID(index: device), first: sequence, last: sequence), bytes)
+            }
+        }
+        let (snapshot, dir) = try ApplyBatchTests.snapshot()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var replayer = Replayer(snapshot: snapshot, container: container, logger: Logger(label: "test"))
+        replayer.pageSize = 3
+        replayer.batchLimits = (logs: 2, bytes: 1 << 20)
+        let report = try await replayer.importOnce()
+        #expect(report.appliedLogs == 14)
+        #expect(report.appliedTransactions == 14)
+        #expect(report.events.count == 28)
+        #expect(report.failures.isEmpty && report.gaps.isEmpty)
+        #expect(try snapshot.vector() == [DeviceID(index: 2): 7, DeviceID(index: 3): 7])
+        #expect(try snapshot.recordCounts()["Item"] == 28)
+    }
+}
+
