@@ -45,6 +45,19 @@ extension Snapshot {
     public func apply(_ logs: [(log: VerifiedLog, name: String)]) throws -> BatchOutcome {
         var result = BatchOutcome(outcomes: [], failure: nil)
         guard !logs.isEmpty else { return result }
+        do {
+            try write(logs, into: &result)
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            // The transaction itself failed (a full disk, an I/O error at
+            // commit): SQLite rolled all of it back.
+            throw ChronicleError(.applyFailed, "applying \(logs.count) logs from \(logs[0].name) failed; none of them was applied: \(error)")
+        }
+        return result
+    }
+
+    private func write(_ logs: [(log: VerifiedLog, name: String)], into result: inout BatchOutcome) throws {
         try pool.write { db in
             result = BatchOutcome(outcomes: [], failure: nil)
             for (index, (log, name)) in logs.enumerated() {
@@ -68,7 +81,6 @@ extension Snapshot {
                 try crashInjector?.check(.importBeforeCommit)
             }
         }
-        return result
     }
 
     private func applyOne(_ log: VerifiedLog, name: String, _ db: Database) throws -> ApplyOutcome {
