@@ -23,6 +23,11 @@ struct FieldSlots: Equatable {
             return nil
         }
         set {
+            // Fields usually arrive in index order: append without a search.
+            if let new = newValue, entries.last.map({ $0.index < index }) ?? true {
+                entries.append(Entry(index: index, value: new.value, version: new.version))
+                return
+            }
             var position = entries.count
             for (i, e) in entries.enumerated() where e.index >= index {
                 position = i

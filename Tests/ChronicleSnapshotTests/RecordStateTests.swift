@@ -40,6 +40,27 @@ import Testing
         }
     }
 
+    @Test func fieldSlotsStaySortedWhateverTheOrderOfWrites() {
+        var rng = SeededRandom(seed: 13)
+        for _ in 0..<500 {
+            var slots = FieldSlots()
+            var model: [Int: Int64] = [:]
+            for _ in 0..<Int(rng.next() % 12) {
+                let index = Int(rng.next() % 8)
+                if rng.next() % 5 == 0 {
+                    slots[index] = nil
+                    model[index] = nil
+                } else {
+                    let value = Int64(rng.next() % 100)
+                    slots[index] = (.int(value), Version(clock: HybridTimestamp(milliseconds: 1, counter: 0), device: DeviceID(index: 1)))
+                    model[index] = value
+                }
+            }
+            #expect(slots.entries.map(\.index) == model.keys.sorted())
+            #expect(slots.entries.map(\.value) == model.keys.sorted().map { .int(model[$0]!) })
+        }
+    }
+
     @Test func aSharedVersionIsStoredOnce() {
         var s = RecordState()
         s.inserted = true
