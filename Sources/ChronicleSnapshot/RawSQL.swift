@@ -50,11 +50,6 @@ struct RawBinder {
 }
 
 extension Database {
-    /// Runs a statement that returns no rows.
-    func run(_ sql: String, _ bind: (inout RawBinder) -> Void) throws {
-        try run(cachedStatement(sql: sql).sqliteStatement, bind)
-    }
-
     /// Runs a prepared statement that returns no rows.
     func run(_ statement: OpaquePointer, _ bind: (inout RawBinder) -> Void) throws {
         sqlite3_reset(statement)

@@ -59,7 +59,6 @@ extension Snapshot {
 
     private func write(_ logs: [(log: VerifiedLog, name: String)], into result: inout BatchOutcome) throws {
         try pool.write { db in
-            result = BatchOutcome(outcomes: [], failure: nil)
             for (index, (log, name)) in logs.enumerated() {
                 do {
                     var outcome = ApplyOutcome.alreadyApplied

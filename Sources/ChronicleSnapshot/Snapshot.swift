@@ -59,14 +59,12 @@ public final class Snapshot: Sendable {
         }
         do {
             pool = try DatabasePool(path: path, configuration: config)
-            // The writer's page cache (a per-connection setting): imports
-            // of other devices' records insert all over the B-trees, and
-            // SQLite's default 2 MiB cache made a million-record replay
-            // re-read pages. Readers keep the default.
-            try pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
-            }
             try pool.write { db in
+                // The writer's page cache (a per-connection setting): imports
+                // of other devices' records insert all over the B-trees, and
+                // SQLite's default 2 MiB cache made a million-record replay
+                // re-read pages. Readers keep the default.
+                try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
                 if try db.tableExists("_chronicle_identity") {
                     let format = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
                     guard format == Self.format else {
