@@ -61,12 +61,15 @@ struct OutputOptions: ParsableArguments {
     }
 }
 
-/// Runs a command body, turning errors into a clear message and exit code 1.
-func reportingErrors(_ output: OutputOptions, _ body: () async throws -> Void) async throws {
+/// Runs a command's body and turns its errors into a message and exit code 1.
+/// Commands without `--json` pass nil (an `OutputOptions()` made by hand
+/// cannot be read: ArgumentParser traps on it).
+func reportingErrors(_ output: OutputOptions?, _ body: () async throws -> Void) async throws {
+    let json = output?.json ?? false
     do {
         try await body()
     } catch let error as ChronicleError {
-        if output.json {
+        if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string(error.code.name), "message": .string(error.message)])])))
         } else {
             FileHandle.standardError.write(Data("chronicle: \(error.code): \(error.message)\n".utf8))
@@ -75,7 +78,7 @@ func reportingErrors(_ output: OutputOptions, _ body: () async throws -> Void) a
     } catch let error as ExitCode {
         throw error
     } catch {
-        if output.json {
+        if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string("error"), "message": .string("\(error)")])])))
         } else {
             FileHandle.standardError.write(Data("chronicle: \(error)\n".utf8))

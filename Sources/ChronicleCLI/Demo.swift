@@ -22,7 +22,7 @@ struct Demo: AsyncParsableCommand {
     var keep = false
 
     func run() async throws {
-        try await reportingErrors(OutputOptions()) {
+        try await reportingErrors(nil) {
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-demo-\(UUID().uuidString)")
             defer { if !keep { try? FileManager.default.removeItem(at: root) } }
             try await DemoRun(root: root, seed: seed, saves: saves).run()

@@ -13,10 +13,7 @@ struct Inspect: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            guard FileManager.default.fileExists(atPath: container) else {
-                throw ChronicleError(.notFound, "no container at \(container)")
-            }
-            let c = try DirectoryContainer(root: URL(fileURLWithPath: container))
+            let c = try existingContainer(container)
             var active: JSONValue = .null
             if let marker = try await c.readMarker(ContainerLayout.activeStore) {
                 active = (try? JSONDecoder().decode(JSONValue.self, from: Data(marker.bytes))) ?? .string("<unreadable>")
@@ -79,10 +76,7 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            guard FileManager.default.fileExists(atPath: container) else {
-                throw ChronicleError(.notFound, "no container at \(container)")
-            }
-            let c = try DirectoryContainer(root: URL(fileURLWithPath: container))
+            let c = try existingContainer(container)
             let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
             var bad: [(String, ChronicleError)] = []
             var good = 0
@@ -135,17 +129,27 @@ struct Dump: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await reportingErrors(OutputOptions()) {
+        try await reportingErrors(nil) {
             let bytes: [UInt8]
             if let file {
                 guard let data = FileManager.default.contents(atPath: file) else { throw ChronicleError(.notFound, "cannot read \(file)") }
                 bytes = [UInt8](data)
             } else {
-                let c = try DirectoryContainer(root: URL(fileURLWithPath: container!))
+                let c = try existingContainer(container!)
                 bytes = try await c.get(try ContainerName(name!))
             }
             let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
             print(JSONText.pretty(try decoder.decode(bytes).jsonValue))
         }
     }
+}
+
+/// Opens a container the operator names for reading. `DirectoryContainer`
+/// creates its folders, which is right for devices but would turn a mistyped
+/// path into an empty container: the read-only commands refuse it instead.
+func existingContainer(_ path: String) throws -> DirectoryContainer {
+    guard FileManager.default.fileExists(atPath: path) else {
+        throw ChronicleError(.notFound, "no container at \(path)")
+    }
+    return try DirectoryContainer(root: URL(fileURLWithPath: path))
 }
