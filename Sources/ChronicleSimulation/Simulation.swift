@@ -16,7 +16,9 @@ import Synchronization
 public final class Simulation {
     /// The workload's schema: folders with a unique name (so devices create
     /// duplicates), notes that cascade with their folder, comments that
-    /// nullify when their note goes.
+    /// nullify when their note goes, and readings, which refer to nothing and
+    /// nothing refers to (an independent entity, whose first inserts keep
+    /// their merge state compact in the row).
     public static let schema = try! Schema(version: 1, entities: [
         Entity("Folder", attributes: [Attribute("name", .string)],
                relationships: [.toMany("notes", to: "Note", inverse: "folder")], unique: [["name"]]),
@@ -26,6 +28,8 @@ public final class Simulation {
                                .toMany("comments", to: "Comment", inverse: "note")]),
         Entity("Comment", attributes: [Attribute("text", .string)],
                relationships: [.toOne("note", to: "Note", inverse: "comments", deleteRule: .nullify)]),
+        Entity("Reading", attributes: [Attribute("label", .string), Attribute("value", .double, optional: true),
+                                       Attribute("count", .int64, default: 0)]),
     ])
 
     static let folderNames = ["Inbox", "Work", "Home", "Ideas"]
@@ -161,6 +165,7 @@ public final class Simulation {
         let choice = random.next() % 100
         let folders = try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Folder ORDER BY id") }
         let notes = try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note ORDER BY id") }
+        let readings = try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Reading ORDER BY id") }
         let name = Self.folderNames[pick(Self.folderNames.count)]
         let title = "n\(d.index + 1)-\(random.next() % 1000)"
         let words = Int64(random.next() % 5000)
@@ -172,7 +177,20 @@ public final class Simulation {
                 if choice < 12 || folders.isEmpty {
                     let id = tx.insert("Folder", ["name": .string(name)])
                     recorded.append((.insert, "Folder", id, ["name"]))
-                } else if choice < 45 || notes.isEmpty {
+                } else if choice >= 80 && (choice < 88 || readings.isEmpty) {
+                    let id = tx.insert("Reading", ["label": .string(title), "value": r2 % 4 == 0 ? .null : .double(r2 % 11 == 0 ? -0.0 : Double(words) / 7)])
+                    recorded.append((.insert, "Reading", id, ["label", "value", "count"]))
+                } else if choice >= 88 && choice < 96 {
+                    let id = readings[Int(r1 % UInt64(readings.count))]
+                    var values: [String: Value] = ["count": .int(words)]
+                    if r2 % 3 == 0 { values["label"] = .string(title) }
+                    tx.update("Reading", id: id, values)
+                    recorded.append((.update, "Reading", id, values.keys.sorted()))
+                } else if choice >= 96 {
+                    let id = readings[Int(r1 % UInt64(readings.count))]
+                    tx.delete("Reading", id: id)
+                    recorded.append((.delete, "Reading", id, []))
+                } else if choice < 40 || notes.isEmpty {
                     let folder = folders[Int(r1 % UInt64(folders.count))]
                     let id = tx.insert("Note", ["title": .string(title), "words": .int(words), "folder": .reference(folder)])
                     recorded.append((.insert, "Note", id, ["title", "words", "pinned", "score", "folder"]))
@@ -180,14 +198,14 @@ public final class Simulation {
                         let c = tx.insert("Comment", ["text": "first!", "note": .reference(id)])
                         recorded.append((.insert, "Comment", c, ["text", "note"]))
                     }
-                } else if choice < 85 {
+                } else if choice < 65 {
                     let id = notes[Int(r1 % UInt64(notes.count))]
                     var values: [String: Value] = ["words": .int(words)]
                     if r2 % 2 == 0 { values["title"] = .string(title) }
                     if r2 % 5 == 0 { values["score"] = .double(r2 % 7 == 0 ? .nan : Double(r2 % 100) / 3) }
                     tx.update("Note", id: id, values)
                     recorded.append((.update, "Note", id, values.keys.sorted()))
-                } else if choice < 95 {
+                } else if choice < 75 {
                     let id = notes[Int(r1 % UInt64(notes.count))]
                     tx.delete("Note", id: id)
                     recorded.append((.delete, "Note", id, []))

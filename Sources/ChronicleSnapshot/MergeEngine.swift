@@ -48,16 +48,19 @@ struct MergeEngine {
         self.schema = schema
         self.sql = sql
         self.origin = origin
-        self.statements = StatementSlots(count: Slot.entityBase + 3 * sql.count)
+        self.statements = StatementSlots(count: Slot.entityBase + Slot.perEntity * sql.count)
     }
 
-    /// Statement slots: the fixed ones, then three per entity.
+    /// Statement slots: the fixed ones, then six per entity.
     private enum Slot {
         static let selectState = 0, insertStateIfAbsent = 1, replaceState = 2, deleteRef = 3, insertRef = 4
-        static let entityBase = 5
-        static func selectRow(_ entity: Int) -> Int { entityBase + 3 * entity }
-        static func deleteRow(_ entity: Int) -> Int { entityBase + 3 * entity + 1 }
-        static func insertRow(_ entity: Int) -> Int { entityBase + 3 * entity + 2 }
+        static let entityBase = 5, perEntity = 6
+        static func selectRow(_ entity: Int) -> Int { entityBase + perEntity * entity }
+        static func deleteRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 1 }
+        static func insertRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 2 }
+        static func insertCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 3 }
+        static func selectCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 4 }
+        static func clearCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 5 }
     }
 
     private func statement(_ slot: Int, _ sql: @autoclosure () -> String) throws -> OpaquePointer {
@@ -85,11 +88,20 @@ struct MergeEngine {
         }
         var loaded = stateCache[key]
         if loaded == nil && kind == .insert {
-            // An insert almost always creates its record: try writing its
-            // state outright, which saves the lookup; only if a state exists
-            // already (a re-sent insert) fall back to merging into it.
             let state = merged(RecordState())
-            if try insertStateIfAbsent(entity, id, state) {
+            if sql[entity].isIndependent {
+                // An independent record's row is its values: a new record
+                // whose every field this insert wrote is stored as its row
+                // plus the one version (see `CompactState`), one B-tree write
+                // instead of a state and a row.
+                if let compact = CompactState(state, schema.entities[entity]), try insertCompact(entity, id, compact) {
+                    events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
+                    return
+                }
+            } else if try insertStateIfAbsent(entity, id, state) {
+                // An insert almost always creates its record: try writing its
+                // state outright, which saves the lookup; only if a state
+                // exists already (a re-sent insert) fall back to merging into it.
                 created.insert(key)
                 stateCache[key] = state
                 schedule(entity, id)
@@ -208,6 +220,7 @@ struct MergeEngine {
         defer { visiting.remove(key) }
         guard let state = try loadState(entity, id), state.isLive else { return nil }
         let e = schema.entities[entity]
+        if sql[entity].isIndependent { return row(of: state, e) }
         var row: [DatabaseValue] = []
         row.reserveCapacity(e.fields.count)
         for (i, field) in e.fields.enumerated() {
@@ -226,6 +239,12 @@ struct MergeEngine {
             }
         }
         return row
+    }
+
+    /// The row of a live record of an independent entity: its values, with
+    /// defaults for fields never written.
+    private func row(of state: RecordState, _ e: Entity) -> [DatabaseValue] {
+        e.fields.indices.map { i in (state.fields[i]?.value ?? e.fields[i].defaultValue ?? .null).databaseValue }
     }
 
     /// What a reference to `id` points at: the record itself if visible, the
@@ -297,12 +316,33 @@ struct MergeEngine {
 
     // MARK: Storage
 
+    /// The record's state: written in this transaction, kept in
+    /// `_chronicle_records`, or (independent entities) compact in its row.
     func loadState(_ entity: Int, _ id: RecordID) throws -> RecordState? {
         if let cached = stateCache[RecordKey(entity: entity, id: id)] { return cached }
-        guard let bytes = try db.first(statement(Slot.selectState, "SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?"),
-                                       { $0.bind(entity); $0.bind(id) }, read: { columnBytes($0, 0) })
-        else { return nil }
-        return try RecordState(encoded: bytes)
+        if let bytes = try db.first(statement(Slot.selectState, "SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?"),
+                                    { $0.bind(entity); $0.bind(id) }, read: { columnBytes($0, 0) }) {
+            return try RecordState(encoded: bytes)
+        }
+        guard sql[entity].isIndependent else { return nil }
+        let e = schema.entities[entity]
+        return try db.first(statement(Slot.selectCompact(entity), sql[entity].selectCompact), { $0.bind(id) }) { statement in
+            try CompactState.read(statement, e)
+        }
+    }
+
+    /// Writes a new record as its row and version, unless the record has a
+    /// state already (in `_chronicle_records`, or a row). Returns whether it
+    /// wrote.
+    private func insertCompact(_ entity: Int, _ id: RecordID, _ compact: CompactState) throws -> Bool {
+        try db.run(statement(Slot.insertCompact(entity), sql[entity].insertCompact)) { binder in
+            binder.bind(id)
+            for value in compact.values { binder.bind(value.databaseValue) }
+            compact.bindVersion(&binder)
+            binder.bind(entity)
+            binder.bind(id)
+        }
+        return db.changesCount == 1
     }
 
     /// Writes the state of a record that has none. Returns false, writing
@@ -321,6 +361,11 @@ struct MergeEngine {
         let encoded = state.encoded()
         try db.run(statement(Slot.replaceState, "INSERT OR REPLACE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)")) {
             $0.bind(entity); $0.bind(id); $0.bind(encoded)
+        }
+        if sql[entity].isIndependent {
+            // The state now lives in `_chronicle_records`: a compact one in
+            // the row no longer holds.
+            try db.run(statement(Slot.clearCompact(entity), sql[entity].clearCompact)) { $0.bind(id) }
         }
         try updateReferences(entity, id, state, previous: previous)
     }

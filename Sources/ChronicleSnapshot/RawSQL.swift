@@ -35,6 +35,11 @@ struct RawBinder {
         index += 1
     }
 
+    mutating func bind(_ bytes: UnsafeRawBufferPointer) {
+        _ = sqlite3_bind_blob(statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), chronicle_sqlite_transient())
+        index += 1
+    }
+
     mutating func bind(_ value: DatabaseValue) {
         switch value.storage {
         case .null: sqlite3_bind_null(statement, index)

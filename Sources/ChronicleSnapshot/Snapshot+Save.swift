@@ -90,8 +90,9 @@ extension Snapshot {
         var complete = change
         switch change.kind {
         case .insert:
-            let known = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?"),
-                                          arguments: [entityIndex, change.recordID]) ?? false
+            // A visible record may keep its state in its row (`CompactState`).
+            let known = try visible || Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?"),
+                                                     arguments: [entityIndex, change.recordID]) ?? false
             guard !known else { throw ChronicleError(.misuse, "\(entity.name) \(change.recordID) already exists; record IDs are never reused") }
             for (i, field) in entity.fields.enumerated() where !seen.contains(i) {
                 if let d = field.defaultValue {

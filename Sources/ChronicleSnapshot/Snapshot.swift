@@ -20,8 +20,10 @@ public final class Snapshot: Sendable {
     public let deviceID: DeviceID
     let pool: DatabasePool
     /// The snapshot file's format, kept in `PRAGMA user_version`. 2: record
-    /// states list each version once.
-    public static let format = 2
+    /// states list each version once. 3: entity tables have a
+    /// `_chronicle_version` column for compact states (opening a format 2
+    /// snapshot adds it).
+    public static let format = 3
     /// The page cache of the snapshot's writing connection, in KiB.
     public static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.
@@ -67,10 +69,14 @@ public final class Snapshot: Sendable {
                 try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
                 if try db.tableExists("_chronicle_identity") {
                     let format = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
-                    guard format == Self.format else {
-                        throw ChronicleError(.unsupportedVersion, "snapshot \(path) has format \(format); this Chronicle reads format \(Self.format). Upload its pending saves with the Chronicle that wrote it, then delete it: a new snapshot is rebuilt from the container")
+                    guard format == 2 || format == Self.format else {
+                        throw ChronicleError(.unsupportedVersion, "snapshot \(path) has format \(format); this Chronicle reads formats 2 and \(Self.format). Upload its pending saves with the Chronicle that wrote it, then delete it: a new snapshot is rebuilt from the container")
                     }
                     try Self.checkIdentity(db, schema: schema, storeID: storeID, deviceID: deviceID)
+                    if format < Self.format {
+                        try SnapshotTables.migrate(db, schema: schema, from: format)
+                        try db.execute(sql: "PRAGMA user_version = \(Self.format)")
+                    }
                 } else {
                     try SnapshotTables.create(db, schema: schema)
                     try db.execute(sql: "PRAGMA user_version = \(Self.format)")

@@ -5,6 +5,17 @@ import GRDB
 /// Chronicle's own, all prefixed `_chronicle_` (entity names start with a
 /// letter, so they cannot collide). See `docs/architecture.md`.
 enum SnapshotTables {
+    /// Brings a snapshot of an older format up to ``Snapshot/format``.
+    static func migrate(_ db: Database, schema: Schema, from format: Int) throws {
+        if format < 3 {
+            // Format 3 adds the compact-state column; every existing state
+            // stays in `_chronicle_records`, which format 3 still reads.
+            for entity in schema.entities {
+                try db.execute(sql: "ALTER TABLE \(quoted(entity.name)) ADD COLUMN \(CompactState.column) BLOB")
+            }
+        }
+    }
+
     static func create(_ db: Database, schema: Schema) throws {
         try db.execute(sql: """
             CREATE TABLE _chronicle_identity (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
@@ -38,6 +49,7 @@ enum SnapshotTables {
             for field in entity.fields {
                 columns.append("\(quoted(field.name)) \(field.kind.sqlType)")
             }
+            columns.append("\(CompactState.column) BLOB")
             try db.execute(sql: "CREATE TABLE \(quoted(entity.name)) (\(columns.joined(separator: ", ")))")
             for field in entity.fields {
                 if case .reference = field.kind {

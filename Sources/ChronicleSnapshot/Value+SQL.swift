@@ -122,8 +122,19 @@ struct EntitySQL: Sendable {
     let deleteRow: String
     let insertRow: String
     let exists: String
+    /// Inserts a new record with its compact state (see `CompactState`)
+    /// unless `_chronicle_records` has a state for it.
+    let insertCompact: String
+    /// Reads a row's values and its compact state's version, if it has one.
+    let selectCompact: String
+    /// Forgets a row's compact state once `_chronicle_records` holds its state.
+    let clearCompact: String
     /// Whether any to-one relationship points at this entity.
     let isReferenced: Bool
+    /// Whether a record's row is exactly its field values: the entity has no
+    /// references, no unique constraints, and nothing refers to it, so no
+    /// other record changes its row and it changes no other record's.
+    let isIndependent: Bool
 
     static func make(_ schema: Schema) -> [EntitySQL] {
         schema.entities.map { e in
@@ -137,7 +148,12 @@ struct EntitySQL: Sendable {
                 deleteRow: "DELETE FROM \(table) WHERE id = ?",
                 insertRow: "INSERT INTO \(table) (id\(columns.isEmpty ? "" : ", " + columns)) VALUES (\(Array(repeating: "?", count: e.fields.count + 1).joined(separator: ", ")))",
                 exists: "SELECT 1 FROM \(table) WHERE id = ?",
-                isReferenced: referenced)
+                insertCompact: "INSERT OR IGNORE INTO \(table) (id, \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column)) SELECT \(Array(repeating: "?", count: e.fields.count + 2).joined(separator: ", ")) WHERE NOT EXISTS (SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?)",
+                selectCompact: "SELECT \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column) FROM \(table) WHERE id = ? AND \(CompactState.column) IS NOT NULL",
+                clearCompact: "UPDATE \(table) SET \(CompactState.column) = NULL WHERE id = ? AND \(CompactState.column) IS NOT NULL",
+                isReferenced: referenced,
+                isIndependent: !referenced && e.uniqueConstraints.isEmpty
+                    && !e.fields.contains { if case .reference = $0.kind { true } else { false } })
         }
     }
 }
