@@ -18,29 +18,21 @@ import GRDB
 /// row whose `_chronicle_version` is set. The first change after the insert
 /// moves the state to `_chronicle_records` and clears the column (see
 /// `MergeEngine.saveState`), so nothing but a first insert uses this form.
-struct CompactState {
+enum CompactState {
     /// The column that holds the version in every entity table.
     static let column = "_chronicle_version"
 
-    /// Every field's value, in field order.
-    let values: [Value]
-    let version: Version
-
-    /// The compact form of `state`, if it has one: inserted, not deleted,
-    /// every field written by one version, and every value of a kind its
-    /// column gives back exactly.
-    init?(_ state: RecordState, _ entity: Entity) {
-        guard state.inserted, state.deleteVersion == nil, state.fields.count == entity.fields.count,
-              let version = state.fields.entries.first?.version
-        else { return nil }
-        var values: [Value] = []
-        values.reserveCapacity(entity.fields.count)
-        for (i, entry) in state.fields.entries.enumerated() {
-            guard entry.index == i, entry.version == version, Self.readsBackExactly(entry.value, entity.fields[i]) else { return nil }
-            values.append(entry.value)
+    /// Whether `state` has a compact form: inserted, not deleted, every
+    /// field written by one version, and every value of a kind its column
+    /// gives back exactly. Its values are then its fields' values in order.
+    static func holds(_ state: RecordState, _ entity: Entity) -> Bool {
+        let entries = state.fields.entries
+        guard state.inserted, state.deleteVersion == nil, entries.count == entity.fields.count, let version = entries.first?.version
+        else { return false }
+        for (i, entry) in entries.enumerated() {
+            guard entry.index == i, entry.version == version, readsBackExactly(entry.value, entity.fields[i]) else { return false }
         }
-        self.values = values
-        self.version = version
+        return true
     }
 
     /// Whether `Value(databaseValue:field:)` gives `value` back from its
@@ -57,8 +49,8 @@ struct CompactState {
         }
     }
 
-    /// Binds the version as the 24-byte blob of the column.
-    func bindVersion(_ binder: inout RawBinder) {
+    /// Binds a version as the 24-byte blob of the column.
+    static func bindVersion(_ version: Version, _ binder: inout RawBinder) {
         let device = version.device.rawValue
         withUnsafeBytes(of: (version.clock.rawValue.bigEndian, device.high.bigEndian, device.low.bigEndian)) {
             binder.bind(UnsafeRawBufferPointer(rebasing: $0[0..<24]))

@@ -78,6 +78,7 @@ struct MergeEngine {
             switch kind {
             case .insert:
                 state.inserted = true
+                if state.fields.count == 0 { state.fields.reserveCapacity(values.count) }
                 for v in values { state.write(field: v.field, v.value, version) }
             case .update:
                 for v in values { state.write(field: v.field, v.value, version) }
@@ -94,7 +95,7 @@ struct MergeEngine {
                 // whose every field this insert wrote is stored as its row
                 // plus the one version (see `CompactState`), one B-tree write
                 // instead of a state and a row.
-                if let compact = CompactState(state, schema.entities[entity]), try insertCompact(entity, id, compact) {
+                if CompactState.holds(state, schema.entities[entity]), try insertCompact(entity, id, state) {
                     events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
                     return
                 }
@@ -334,11 +335,11 @@ struct MergeEngine {
     /// Writes a new record as its row and version, unless the record has a
     /// state already (in `_chronicle_records`, or a row). Returns whether it
     /// wrote.
-    private func insertCompact(_ entity: Int, _ id: RecordID, _ compact: CompactState) throws -> Bool {
+    private func insertCompact(_ entity: Int, _ id: RecordID, _ state: RecordState) throws -> Bool {
         try db.run(statement(Slot.insertCompact(entity), sql[entity].insertCompact)) { binder in
             binder.bind(id)
-            for value in compact.values { binder.bind(value.databaseValue) }
-            compact.bindVersion(&binder)
+            for entry in state.fields.entries { binder.bind(entry.value) }
+            CompactState.bindVersion(state.fields.entries[0].version, &binder)
             binder.bind(entity)
             binder.bind(id)
         }

@@ -40,6 +40,24 @@ struct RawBinder {
         index += 1
     }
 
+    /// Binds a value as its column stores it (`Value.databaseValue`),
+    /// without boxing the common kinds.
+    mutating func bind(_ value: Value) {
+        switch value {
+        case .null: sqlite3_bind_null(statement, index)
+        case .int(let i): sqlite3_bind_int64(statement, index, i)
+        case .date(let t): sqlite3_bind_int64(statement, index, t.microsecondsSinceEpoch)
+        case .bool(let b): sqlite3_bind_int64(statement, index, b ? 1 : 0)
+        case .double(let d) where !d.isNaN && !(d == 0 && d.sign == .minus): sqlite3_bind_double(statement, index, d)
+        case .string(var s):
+            _ = s.withUTF8 { sqlite3_bind_text(statement, index, UnsafeRawPointer($0.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self), Int32($0.count), chronicle_sqlite_transient()) }
+        default:
+            bind(value.databaseValue)
+            return
+        }
+        index += 1
+    }
+
     mutating func bind(_ value: DatabaseValue) {
         switch value.storage {
         case .null: sqlite3_bind_null(statement, index)

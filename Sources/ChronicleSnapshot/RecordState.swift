@@ -14,6 +14,10 @@ struct FieldSlots: Equatable {
 
     var count: Int { entries.count }
 
+    /// Makes room for `count` fields, so an insert's fields arrive without
+    /// the array growing one step at a time.
+    mutating func reserveCapacity(_ count: Int) { entries.reserveCapacity(count) }
+
     subscript(index: Int) -> (value: Value, version: Version)? {
         get {
             for e in entries {
