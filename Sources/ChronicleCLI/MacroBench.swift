@@ -168,6 +168,9 @@ struct MacroBench {
         return all
     }
 
+    /// Rounds of (baseline, replay) in scenario (b).
+    static let replayRounds = 2
+
     func replay() async throws -> [Target] {
         let logs = max(100, Int(10_000 * scale))
         let dir = fresh("replay")
@@ -175,35 +178,49 @@ struct MacroBench {
         let storeID = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001))
         var rows = try await fill(container, store: storeID, logs: logs, perLog: 100, devices: 4, seed: 7)
         let clock = ContinuousClock()
-        // Baseline: the same rows, raw C API, one transaction.
-        var start = clock.now
-        do {
-            let raw = try RawSQLite(path: dir.appendingPathComponent("raw.sqlite").path, synchronous: "NORMAL")
-            try raw.exec("BEGIN")
-            try raw.insert(rows[...], upsert: false)
-            try raw.exec("COMMIT")
-        }
-        let rawSeconds = (clock.now - start) / .seconds(1)
-        // The benchmark's own copy of the rows is not the replay's memory:
-        // free it and restart the peak, so (g) measures the import.
         let rowCount = rows.count
-        rows = []
-        Self.resetPeakResident()
-        let rssBefore = Self.peakResidentBytes()
-        start = clock.now
-        let device = try await store(dir, container: container, device: 1, durability: .normal)
-        let report = try await device.importLogs()
-        let seconds = (clock.now - start) / .seconds(1)
-        let peak = Self.peakResidentBytes()
-        let count = try device.snapshot.recordCounts()["Item"] ?? 0
-        try await device.close()
-        guard count == rowCount, report.failures.isEmpty else {
-            throw ChronicleError(.applyFailed, "replay imported \(count) of \(rowCount) records (\(report.failures.count) failures)")
+        // Two rounds, alternating baseline and replay, each from a quiet
+        // disk (`sync()` first: filling the container leaves dirty pages
+        // whose writeback would land in whichever phase runs next); the best
+        // time of each counts. One round swung the baseline by 1.5x here.
+        var rawSeconds = Double.infinity
+        var seconds = Double.infinity
+        var peak = 0
+        var rssBefore = 0
+        var report = ImportReport()
+        for round in 1...Self.replayRounds {
+            // Baseline: the same rows, raw C API, one transaction.
+            sync()
+            var start = clock.now
+            do {
+                let raw = try RawSQLite(path: dir.appendingPathComponent("raw-\(round).sqlite").path, synchronous: "NORMAL")
+                try raw.exec("BEGIN")
+                try raw.insert(rows[...], upsert: false)
+                try raw.exec("COMMIT")
+            }
+            rawSeconds = min(rawSeconds, (clock.now - start) / .seconds(1))
+            // The benchmark's own copy of the rows is not the replay's
+            // memory: free it before the last round and restart the peak,
+            // so (g) measures the import.
+            if round == Self.replayRounds { rows = [] }
+            Self.resetPeakResident()
+            rssBefore = Self.peakResidentBytes()
+            sync()
+            start = clock.now
+            let device = try await store(dir, container: container, device: UInt64(round), durability: .normal)
+            report = try await device.importLogs()
+            seconds = min(seconds, (clock.now - start) / .seconds(1))
+            peak = Self.peakResidentBytes()
+            let count = try device.snapshot.recordCounts()["Item"] ?? 0
+            try await device.close()
+            guard count == rowCount, report.failures.isEmpty else {
+                throw ChronicleError(.applyFailed, "replay imported \(count) of \(rowCount) records (\(report.failures.count) failures)")
+            }
         }
         let rate = Double(rowCount) / seconds
         let rawRate = Double(rowCount) / rawSeconds
-        let detail = String(format: "%d records from %d logs: %.0f records/s (%.1f s) vs raw bulk insert %.0f rows/s (%.1f s)",
-                            rowCount, logs, rate, seconds, rawRate, rawSeconds)
+        let detail = String(format: "%d records from %d logs: %.0f records/s (%.1f s) vs raw bulk insert %.0f rows/s (%.1f s), best of %d rounds each",
+                            rowCount, logs, rate, seconds, rawRate, rawSeconds, Self.replayRounds)
         log("(b) replay: \(detail)")
         let memory = String(format: "peak RSS %.0f MB during replay (%.0f MB when it started, after the benchmark freed its own copy of the rows)", Double(peak) / 1e6, Double(rssBefore) / 1e6)
         log("(g) memory: \(memory)")

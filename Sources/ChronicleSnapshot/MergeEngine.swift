@@ -1,3 +1,4 @@
+import CSQLite
 import ChronicleCore
 import Foundation
 import GRDB
@@ -31,6 +32,12 @@ struct MergeEngine {
     private var stateCache: [RecordKey: RecordState] = [:]
     /// Records that had no state (so no row) before this transaction.
     private var created: Set<RecordKey> = []
+    /// Per entity, the largest record ID `_chronicle_records` held a state
+    /// for when this engine first looked (zero if none). Record IDs are
+    /// time-ordered, so a new record's ID is almost always larger, and its
+    /// compact insert can skip looking for a state. States this engine
+    /// writes need no bound: `apply` finds them in `stateCache` first.
+    private var largestStateID: [Int: RecordID] = [:]
 
     /// The most records one apply may recompute: a bound, not an expectation.
     static let maxRefreshes = 10_000_000
@@ -51,16 +58,17 @@ struct MergeEngine {
         self.statements = StatementSlots(count: Slot.entityBase + Slot.perEntity * sql.count)
     }
 
-    /// Statement slots: the fixed ones, then six per entity.
+    /// Statement slots: the fixed ones, then seven per entity.
     private enum Slot {
-        static let selectState = 0, insertStateIfAbsent = 1, replaceState = 2, deleteRef = 3, insertRef = 4
-        static let entityBase = 5, perEntity = 6
+        static let selectState = 0, insertStateIfAbsent = 1, replaceState = 2, deleteRef = 3, insertRef = 4, largestStateID = 5
+        static let entityBase = 6, perEntity = 7
         static func selectRow(_ entity: Int) -> Int { entityBase + perEntity * entity }
         static func deleteRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 1 }
         static func insertRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 2 }
         static func insertCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 3 }
         static func selectCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 4 }
         static func clearCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 5 }
+        static func insertCompactFresh(_ entity: Int) -> Int { entityBase + perEntity * entity + 6 }
     }
 
     private func statement(_ slot: Int, _ sql: @autoclosure () -> String) throws -> OpaquePointer {
@@ -335,15 +343,31 @@ struct MergeEngine {
     /// Writes a new record as its row and version, unless the record has a
     /// state already (in `_chronicle_records`, or a row). Returns whether it
     /// wrote.
-    private func insertCompact(_ entity: Int, _ id: RecordID, _ state: RecordState) throws -> Bool {
-        try db.run(statement(Slot.insertCompact(entity), sql[entity].insertCompact)) { binder in
+    private mutating func insertCompact(_ entity: Int, _ id: RecordID, _ state: RecordState) throws -> Bool {
+        let fresh = try id > largestStateID(entity)
+        let statement = fresh ? try statement(Slot.insertCompactFresh(entity), sql[entity].insertCompactFresh)
+                              : try statement(Slot.insertCompact(entity), sql[entity].insertCompact)
+        try db.run(statement) { binder in
             binder.bind(id)
             for entry in state.fields.entries { binder.bind(entry.value) }
             CompactState.bindVersion(state.fields.entries[0].version, &binder)
-            binder.bind(entity)
-            binder.bind(id)
+            if !fresh {
+                binder.bind(entity)
+                binder.bind(id)
+            }
         }
         return db.changesCount == 1
+    }
+
+    private mutating func largestStateID(_ entity: Int) throws -> RecordID {
+        if let id = largestStateID[entity] { return id }
+        let id = try db.first(statement(Slot.largestStateID, "SELECT max(id) FROM _chronicle_records WHERE entity = ?"), { $0.bind(entity) }) { statement in
+            sqlite3_column_type(statement, 0) == SQLITE_NULL ? nil : columnBytes(statement, 0)
+        }.flatMap { $0 }
+        // A malformed ID (not 16 bytes) cannot be compared: assume any ID may have a state.
+        let largest = id.map { $0.count == 16 ? $0.withUnsafeBytes { RecordID(bytes: $0) } : RecordID(high: .max, low: .max) } ?? RecordID(high: 0, low: 0)
+        largestStateID[entity] = largest
+        return largest
     }
 
     /// Writes the state of a record that has none. Returns false, writing

@@ -20,7 +20,7 @@ public struct Replayer: Sendable {
     /// Where diagnostics go.
     public let logger: Logger
     /// How many log names one listing call returns.
-    public var pageSize = 128
+    public var pageSize = 512
     /// Where change events go as each batch of logs commits. When set, they
     /// are not kept in ``ImportReport/events`` (a cold start of a million
     /// records would otherwise hold a million events until the pass ends),

@@ -125,6 +125,9 @@ struct EntitySQL: Sendable {
     /// Inserts a new record with its compact state (see `CompactState`)
     /// unless `_chronicle_records` has a state for it.
     let insertCompact: String
+    /// Inserts a new record with its compact state, for an ID that no state
+    /// in `_chronicle_records` can have (see `MergeEngine.largestStateID`).
+    let insertCompactFresh: String
     /// Reads a row's values and its compact state's version, if it has one.
     let selectCompact: String
     /// Forgets a row's compact state once `_chronicle_records` holds its state.
@@ -149,6 +152,7 @@ struct EntitySQL: Sendable {
                 insertRow: "INSERT INTO \(table) (id\(columns.isEmpty ? "" : ", " + columns)) VALUES (\(Array(repeating: "?", count: e.fields.count + 1).joined(separator: ", ")))",
                 exists: "SELECT 1 FROM \(table) WHERE id = ?",
                 insertCompact: "INSERT OR IGNORE INTO \(table) (id, \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column)) SELECT \(Array(repeating: "?", count: e.fields.count + 2).joined(separator: ", ")) WHERE NOT EXISTS (SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?)",
+                insertCompactFresh: "INSERT OR IGNORE INTO \(table) (id, \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column)) VALUES (\(Array(repeating: "?", count: e.fields.count + 2).joined(separator: ", ")))",
                 selectCompact: "SELECT \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column) FROM \(table) WHERE id = ? AND \(CompactState.column) IS NOT NULL",
                 clearCompact: "UPDATE \(table) SET \(CompactState.column) = NULL WHERE id = ? AND \(CompactState.column) IS NOT NULL",
                 isReferenced: referenced,

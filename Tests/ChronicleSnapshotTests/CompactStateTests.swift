@@ -122,6 +122,40 @@ import Testing
         #expect(try snapshot.apply(insert, name: "insert") == .alreadyApplied)
     }
 
+    /// An insert skips looking for an existing state when its ID is above
+    /// every ID with one; a state written earlier, by another log or earlier
+    /// in the same one, must still be found.
+    @Test func anInsertFindsAStateWrittenBeforeItWhereverItCameFrom() throws {
+        let dir = try Self.temporary()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let snapshot = try Self.snapshot(dir)
+        let small = RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_00C1)
+        let large = RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_00C9)
+        let smallest = RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_00C0)
+        // An earlier log leaves a tombstone (a delete seen before its insert).
+        _ = try snapshot.apply(Self.log(device: 2, sequence: 1, [Change(.delete, entity: "Sample", recordID: smallest)]), name: "tombstone")
+        // One log: a new record, then a delete of a larger ID, then the
+        // inserts of both deleted records, in a later transaction.
+        let clock = { (ms: UInt64) in HybridTimestamp(milliseconds: 1_600_000_000_000 + ms, counter: 0) }
+        let device = DeviceID(index: 3)
+        let first = Transaction(deviceID: device, sequence: 1, clock: clock(1), schemaHash: Self.schema.hash, changes: [
+            Change(.insert, entity: "Sample", recordID: small, values: Self.awkward),
+            Change(.delete, entity: "Sample", recordID: large),
+        ])
+        let second = Transaction(deviceID: device, sequence: 2, clock: clock(2), schemaHash: Self.schema.hash, changes: [
+            Change(.insert, entity: "Sample", recordID: large, values: Self.awkward),
+            Change(.insert, entity: "Sample", recordID: smallest, values: Self.awkward),
+        ])
+        _ = try snapshot.apply(LogDecoder(schema: Self.schema).open(try LogEncoder(storeID: Self.store).encode([first, second])), name: "both")
+        // The tombstone's delete (newer) hides `smallest`; `large` was
+        // deleted before its insert's clock, so it shows. Each state in one
+        // place.
+        #expect(try snapshot.recordCounts()["Sample"] == 2)
+        #expect(try Self.places(snapshot, "Sample", small) == (full: false, compact: true))
+        #expect(try Self.places(snapshot, "Sample", large) == (full: true, compact: false))
+        #expect(try Self.places(snapshot, "Sample", smallest) == (full: true, compact: false))
+    }
+
     @Test func valuesStoredAsTextAndPartialInsertsKeepTheFullState() throws {
         let dir = try Self.temporary()
         defer { try? FileManager.default.removeItem(at: dir) }
