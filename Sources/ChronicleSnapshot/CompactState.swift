@@ -22,15 +22,26 @@ enum CompactState {
     /// The column that holds the version in every entity table.
     static let column = "_chronicle_version"
 
-    /// Whether `state` has a compact form: inserted, not deleted, every
-    /// field written by one version, and every value of a kind its column
-    /// gives back exactly. Its values are then its fields' values in order.
-    static func holds(_ state: RecordState, _ entity: Entity) -> Bool {
-        let entries = state.fields.entries
-        guard state.inserted, state.deleteVersion == nil, entries.count == entity.fields.count, let version = entries.first?.version
-        else { return false }
-        for (i, entry) in entries.enumerated() {
-            guard entry.index == i, entry.version == version, readsBackExactly(entry.value, entity.fields[i]) else { return false }
+    /// Whether the state an insert with `values` gives a new record has a
+    /// compact form: inserted, not deleted, every field written by the one
+    /// version, each value of a kind its column gives back exactly. Checked
+    /// on the change itself (one value per field, in field order), so a new
+    /// record's state need not be built.
+    static func holds(insert values: [(field: Int, value: Value)], _ entity: Entity) -> Bool {
+        guard values.count == entity.fields.count else { return false }
+        for (i, v) in values.enumerated() {
+            guard v.field == i, readsBackExactly(v.value, entity.fields[i]) else { return false }
+        }
+        return true
+    }
+
+    /// `holds(insert:_:)` for values still in the log's encoding, whose tags
+    /// the decoder has checked against their fields: every tag but decimal
+    /// (8), transformable (10) and reference (11) reads back exactly.
+    static func holds(insert values: [(field: Int, value: RawValue)], _ entity: Entity) -> Bool {
+        guard values.count == entity.fields.count else { return false }
+        for (i, v) in values.enumerated() {
+            guard v.field == i, v.value.tag < 8 || v.value.tag == 9 else { return false }
         }
         return true
     }
@@ -49,12 +60,12 @@ enum CompactState {
         }
     }
 
-    /// Binds a version as the 24-byte blob of the column.
-    static func bindVersion(_ version: Version, _ binder: inout RawBinder) {
+    /// Writes a version as the 24-byte blob of the column into `bytes`.
+    static func write(_ version: Version, to bytes: UnsafeMutableRawBufferPointer) {
         let device = version.device.rawValue
-        withUnsafeBytes(of: (version.clock.rawValue.bigEndian, device.high.bigEndian, device.low.bigEndian)) {
-            binder.bind(UnsafeRawBufferPointer(rebasing: $0[0..<24]))
-        }
+        bytes.storeBytes(of: version.clock.rawValue.bigEndian, toByteOffset: 0, as: UInt64.self)
+        bytes.storeBytes(of: device.high.bigEndian, toByteOffset: 8, as: UInt64.self)
+        bytes.storeBytes(of: device.low.bigEndian, toByteOffset: 16, as: UInt64.self)
     }
 
     /// The state of the current row of a `selectCompact` statement: the

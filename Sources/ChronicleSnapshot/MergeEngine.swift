@@ -97,24 +97,26 @@ struct MergeEngine {
         }
         var loaded = stateCache[key]
         if loaded == nil && kind == .insert {
-            let state = merged(RecordState())
             if sql[entity].isIndependent {
                 // An independent record's row is its values: a new record
                 // whose every field this insert wrote is stored as its row
                 // plus the one version (see `CompactState`), one B-tree write
                 // instead of a state and a row.
-                if CompactState.holds(state, schema.entities[entity]), try insertCompact(entity, id, state) {
-                    events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
+                if CompactState.holds(insert: values, schema.entities[entity]),
+                   try insertCompact(entity, id, version, { binder in for v in values { binder.bind(v.value) } }) {
                     return
                 }
-            } else if try insertStateIfAbsent(entity, id, state) {
+            } else {
                 // An insert almost always creates its record: try writing its
                 // state outright, which saves the lookup; only if a state
                 // exists already (a re-sent insert) fall back to merging into it.
-                created.insert(key)
-                stateCache[key] = state
-                schedule(entity, id)
-                return
+                let state = merged(RecordState())
+                if try insertStateIfAbsent(entity, id, state) {
+                    created.insert(key)
+                    stateCache[key] = state
+                    schedule(entity, id)
+                    return
+                }
             }
         }
         if loaded == nil { loaded = try loadState(entity, id) }
@@ -125,6 +127,19 @@ struct MergeEngine {
         try saveState(entity, id, state, previous: before)
         stateCache[key] = state
         schedule(entity, id)
+    }
+
+    /// Stores an insert that is still in its log body's encoding as a new
+    /// record in compact form (see `CompactState`), binding its values
+    /// straight from the body: most changes of a replay take this path, and
+    /// building `Value`s and a state for them cost more than SQLite's insert.
+    /// Returns false, writing nothing, if the record has a state or the
+    /// insert has no compact form: then `apply` it.
+    mutating func insertCompact(entity: Int, id: RecordID, raw: [(field: Int, value: RawValue)], version: Version) throws -> Bool {
+        guard sql[entity].isIndependent, stateCache[RecordKey(entity: entity, id: id)] == nil,
+              CompactState.holds(insert: raw, schema.entities[entity])
+        else { return false }
+        return try insertCompact(entity, id, version) { binder in for v in raw { binder.bind(v.value) } }
     }
 
     /// Recomputes every scheduled record and what depends on it.
@@ -343,20 +358,28 @@ struct MergeEngine {
     /// Writes a new record as its row and version, unless the record has a
     /// state already (in `_chronicle_records`, or a row). Returns whether it
     /// wrote.
-    private mutating func insertCompact(_ entity: Int, _ id: RecordID, _ state: RecordState) throws -> Bool {
+    private mutating func insertCompact(_ entity: Int, _ id: RecordID, _ version: Version, _ bindValues: (inout RawBinder) -> Void) throws -> Bool {
         let fresh = try id > largestStateID(entity)
         let statement = fresh ? try statement(Slot.insertCompactFresh(entity), sql[entity].insertCompactFresh)
                               : try statement(Slot.insertCompact(entity), sql[entity].insertCompact)
+        // The ID and the version are bound in place, from the scratch bytes.
+        let idBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[0..<16])
+        let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
+        idBytes.storeBytes(of: id.high.bigEndian, toByteOffset: 0, as: UInt64.self)
+        idBytes.storeBytes(of: id.low.bigEndian, toByteOffset: 8, as: UInt64.self)
+        CompactState.write(version, to: versionBytes)
         try db.run(statement) { binder in
-            binder.bind(id)
-            for entry in state.fields.entries { binder.bind(entry.value) }
-            CompactState.bindVersion(state.fields.entries[0].version, &binder)
+            binder.bindInPlace(UnsafeRawBufferPointer(idBytes))
+            bindValues(&binder)
+            binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
             if !fresh {
                 binder.bind(entity)
-                binder.bind(id)
+                binder.bindInPlace(UnsafeRawBufferPointer(idBytes))
             }
         }
-        return db.changesCount == 1
+        guard sqlite3_changes(db.sqliteConnection) == 1 else { return false }
+        events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
+        return true
     }
 
     private mutating func largestStateID(_ entity: Int) throws -> RecordID {
@@ -377,7 +400,7 @@ struct MergeEngine {
         try db.run(statement(Slot.insertStateIfAbsent, "INSERT OR IGNORE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)")) {
             $0.bind(entity); $0.bind(id); $0.bind(encoded)
         }
-        guard db.changesCount == 1 else { return false }
+        guard sqlite3_changes(db.sqliteConnection) == 1 else { return false }
         try updateReferences(entity, id, state, previous: RecordState())
         return true
     }

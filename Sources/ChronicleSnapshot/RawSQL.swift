@@ -35,6 +35,14 @@ struct RawBinder {
         index += 1
     }
 
+    /// Binds bytes without SQLite copying them (`SQLITE_STATIC`): they must
+    /// stay unchanged until the step is done (`run` then clears the
+    /// bindings).
+    mutating func bindInPlace(_ bytes: UnsafeRawBufferPointer) {
+        _ = sqlite3_bind_blob(statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), nil)
+        index += 1
+    }
+
     mutating func bind(_ bytes: UnsafeRawBufferPointer) {
         _ = sqlite3_bind_blob(statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), chronicle_sqlite_transient())
         index += 1
@@ -54,6 +62,39 @@ struct RawBinder {
         default:
             bind(value.databaseValue)
             return
+        }
+        index += 1
+    }
+
+    /// Binds a value still in its log body's encoding as `bind(raw.value)`
+    /// would, without building the value: strings and data are bound in
+    /// place (`SQLITE_STATIC`: the body outlives the statement's step, and
+    /// `run` clears the bindings after it).
+    mutating func bind(_ raw: RawValue) {
+        var reader = ByteReader(raw.payload, errorCode: .malformedBody, context: "value")
+        switch raw.tag {
+        case 0: sqlite3_bind_null(statement, index)
+        case 1, 7:
+            guard let length = try? reader.readVarint(), let bytes = try? reader.readSlice(Int(length), "bytes") else { return bind(raw.value) }
+            let base = bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
+            if raw.tag == 1 {
+                sqlite3_bind_text(statement, index, base.assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
+            } else {
+                sqlite3_bind_blob(statement, index, base, Int32(bytes.count), nil)
+            }
+        case 2, 6:
+            guard let i = try? reader.readSignedVarint() else { return bind(raw.value) }
+            sqlite3_bind_int64(statement, index, i)
+        case 3:
+            guard let bits = try? reader.readUInt64() else { return bind(raw.value) }
+            let d = Double(bitPattern: bits)
+            // NaN and -0.0 are stored as their bytes (`Value.databaseValue`).
+            if d.isNaN || (d == 0 && d.sign == .minus) { return bind(raw.value) }
+            sqlite3_bind_double(statement, index, d)
+        case 4, 5: sqlite3_bind_int64(statement, index, raw.tag == 5 ? 1 : 0)
+        default:
+            // UUIDs and the kinds a compact state never holds.
+            return bind(raw.value)
         }
         index += 1
     }
@@ -116,8 +157,13 @@ extension Database {
 /// statement of every record showed in the replay profile.
 final class StatementSlots {
     private var slots: [Statement?]
+    /// Bytes a statement binds in place (`RawBinder.bindInPlace`): alive as
+    /// long as the statements, rewritten only between steps.
+    let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64, alignment: 8)
 
     init(count: Int) { slots = Array(repeating: nil, count: count) }
+
+    deinit { scratch.deallocate() }
 
     func get(_ slot: Int, _ db: Database, _ sql: @autoclosure () -> String) throws -> OpaquePointer {
         if let statement = slots[slot] { return statement.sqliteStatement }

@@ -143,6 +143,7 @@ private struct ApplyVisitor: LogVisitor {
     private var kind = ChangeKind.insert
     private var entity = 0
     private var recordID = RecordID(high: 0, low: 0)
+    private var raw: [(field: Int, value: RawValue)] = []
     private var values: [(field: Int, value: Value)] = []
 
     init(engine: MergeEngine, device: DeviceID, skipThrough: UInt64) {
@@ -161,16 +162,20 @@ private struct ApplyVisitor: LogVisitor {
         self.kind = kind
         self.entity = entity ?? 0
         self.recordID = recordID
-        values.removeAll(keepingCapacity: true)
+        raw.removeAll(keepingCapacity: true)
     }
 
     mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue) {
-        if !skipping { values.append((field ?? 0, raw.value)) }
+        // A verified log names only fields the schema has.
+        if !skipping { self.raw.append((field ?? 0, raw)) }
     }
 
     mutating func endChange() throws(ChronicleError) {
         guard !skipping else { return }
         do {
+            if kind == .insert, try engine.insertCompact(entity: entity, id: recordID, raw: raw, version: version) { return }
+            values.removeAll(keepingCapacity: true)
+            for v in raw { values.append((v.field, v.value.value)) }
             try engine.apply(kind, entity: entity, id: recordID, values: values, version: version)
         } catch let error as ChronicleError {
             throw error
