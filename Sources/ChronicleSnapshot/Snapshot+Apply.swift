@@ -1,3 +1,4 @@
+import CSQLite
 import ChronicleCore
 import Foundation
 import GRDB
@@ -98,14 +99,21 @@ extension Snapshot {
         try log.walk(&visitor)
         try visitor.engine.settle()
         try setApplied(db, header.deviceID, sequence: header.lastSequence, clock: header.maxClock)
-        let hlc = try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0
+        // Per-log bookkeeping, bound through the C API like the merge
+        // engine's statements: GRDB's arguments cost more than these writes.
+        // (The HLC statements differ in text from the save path's, which
+        // runs them with GRDB arguments: each cached statement has one user.)
+        let hlc = try db.first("SELECT value FROM _chronicle_identity WHERE key = 'hlc' LIMIT 1", { _ in }, read: { sqlite3_column_int64($0, 0) }) ?? 0
         if header.maxClock.rawValue > UInt64(bitPattern: hlc) {
-            try db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'")
-                .execute(arguments: [Int64(bitPattern: header.maxClock.rawValue)])
+            try db.run(db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ?1 WHERE key = 'hlc'").sqliteStatement) {
+                $0.bind(Int64(bitPattern: header.maxClock.rawValue))
+            }
         }
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes) VALUES (?, ?, ?, ?, ?)")
-            .execute(arguments: [name, header.deviceID.rawValue, Int64(header.firstSequence), Int64(header.lastSequence), header.totalLength])
-        try db.cachedStatement(sql: "DELETE FROM _chronicle_failures WHERE name = ?").execute(arguments: [name])
+        try db.run(db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes) VALUES (?, ?, ?, ?, ?)").sqliteStatement) {
+            $0.bind(Value.string(name)); $0.bind(header.deviceID.rawValue)
+            $0.bind(Int64(header.firstSequence)); $0.bind(Int64(header.lastSequence)); $0.bind(header.totalLength)
+        }
+        try db.run(db.cachedStatement(sql: "DELETE FROM _chronicle_failures WHERE name = ?").sqliteStatement) { $0.bind(Value.string(name)) }
         return .applied(transactions: visitor.transactions, events: visitor.engine.events)
     }
 

@@ -168,7 +168,8 @@ extension Snapshot {
     }
 
     func setApplied(_ db: Database, _ device: DeviceID, sequence: UInt64, clock: HybridTimestamp) throws {
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_vector (device, sequence, clock) VALUES (?, ?, ?)")
-            .execute(arguments: [device.rawValue, Int64(sequence), Int64(bitPattern: clock.rawValue)])
+        try db.run(db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_vector (device, sequence, clock) VALUES (?, ?, ?)").sqliteStatement) {
+            $0.bind(device.rawValue); $0.bind(Int64(sequence)); $0.bind(Int64(bitPattern: clock.rawValue))
+        }
     }
 }
