@@ -187,7 +187,6 @@ struct MacroBench {
         var seconds = Double.infinity
         var peak = 0
         var rssBefore = 0
-        var report = ImportReport()
         for round in 1...Self.replayRounds {
             // Baseline: the same rows, raw C API, one transaction.
             sync()
@@ -208,7 +207,7 @@ struct MacroBench {
             sync()
             start = clock.now
             let device = try await store(dir, container: container, device: UInt64(round), durability: .normal)
-            report = try await device.importLogs()
+            let report = try await device.importLogs()
             seconds = min(seconds, (clock.now - start) / .seconds(1))
             peak = Self.peakResidentBytes()
             let count = try device.snapshot.recordCounts()["Item"] ?? 0

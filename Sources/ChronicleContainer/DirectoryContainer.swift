@@ -206,15 +206,12 @@ public struct DirectoryContainer: Container {
         return try body()
     }
 
-    /// Finds regular files under `base` whose relative path starts with
-    /// `prefix` and follows the grammar. Descends only into directories that
-    /// can hold such names, and, given `after`, skips directories whose every
-    /// name sorts before it (so a paged listing reads only what is left).
     /// The relative paths of the regular files under `base` that start with
-    /// `prefix` and sort after `after`, unsorted. Reads directories with
-    /// `readdir` and skips what cannot match before touching it: a listing
-    /// page costs one pass over the names of the directories involved, with
-    /// no `stat` per file (the file type comes from `d_type`).
+    /// `prefix` and sort after `after`, unsorted; callers check the grammar.
+    /// Descends only into directories that can hold such names, and, given
+    /// `after`, skips directories whose every name sorts before it (so a
+    /// paged listing reads only what is left). Reads directories with
+    /// `readdir`: the file type comes from `d_type`, with no `stat` per file.
     private func walk(base: String, prefix: String, after: String? = nil) throws(ChronicleError) -> [String] {
         let slash = prefix.lastIndex(of: "/")
         let dirPart = slash.map { String(prefix[..<$0]) } ?? ""

@@ -384,11 +384,13 @@ struct MergeEngine {
 
     private mutating func largestStateID(_ entity: Int) throws -> RecordID {
         if let id = largestStateID[entity] { return id }
-        let id = try db.first(statement(Slot.largestStateID, "SELECT max(id) FROM _chronicle_records WHERE entity = ?"), { $0.bind(entity) }) { statement in
-            sqlite3_column_type(statement, 0) == SQLITE_NULL ? nil : columnBytes(statement, 0)
-        }.flatMap { $0 }
-        // A malformed ID (not 16 bytes) cannot be compared: assume any ID may have a state.
-        let largest = id.map { $0.count == 16 ? $0.withUnsafeBytes { RecordID(bytes: $0) } : RecordID(high: .max, low: .max) } ?? RecordID(high: 0, low: 0)
+        // NULL (no state) reads as no bytes; a malformed ID (not 16 bytes)
+        // cannot be compared, so then assume any ID may have a state.
+        let bytes = try db.first(statement(Slot.largestStateID, "SELECT max(id) FROM _chronicle_records WHERE entity = ?"), { $0.bind(entity) }) {
+            columnBytes($0, 0)
+        } ?? []
+        let largest = bytes.isEmpty ? RecordID(high: 0, low: 0)
+            : bytes.count == 16 ? bytes.withUnsafeBytes { RecordID(bytes: $0) } : RecordID(high: .max, low: .max)
         largestStateID[entity] = largest
         return largest
     }

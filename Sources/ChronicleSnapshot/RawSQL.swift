@@ -43,11 +43,6 @@ struct RawBinder {
         index += 1
     }
 
-    mutating func bind(_ bytes: UnsafeRawBufferPointer) {
-        _ = sqlite3_bind_blob(statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count), chronicle_sqlite_transient())
-        index += 1
-    }
-
     /// Binds a value as its column stores it (`Value.databaseValue`),
     /// without boxing the common kinds.
     mutating func bind(_ value: Value) {
@@ -57,12 +52,16 @@ struct RawBinder {
         case .date(let t): sqlite3_bind_int64(statement, index, t.microsecondsSinceEpoch)
         case .bool(let b): sqlite3_bind_int64(statement, index, b ? 1 : 0)
         case .double(let d) where !d.isNaN && !(d == 0 && d.sign == .minus): sqlite3_bind_double(statement, index, d)
-        case .string(var s):
-            _ = s.withUTF8 { sqlite3_bind_text(statement, index, UnsafeRawPointer($0.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self), Int32($0.count), chronicle_sqlite_transient()) }
-        default:
-            bind(value.databaseValue)
-            return
+        case .string(let s): return bind(s)
+        default: return bind(value.databaseValue)
         }
+        index += 1
+    }
+
+    /// Binds text (SQLite copies it).
+    mutating func bind(_ text: String) {
+        var text = text
+        _ = text.withUTF8 { sqlite3_bind_text(statement, index, UnsafeRawPointer($0.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self), Int32($0.count), chronicle_sqlite_transient()) }
         index += 1
     }
 
@@ -76,12 +75,8 @@ struct RawBinder {
         case 0: sqlite3_bind_null(statement, index)
         case 1, 7:
             guard let length = try? reader.readVarint(), let bytes = try? reader.readSlice(Int(length), "bytes") else { return bind(raw.value) }
-            let base = bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!
-            if raw.tag == 1 {
-                sqlite3_bind_text(statement, index, base.assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
-            } else {
-                sqlite3_bind_blob(statement, index, base, Int32(bytes.count), nil)
-            }
+            guard raw.tag == 1 else { return bindInPlace(bytes) }
+            sqlite3_bind_text(statement, index, (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
         case 2, 6:
             guard let i = try? reader.readSignedVarint() else { return bind(raw.value) }
             sqlite3_bind_int64(statement, index, i)
@@ -104,8 +99,7 @@ struct RawBinder {
         case .null: sqlite3_bind_null(statement, index)
         case .int64(let i): sqlite3_bind_int64(statement, index, i)
         case .double(let d): sqlite3_bind_double(statement, index, d)
-        case .string(var s):
-            _ = s.withUTF8 { sqlite3_bind_text(statement, index, UnsafeRawPointer($0.baseAddress ?? UnsafePointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self), Int32($0.count), chronicle_sqlite_transient()) }
+        case .string(let s): return bind(s)
         case .blob(let data):
             _ = data.withUnsafeBytes { sqlite3_bind_blob(statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), chronicle_sqlite_transient()) }
         }

@@ -110,10 +110,10 @@ extension Snapshot {
             }
         }
         try db.run(db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes) VALUES (?, ?, ?, ?, ?)").sqliteStatement) {
-            $0.bind(Value.string(name)); $0.bind(header.deviceID.rawValue)
+            $0.bind(name); $0.bind(header.deviceID.rawValue)
             $0.bind(Int64(header.firstSequence)); $0.bind(Int64(header.lastSequence)); $0.bind(header.totalLength)
         }
-        try db.run(db.cachedStatement(sql: "DELETE FROM _chronicle_failures WHERE name = ?").sqliteStatement) { $0.bind(Value.string(name)) }
+        try db.run(db.cachedStatement(sql: "DELETE FROM _chronicle_failures WHERE name = ?").sqliteStatement) { $0.bind(name) }
         return .applied(transactions: visitor.transactions, events: visitor.engine.events)
     }
 

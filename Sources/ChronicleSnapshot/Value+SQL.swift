@@ -146,13 +146,15 @@ struct EntitySQL: Sendable {
             let referenced = schema.entities.contains { other in
                 other.fields.contains { if case .reference(let d, _) = $0.kind { return d == e.name } else { return false } }
             }
+            let compactHead = "INSERT OR IGNORE INTO \(table) (id, \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column))"
+            let compactValues = Array(repeating: "?", count: e.fields.count + 2).joined(separator: ", ")
             return EntitySQL(
                 selectRow: "SELECT \(columns.isEmpty ? "id" : columns) FROM \(table) WHERE id = ?",
                 deleteRow: "DELETE FROM \(table) WHERE id = ?",
                 insertRow: "INSERT INTO \(table) (id\(columns.isEmpty ? "" : ", " + columns)) VALUES (\(Array(repeating: "?", count: e.fields.count + 1).joined(separator: ", ")))",
                 exists: "SELECT 1 FROM \(table) WHERE id = ?",
-                insertCompact: "INSERT OR IGNORE INTO \(table) (id, \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column)) SELECT \(Array(repeating: "?", count: e.fields.count + 2).joined(separator: ", ")) WHERE NOT EXISTS (SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?)",
-                insertCompactFresh: "INSERT OR IGNORE INTO \(table) (id, \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column)) VALUES (\(Array(repeating: "?", count: e.fields.count + 2).joined(separator: ", ")))",
+                insertCompact: "\(compactHead) SELECT \(compactValues) WHERE NOT EXISTS (SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?)",
+                insertCompactFresh: "\(compactHead) VALUES (\(compactValues))",
                 selectCompact: "SELECT \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column) FROM \(table) WHERE id = ? AND \(CompactState.column) IS NOT NULL",
                 clearCompact: "UPDATE \(table) SET \(CompactState.column) = NULL WHERE id = ? AND \(CompactState.column) IS NOT NULL",
                 isReferenced: referenced,
