@@ -54,19 +54,23 @@ enum Samples {
         }
     }
 
-    /// A random schema of 1 to 4 entities.
+    /// A random schema of 1 to 4 entities. Names share a stem of random
+    /// length (0 to 61 letters) and differ only in their last character, so
+    /// the decoder's name matching sees short, word-sized and maximal names
+    /// that agree on everything but the final byte.
     static func schema(_ rng: inout SeededRandom) -> Schema {
         let entityCount = 1 + Int(rng.next() % 4)
+        let stem = String(repeating: "x", count: Int(rng.next() % 62))
         var entities: [Entity] = []
         for e in 0..<entityCount {
             var attributes: [Attribute] = []
             for a in 0..<(1 + Int(rng.next() % 8)) {
                 let type = AttributeType.allCases[Int(rng.next() % UInt64(AttributeType.allCases.count))]
-                attributes.append(Attribute("a\(a)", type, optional: rng.next() & 1 == 0))
+                attributes.append(Attribute("a\(stem)\(a)", type, optional: rng.next() & 1 == 0))
             }
             var relationships: [Relationship] = []
-            if e > 0 { relationships.append(.toOne("parent", to: "E\(e - 1)")) }
-            entities.append(Entity("E\(e)", attributes: attributes, relationships: relationships))
+            if e > 0 { relationships.append(.toOne("parent", to: "E\(stem)\(e - 1)")) }
+            entities.append(Entity("E\(stem)\(e)", attributes: attributes, relationships: relationships))
         }
         return try! Schema(version: Int(rng.next() % 10), entities: entities)
     }
@@ -89,6 +93,8 @@ enum Samples {
                     }
                 }
             }
+            // Encoders write fields in schema order; any order must decode.
+            if rng.next() % 4 == 0 { values.reverse() }
             ops.append(Change(kind, entity: entity.name, recordID: id, values: values))
         }
         return Transaction(deviceID: device, sequence: sequence,

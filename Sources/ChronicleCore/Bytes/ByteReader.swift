@@ -72,6 +72,34 @@ public struct ByteReader {
     /// Reads an unsigned LEB128 varint; more than 10 bytes or overflow is an error.
     @inline(__always)
     public mutating func readVarint(_ what: @autoclosure () -> String = "a varint") throws(ChronicleError) -> UInt64 {
+        // Most varints in a body (lengths, counts, small numbers) are one byte.
+        if offset < count {
+            let byte = base!.load(fromByteOffset: offset, as: UInt8.self)
+            if byte < 0x80 {
+                offset += 1
+                return UInt64(byte)
+            }
+        }
+        return try readLongVarint(what())
+    }
+
+    @inline(never)
+    private mutating func readLongVarint(_ what: @autoclosure () -> String) throws(ChronicleError) -> UInt64 {
+        // Up to 8 bytes (56 bits) at once: find the stop byte (high bit
+        // clear) in one word, then pack the 7-bit groups in three steps.
+        if count - offset >= 8 {
+            let word = UInt64(littleEndian: base!.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            let stops = ~word & 0x8080_8080_8080_8080
+            if stops != 0 {
+                let length = (stops.trailingZeroBitCount + 1) >> 3
+                var x = length == 8 ? word : word & ((1 << UInt64(length * 8)) - 1)
+                x = (x & 0x7F00_7F00_7F00_7F00) >> 1 | (x & 0x007F_007F_007F_007F)
+                x = (x & 0x3FFF_0000_3FFF_0000) >> 2 | (x & 0x0000_3FFF_0000_3FFF)
+                x = (x & 0x0FFF_FFFF_0000_0000) >> 4 | (x & 0x0000_0000_0FFF_FFFF)
+                offset += length
+                return x
+            }
+        }
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -125,6 +153,19 @@ public struct ByteReader {
     public mutating func readLengthPrefixed(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> UnsafeRawBufferPointer {
         let n = try readLength(max: limit, "length of \(what())")
         return try readSlice(n, what())
+    }
+
+    /// The address of the read position and the bytes left from it, for
+    /// matching without copying; nil for an empty buffer.
+    @inline(__always)
+    var cursor: (pointer: UnsafeRawPointer, available: Int)? {
+        base.map { ($0 + offset, count - offset) }
+    }
+
+    /// Skips `n` bytes already known to be available (see ``cursor``).
+    @inline(__always)
+    mutating func skip(knownAvailable n: Int) {
+        offset += n
     }
 
     /// The bytes from `start` to the read position.

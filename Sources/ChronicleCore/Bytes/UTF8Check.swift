@@ -10,11 +10,28 @@ enum UTF8Check {
         guard let base = bytes.baseAddress else { return true }
         let count = bytes.count
         var i = 0
+        // Four words at a time: most strings are ASCII, and one test per 32
+        // bytes keeps the loop short.
+        while i + 32 <= count {
+            let any = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                | base.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
+                | base.loadUnaligned(fromByteOffset: i + 16, as: UInt64.self)
+                | base.loadUnaligned(fromByteOffset: i + 24, as: UInt64.self)
+            if any & 0x8080_8080_8080_8080 != 0 { return validateMultibyte(base, from: i, count: count) }
+            i += 32
+        }
         while i + 8 <= count {
             if base.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 {
                 return validateMultibyte(base, from: i, count: count)
             }
             i += 8
+        }
+        // The last few bytes: one overlapping word when the string is long enough.
+        if i < count && count >= 8 {
+            if base.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 {
+                return validateMultibyte(base, from: i, count: count)
+            }
+            return true
         }
         while i < count {
             if base.load(fromByteOffset: i, as: UInt8.self) >= 0x80 {

@@ -217,6 +217,18 @@ private struct BodyWalker {
     private var limit: Int { reader.count }
 
     mutating func walk<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
+        guard let table = schema?.nameTable else {
+            try transactions(&visitor, table: nil)
+            return
+        }
+        // The table's slots are read through raw pointers: keep it alive.
+        try withExtendedLifetime(table) { () throws(ChronicleError) in
+            try transactions(&visitor, table: table)
+        }
+    }
+
+    private mutating func transactions<V: LogVisitor>(_ visitor: inout V, table: NameTable?) throws(ChronicleError) {
+        var entity = 0
         for i in 0..<UInt64(header.count) {
             let sequence = try reader.readVarint("sequence")
             guard sequence == header.firstSequence + i else {
@@ -229,30 +241,34 @@ private struct BodyWalker {
             let changeCount = try reader.readLength(max: reader.remaining, "change count")
             try visitor.beginTransaction(sequence: sequence, clock: clock, changeCount: changeCount)
             for _ in 0..<changeCount {
-                try change(&visitor)
+                entity = try change(&visitor, table: table, entityHint: entity)
             }
         }
         guard reader.isAtEnd else { throw fail("\(reader.remaining) bytes after the last transaction") }
     }
 
-    private mutating func change<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
+    /// Walks one change and returns its entity index (the next change's hint).
+    private mutating func change<V: LogVisitor>(
+        _ visitor: inout V, table: NameTable?, entityHint: Int
+    ) throws(ChronicleError) -> Int {
         let kindByte = try reader.readUInt8("change kind")
         guard let kind = ChangeKind(rawValue: kindByte) else {
             throw fail("unknown change kind \(kindByte) at offset \(reader.offset - 1)")
         }
-        let entity = try EntityRef.read(&reader, schema: schema)
+        let entity = try EntityRef.read(&reader, table: table, hint: entityHint)
         let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
-        let count = try reader.readLength(max: entity.codec?.fieldNames.count ?? reader.remaining, "value count")
+        let count = try reader.readLength(max: entity.fields?.count ?? reader.remaining, "value count")
         if kind == .delete && count != 0 { throw fail("a delete of \(id) carries \(count) values") }
-        try visitor.beginChange(kind, entity: entity.index, entityName: entity.name, recordID: id, valueCount: count)
+        try visitor.beginChange(kind, entity: entity.index, entityName: entity.name(in: table), recordID: id, valueCount: count)
         var hint = 0
         for _ in 0..<count {
-            let field = try FieldRef.read(&reader, entity: entity, hint: hint)
-            let raw = try field.readValue(&reader, entity: entity, limit: limit)
-            try visitor.value(field: field.index, fieldName: field.name(in: entity), raw)
+            let field = try FieldRef.read(&reader, entity: entity, table: table, hint: hint)
+            let raw = try field.readValue(&reader, entity: entity, table: table, limit: limit)
+            try visitor.value(field: field.index, fieldName: field.name(in: entity, table: table), raw)
             hint = (field.index ?? 0) + 1
         }
         try visitor.endChange()
+        return entity.index ?? 0
     }
 
     private func fail(_ message: String) -> ChronicleError {
@@ -260,63 +276,113 @@ private struct BodyWalker {
     }
 }
 
-/// An entity name read from a body, resolved against the schema if there is one.
+/// An entity name read from a body. With a schema it is resolved to an index
+/// and the entity's field slots; without one it is the name's bytes in the
+/// body. Either way it holds no reference, so nothing is retained per change.
 private struct EntityRef {
-    let name: String
+    /// The name's UTF-8 bytes in the body, without a schema.
+    private let rawName: UnsafeRawBufferPointer
     let index: Int?
-    let codec: EntityCodec?
+    /// The entity's field slots (with a schema); valid while the table is alive.
+    let fields: NameTable.Slots?
 
+    init(rawName: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0), index: Int?, fields: NameTable.Slots?) {
+        self.rawName = rawName
+        self.index = index
+        self.fields = fields
+    }
+
+    func name(in table: NameTable?) -> String {
+        guard let table, let index else { return String(decoding: rawName, as: UTF8.self) }
+        return table.entityNames[index]
+    }
+
+    /// Reads an entity name. With a table, entity `hint` (the previous
+    /// change's) is tried first, then every entity, by comparing the encoded
+    /// name in place.
     @inline(__always)
-    static func read(_ reader: inout ByteReader, schema: Schema?) throws(ChronicleError) -> EntityRef {
-        let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "entity name")
-        guard let schema else {
+    static func read(_ reader: inout ByteReader, table: NameTable?, hint: Int = 0) throws(ChronicleError) -> EntityRef {
+        guard let table else {
+            let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "entity name")
             guard UTF8Check.isValid(raw) else { throw ChronicleError(.malformedBody, "body: entity name is not UTF-8") }
-            return EntityRef(name: String(decoding: raw, as: UTF8.self), index: nil, codec: nil)
+            return EntityRef(rawName: raw, index: nil, fields: nil)
         }
-        guard let i = schema.entityIndex(utf8: raw) else {
+        let entities = table.entities
+        if let (p, available) = reader.cursor {
+            if hint < entities.count && entities.matches(hint, at: p, available: available) {
+                reader.skip(knownAvailable: entities.length(hint))
+                return EntityRef(index: hint, fields: table.fields(of: hint))
+            }
+            for i in 0..<entities.count where entities.matches(i, at: p, available: available) {
+                reader.skip(knownAvailable: entities.length(i))
+                return EntityRef(index: i, fields: table.fields(of: i))
+            }
+        }
+        // Not a name as the encoder writes it: read it to report it (or to
+        // accept it, if only its length was encoded unusually).
+        let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "entity name")
+        guard let i = entities.index(utf8: raw) else {
             throw ChronicleError(.unknownEntity, "body: entity '\(String(decoding: raw, as: UTF8.self))' is not in the schema")
         }
-        let codec = schema.codecs[i]
-        return EntityRef(name: codec.name, index: i, codec: codec)
+        return EntityRef(index: i, fields: table.fields(of: i))
     }
 }
 
 /// A field name read from a body, with the value tags it accepts. It holds
 /// no references (no retain per value); with a schema the name is looked up
-/// from the entity only when a visitor asks for it.
+/// only when a visitor asks for it.
 private struct FieldRef {
-    private let ownName: String?
+    /// The name's UTF-8 bytes in the body, without a schema.
+    private let rawName: UnsafeRawBufferPointer
     let index: Int?
     let mask: UInt16
 
-    init(name: String?, index: Int?, mask: UInt16) {
-        ownName = name
+    init(rawName: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0), index: Int?, mask: UInt16) {
+        self.rawName = rawName
         self.index = index
         self.mask = mask
     }
 
-    func name(in entity: EntityRef) -> String { ownName ?? entity.codec!.fieldNames[index!] }
+    func name(in entity: EntityRef, table: NameTable?) -> String {
+        guard let table, let fields = entity.fields, let index else { return String(decoding: rawName, as: UTF8.self) }
+        return table.fieldNames[fields.first + index]
+    }
 
+    /// Reads a field name. Encoders write fields in schema order, so field
+    /// `hint` (the one after the previous value's) is tried first.
     @inline(__always)
-    static func read(_ reader: inout ByteReader, entity: EntityRef, hint: Int = 0) throws(ChronicleError) -> FieldRef {
-        let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "field name")
-        guard let codec = entity.codec else {
+    static func read(_ reader: inout ByteReader, entity: EntityRef, table: NameTable?, hint: Int = 0) throws(ChronicleError) -> FieldRef {
+        guard let fields = entity.fields else {
+            let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "field name")
             guard UTF8Check.isValid(raw) else { throw ChronicleError(.malformedBody, "body: field name is not UTF-8") }
-            return FieldRef(name: String(decoding: raw, as: UTF8.self), index: nil, mask: 0x0FFF)
+            return FieldRef(rawName: raw, index: nil, mask: 0x0FFF)
         }
-        guard let i = codec.fieldIndex(utf8: raw, hint: hint) else {
-            throw ChronicleError(.unknownAttribute, "body: '\(String(decoding: raw, as: UTF8.self))' is not a field of \(entity.name)")
+        if let (p, available) = reader.cursor {
+            if hint < fields.count && fields.matches(hint, at: p, available: available) {
+                reader.skip(knownAvailable: fields.length(hint))
+                return FieldRef(index: hint, mask: fields.tagMask(hint))
+            }
+            for i in 0..<fields.count where fields.matches(i, at: p, available: available) {
+                reader.skip(knownAvailable: fields.length(i))
+                return FieldRef(index: i, mask: fields.tagMask(i))
+            }
         }
-        return FieldRef(name: nil, index: i, mask: codec.tagMasks[i])
+        let raw = try reader.readLengthPrefixed(max: Schema.maxNameLength, "field name")
+        guard let i = fields.index(utf8: raw) else {
+            throw ChronicleError(.unknownAttribute,
+                                 "body: '\(String(decoding: raw, as: UTF8.self))' is not a field of \(entity.name(in: table))")
+        }
+        return FieldRef(index: i, mask: fields.tagMask(i))
     }
 
     /// Reads the value's tag, checks it against the field, and verifies the payload.
     @inline(__always)
-    func readValue(_ reader: inout ByteReader, entity: EntityRef, limit: Int) throws(ChronicleError) -> RawValue {
+    func readValue(_ reader: inout ByteReader, entity: EntityRef, table: NameTable?, limit: Int) throws(ChronicleError) -> RawValue {
         let tag = try reader.readUInt8("value tag")
         guard tag < 16, (mask >> tag) & 1 == 1 else {
             if tag > 11 { throw ChronicleError(.malformedBody, "body: unknown value tag \(tag) at offset \(reader.offset - 1)") }
-            throw ChronicleError(.malformedBody, "body: a value with tag \(tag) does not fit \(entity.name).\(name(in: entity))")
+            throw ChronicleError(.malformedBody,
+                                 "body: a value with tag \(tag) does not fit \(entity.name(in: table)).\(name(in: entity, table: table))")
         }
         return RawValue(tag: tag, payload: try ValueCodec.skipPayload(tag: tag, from: &reader, limit: limit))
     }
@@ -331,6 +397,12 @@ private struct BaselineParser {
     private var limit: Int { reader.count }
 
     mutating func baseline() throws(ChronicleError) -> Baseline {
+        let table = schema?.nameTable
+        // The table's slots are read through raw pointers: keep it alive.
+        return try withExtendedLifetime(table) { () throws(ChronicleError) -> Baseline in try parse(table: table) }
+    }
+
+    private mutating func parse(table: NameTable?) throws(ChronicleError) -> Baseline {
         let deviceCount = try reader.readLength(max: reader.remaining / 17, "device count")
         var devices: [DeviceID] = []
         var vector: [DeviceID: UInt64] = [:]
@@ -349,28 +421,28 @@ private struct BaselineParser {
         var records: [Baseline.Record] = []
         records.reserveCapacity(recordCount)
         for _ in 0..<recordCount {
-            let entity = try EntityRef.read(&reader, schema: schema)
+            let entity = try EntityRef.read(&reader, table: table)
             let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
-            let count = try reader.readLength(max: entity.codec?.fieldNames.count ?? reader.remaining, "field count")
+            let count = try reader.readLength(max: entity.fields?.count ?? reader.remaining, "field count")
             var fields: [Baseline.VersionedValue] = []
             fields.reserveCapacity(count)
             for _ in 0..<count {
-                let field = try FieldRef.read(&reader, entity: entity)
-                let value = try field.readValue(&reader, entity: entity, limit: limit).value
+                let field = try FieldRef.read(&reader, entity: entity, table: table)
+                let value = try field.readValue(&reader, entity: entity, table: table, limit: limit).value
                 let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
                 let d = try device(try reader.readLength(max: Int.max, "device index"))
-                fields.append(Baseline.VersionedValue(name: field.name(in: entity), value: value, version: Version(clock: clock, device: d)))
+                fields.append(Baseline.VersionedValue(name: field.name(in: entity, table: table), value: value, version: Version(clock: clock, device: d)))
             }
-            records.append(Baseline.Record(entity: entity.name, recordID: id, fields: fields))
+            records.append(Baseline.Record(entity: entity.name(in: table), recordID: id, fields: fields))
         }
         let tombstoneCount = try reader.readLength(max: reader.remaining, "tombstone count")
         var tombstones: [Baseline.Tombstone] = []
         for _ in 0..<tombstoneCount {
-            let entity = try EntityRef.read(&reader, schema: schema)
+            let entity = try EntityRef.read(&reader, table: table)
             let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
             let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
             let d = try device(try reader.readLength(max: Int.max, "device index"))
-            tombstones.append(Baseline.Tombstone(entity: entity.name, recordID: id, version: Version(clock: clock, device: d)))
+            tombstones.append(Baseline.Tombstone(entity: entity.name(in: table), recordID: id, version: Version(clock: clock, device: d)))
         }
         guard reader.isAtEnd else { throw fail("\(reader.remaining) bytes after the tombstones") }
         return Baseline(vector: vector, records: records, tombstones: tombstones)

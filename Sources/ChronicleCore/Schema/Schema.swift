@@ -24,8 +24,8 @@ public struct Schema: Hashable, Sendable {
     /// A stable 64-bit hash of everything that affects storage and merging.
     public let hash: UInt64
     private let indexByName: [String: Int]
-    /// Decoding tables, parallel to ``entities``.
-    let codecs: [EntityCodec]
+    /// The encoded entity and field names, for the log decoder.
+    let nameTable: NameTable
 
     /// The longest entity, attribute or relationship name.
     public static let maxNameLength = 63
@@ -40,7 +40,7 @@ public struct Schema: Hashable, Sendable {
         var index: [String: Int] = [:]
         for (i, e) in entities.enumerated() { index[e.name] = i }
         self.indexByName = index
-        self.codecs = entities.map { EntityCodec($0) }
+        self.nameTable = NameTable(entities)
         self.hash = Schema.computeHash(version: version, entities: entities)
         try SchemaValidator(schema: self).validate()
     }
@@ -52,13 +52,6 @@ public struct Schema: Hashable, Sendable {
 
     /// The index of the entity named `name` in ``entities``.
     public func entityIndex(named name: String) -> Int? { indexByName[name] }
-
-    /// The index of the entity whose name has these UTF-8 bytes.
-    @inline(__always)
-    func entityIndex(utf8 bytes: UnsafeRawBufferPointer) -> Int? {
-        for i in codecs.indices where codecs[i].hasName(utf8: bytes) { return i }
-        return nil
-    }
 
     /// The hash as 16 lowercase hex digits.
     public var hashString: String {

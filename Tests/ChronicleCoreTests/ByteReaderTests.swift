@@ -1,0 +1,91 @@
+import ChronicleCore
+import Testing
+
+/// The reader's fast paths (one-byte varints, up to eight varint bytes in
+/// one word, four words of ASCII per test) against the plain definitions.
+@Suite struct ByteReaderTests {
+    /// Every bit length of a varint, followed by 0 to 9 more bytes so the
+    /// word-at-a-time path and the byte-at-a-time path both run.
+    @Test func varintsOfEveryLengthReadBackWithAnyBytesAfterThem() throws {
+        var values: [UInt64] = [0, 1, .max, .max - 1]
+        for bits in 1..<64 {
+            values += [(1 << UInt64(bits)) - 1, 1 << UInt64(bits), (1 << UInt64(bits)) + 1]
+        }
+        var rng = SeededRandom(seed: 7)
+        values += (0..<200).map { _ in rng.next() >> (rng.next() % 64) }
+        for value in values {
+            for trailing in 0..<10 {
+                var w = ByteWriter()
+                w.writeVarint(value)
+                let length = w.count
+                for _ in 0..<trailing { w.writeUInt8(0xFF) }
+                let (read, offset) = try w.bytes.withUnsafeBytes { raw in
+                    var r = ByteReader(raw, context: "test")
+                    return (try r.readVarint(), r.offset)
+                }
+                #expect(read == value, "value \(value), \(trailing) bytes after")
+                #expect(offset == length)
+            }
+        }
+    }
+
+    /// Overlong encodings decode to their value, as they always did; more than
+    /// ten bytes or more than 64 bits is an error, never a wrong value.
+    @Test func overlongAndOverflowingVarints() throws {
+        func read(_ bytes: [UInt8]) throws -> UInt64 {
+            try bytes.withUnsafeBytes { raw in
+                var r = ByteReader(raw, context: "test")
+                return try r.readVarint()
+            }
+        }
+        #expect(try read([0x85, 0x80, 0x80, 0x00, 0xFF, 0xFF, 0xFF, 0xFF]) == 5)
+        #expect(try read([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]) == 1 << 49)
+        #expect(try read([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01]) == .max)
+        expectError(.shortRead) { _ = try read([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02]) }
+        expectError(.shortRead) { _ = try read([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]) }
+        expectError(.shortRead) { _ = try read([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80]) }
+        expectError(.shortRead) { _ = try read([0x80]) }
+        expectError(.shortRead) { _ = try read([]) }
+    }
+
+    /// A non-ASCII character, valid or not, at every position of strings of
+    /// every length up to 80 bytes: whichever of the 32-byte, 8-byte,
+    /// overlapping-tail or byte loop looks at it must see it.
+    @Test func utf8IsCheckedAtEveryPosition() throws {
+        func check(_ bytes: [UInt8]) -> Bool {
+            var w = ByteWriter()
+            w.writeLengthPrefixed(bytes)
+            return w.bytes.withUnsafeBytes { raw in
+                var r = ByteReader(raw, errorCode: .malformedBody, context: "test")
+                do {
+                    try r.skipString(max: 1000, "string")
+                    return r.isAtEnd
+                } catch {
+                    return false
+                }
+            }
+        }
+        let e9 = Array("é".utf8)  // C3 A9
+        for length in 0...80 {
+            let ascii = [UInt8](repeating: 0x61, count: length)
+            #expect(check(ascii))
+            for i in 0..<length {
+                var invalid = ascii
+                invalid[i] = 0xFF
+                #expect(!check(invalid), "0xFF at \(i) of \(length)")
+                var lone = ascii
+                lone[i] = 0x80
+                #expect(!check(lone), "lone continuation at \(i) of \(length)")
+                if i + 1 < length {
+                    var valid = ascii
+                    valid[i] = e9[0]
+                    valid[i + 1] = e9[1]
+                    #expect(check(valid), "é at \(i) of \(length)")
+                    var cut = ascii
+                    cut[i] = e9[0]
+                    #expect(!check(cut), "truncated é at \(i) of \(length)")
+                }
+            }
+        }
+    }
+}
