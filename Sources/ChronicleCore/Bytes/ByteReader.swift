@@ -80,11 +80,6 @@ public struct ByteReader {
                 return UInt64(byte)
             }
         }
-        return try readLongVarint(what())
-    }
-
-    @inline(never)
-    private mutating func readLongVarint(_ what: @autoclosure () -> String) throws(ChronicleError) -> UInt64 {
         // Up to 8 bytes (56 bits) at once: find the stop byte (high bit
         // clear) in one word, then pack the 7-bit groups in three steps.
         if count - offset >= 8 {
@@ -100,6 +95,12 @@ public struct ByteReader {
                 return x
             }
         }
+        return try readLongVarint(what())
+    }
+
+    /// Varints near the end of the buffer, of 9 or 10 bytes, or malformed.
+    @inline(never)
+    private mutating func readLongVarint(_ what: @autoclosure () -> String) throws(ChronicleError) -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -150,6 +151,7 @@ public struct ByteReader {
     }
 
     /// Reads a varint length (at most `limit`) and that many bytes.
+    @inline(__always)
     public mutating func readLengthPrefixed(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> UnsafeRawBufferPointer {
         let n = try readLength(max: limit, "length of \(what())")
         return try readSlice(n, what())

@@ -98,10 +98,24 @@ public struct ByteWriter: ~Copyable {
     /// Writes raw bytes with no length prefix.
     @inline(__always)
     public mutating func writeRaw(_ raw: UnsafeRawBufferPointer) {
-        guard raw.count > 0 else { return }
-        reserve(raw.count)
-        (base + count).copyMemory(from: raw.baseAddress!, byteCount: raw.count)
-        count += raw.count
+        let n = raw.count
+        guard n > 0, let source = raw.baseAddress else { return }
+        reserve(n)
+        let destination = base + count
+        // Names and most values are a few bytes: two overlapping word moves
+        // beat a call to memmove.
+        if n >= 8 && n <= 16 {
+            destination.storeBytes(of: source.loadUnaligned(as: UInt64.self), as: UInt64.self)
+            destination.storeBytes(of: source.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self), toByteOffset: n - 8, as: UInt64.self)
+        } else if n >= 4 && n < 8 {
+            destination.storeBytes(of: source.loadUnaligned(as: UInt32.self), as: UInt32.self)
+            destination.storeBytes(of: source.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self), toByteOffset: n - 4, as: UInt32.self)
+        } else if n < 4 {
+            for i in 0..<n { destination.storeBytes(of: source.load(fromByteOffset: i, as: UInt8.self), toByteOffset: i, as: UInt8.self) }
+        } else {
+            destination.copyMemory(from: source, byteCount: n)
+        }
+        count += n
     }
 
     /// Writes raw bytes with no length prefix.
@@ -126,10 +140,18 @@ public struct ByteWriter: ~Copyable {
     /// Writes a string as varint length plus UTF-8.
     @inline(__always)
     public mutating func writeString(_ string: String) {
-        var s = string
-        s.withUTF8 { utf8 in
+        // Native strings (all of them on Linux) lend their UTF-8 without a
+        // copy; `withUTF8` would need a mutable copy of the string.
+        let done: Void? = string.utf8.withContiguousStorageIfAvailable { utf8 in
             writeVarint(UInt64(utf8.count))
             writeRaw(UnsafeRawBufferPointer(utf8))
+        }
+        if done == nil {
+            var s = string
+            s.withUTF8 { utf8 in
+                writeVarint(UInt64(utf8.count))
+                writeRaw(UnsafeRawBufferPointer(utf8))
+            }
         }
     }
 }

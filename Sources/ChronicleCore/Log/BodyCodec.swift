@@ -15,16 +15,37 @@ enum BodyCodec {
         w.writeVarint(t.sequence)
         w.writeUInt64(t.clock.rawValue)
         w.writeVarint(UInt64(t.changes.count))
-        for op in t.changes {
-            w.writeUInt8(op.kind.rawValue)
-            w.writeString(op.entity)
-            w.writeRecordID(op.recordID)
-            w.writeVarint(UInt64(op.values.count))
-            for fv in op.values {
-                w.writeString(fv.name)
-                ValueCodec.write(fv.value, to: &w)
+        // Elements are borrowed through buffer pointers: `for x in` copies
+        // each change and value, retaining every string on the way.
+        t.changes.withUnsafeBufferPointer { changes in
+            for c in changes.indices {
+                w.writeUInt8(changes[c].kind.rawValue)
+                w.writeString(changes[c].entity)
+                w.writeRecordID(changes[c].recordID)
+                w.writeVarint(UInt64(changes[c].values.count))
+                changes[c].values.withUnsafeBufferPointer { values in
+                    for v in values.indices {
+                        w.writeString(values[v].name)
+                        ValueCodec.write(values[v].value, to: &w)
+                    }
+                }
             }
         }
+    }
+
+    /// About how many bytes `t`'s body takes (exact for most values), to
+    /// size the writer once.
+    static func estimatedSize(_ t: Transaction) -> Int {
+        var size = 24
+        t.changes.withUnsafeBufferPointer { changes in
+            for c in changes.indices {
+                size += 48 + changes[c].values.count * 16
+                changes[c].values.withUnsafeBufferPointer { values in
+                    for v in values.indices { size += values[v].value.estimatedSize }
+                }
+            }
+        }
+        return size
     }
 
     /// Writes a baseline and returns its largest clock.

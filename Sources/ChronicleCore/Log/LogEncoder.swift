@@ -30,10 +30,7 @@ public struct LogEncoder: Sendable {
         }
         // Size the buffer once: growing it copies the body again.
         var estimate = 64
-        for t in transactions {
-            estimate += 24
-            for c in t.changes { estimate += 48 + c.values.count * 16 + c.values.reduce(0) { $0 + $1.value.estimatedSize } }
-        }
+        for t in transactions { estimate += BodyCodec.estimatedSize(t) }
         var w = ByteWriter(capacity: estimate)
         var minClock = first.clock
         var maxClock = first.clock
