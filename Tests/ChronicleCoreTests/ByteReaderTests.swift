@@ -51,19 +51,28 @@ import Testing
     /// A non-ASCII character, valid or not, at every position of strings of
     /// every length up to 80 bytes: whichever of the 32-byte, 8-byte,
     /// overlapping-tail or byte loop looks at it must see it.
+    /// Each string is checked alone in its buffer and again followed by 16
+    /// bytes of 0xFF, which the short-string path reads but must ignore.
     @Test func utf8IsCheckedAtEveryPosition() throws {
         func check(_ bytes: [UInt8]) -> Bool {
-            var w = ByteWriter()
-            w.writeLengthPrefixed(bytes)
-            return w.bytes.withUnsafeBytes { raw in
-                var r = ByteReader(raw, errorCode: .malformedBody, context: "test")
-                do {
-                    try r.skipString(max: 1000, "string")
-                    return r.isAtEnd
-                } catch {
-                    return false
-                }
+            var results: [Bool] = []
+            for trailing in [0, 16] {
+                var w = ByteWriter()
+                w.writeLengthPrefixed(bytes)
+                let end = w.count
+                for _ in 0..<trailing { w.writeUInt8(0xFF) }
+                results.append(w.bytes.withUnsafeBytes { raw in
+                    var r = ByteReader(raw, errorCode: .malformedBody, context: "test")
+                    do {
+                        try r.skipString(max: 1000, "string")
+                        return r.offset == end
+                    } catch {
+                        return false
+                    }
+                })
             }
+            #expect(results[0] == results[1], "alone and followed by other bytes disagree on \(bytes)")
+            return results[0] && results[1]
         }
         let e9 = Array("é".utf8)  // C3 A9
         for length in 0...80 {
