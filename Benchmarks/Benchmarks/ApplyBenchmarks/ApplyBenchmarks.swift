@@ -50,11 +50,14 @@ let benchmarks: @Sendable () -> Void = {
         maxDuration: .seconds(3),
         maxIterations: logCount - 50,
         thresholds: [
-            // Checked against the committed p90s in Thresholds/ (the
-            // machine is shared: wall clock gets a wide margin, malloc
-            // counts, which do not depend on load, a narrow one).
-            .wallClock: .init(relative: [.p90: 50.0]),
-            .throughput: .init(relative: [.p90: 50.0]),
+            // Checked against the committed p90s in Thresholds/. The
+            // machine is shared: the same code's wall-clock p90 of the
+            // 1-change decode was 1.3, 1.9, 2.4 and 2.6 µs in four runs of
+            // one hour, so time only catches a slowdown of more than 2.5x;
+            // malloc counts, which do not depend on load, are the narrow
+            // guard.
+            .wallClock: .init(relative: [.p90: 150.0]),
+            .throughput: .init(relative: [.p90: 60.0]),
             .mallocCountTotal: .init(relative: [.p90: 5.0]),
         ]
     )
