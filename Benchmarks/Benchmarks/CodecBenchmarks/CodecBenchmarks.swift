@@ -70,6 +70,14 @@ let benchmarks: @Sendable () -> Void = {
                 blackHole(try decoder.decode(bytes))
             }
         }
+
+        // The replayer's path: every name, tag and value verified, nothing
+        // built (see `LogDecoder.open`).
+        Benchmark("decompress+verify+walk-\(size)-changes") { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(try decoder.open(bytes))
+            }
+        }
     }
 
     let body = [UInt8](repeating: 0x5A, count: 64 * 1024)
