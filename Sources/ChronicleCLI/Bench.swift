@@ -114,12 +114,8 @@ struct CodecBench: AsyncParsableCommand {
             switch self {
             case .notes: return CodecBench.transaction(changes: changes)
             case .items:
-                let fields = MacroBench.schema.entities[0].fields
-                let changes = MacroBench.rows(changes, seed: 1).map { r in
-                    Change(.insert, entity: "Item", recordID: r.id, values: fields.map { FieldValue($0.name, r.values[$0.name]!) })
-                }
-                return Transaction(deviceID: DeviceID(index: 1), sequence: 1, clock: HybridTimestamp(milliseconds: 1_700_000_000_000, counter: 0),
-                                   schemaHash: MacroBench.schema.hash, changes: changes)
+                return MacroBench.transaction(MacroBench.rows(changes, seed: 1), device: DeviceID(index: 1), sequence: 1,
+                                              milliseconds: 1_700_000_000_000)
             }
         }
     }

@@ -32,6 +32,14 @@ struct MacroBench {
         }
     }
 
+    /// One transaction inserting `rows` as `Item`s, every field in schema order.
+    static func transaction(_ rows: [Row], device: DeviceID, sequence: UInt64, milliseconds: UInt64) -> Transaction {
+        let fields = schema.entities[0].fields
+        return Transaction(deviceID: device, sequence: sequence, clock: HybridTimestamp(milliseconds: milliseconds, counter: 0),
+                           schemaHash: schema.hash,
+                           changes: rows.map { r in Change(.insert, entity: "Item", recordID: r.id, values: fields.map { FieldValue($0.name, r.values[$0.name]!) }) })
+    }
+
     /// Deterministic rows with time-ordered IDs.
     static func rows(_ count: Int, seed: UInt64, start: Int = 0) -> [Row] {
         var rng = SeededRandom(seed: seed)
@@ -157,10 +165,7 @@ struct MacroBench {
             let device = DeviceID(index: UInt64(100 + l % devices))
             let sequence = firstSequence + UInt64(l / devices)
             let rows = Self.rows(perLog, seed: seed &+ UInt64(l), start: l * perLog)
-            let t = Transaction(deviceID: device, sequence: sequence, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + UInt64(l), counter: 0),
-                                schemaHash: Self.schema.hash,
-                                changes: rows.map { r in Change(.insert, entity: "Item", recordID: r.id,
-                                                                values: Self.schema.entity(named: "Item")!.fields.map { FieldValue($0.name, r.values[$0.name]!) }) })
+            let t = Self.transaction(rows, device: device, sequence: sequence, milliseconds: 1_700_000_000_000 + UInt64(l))
             try await container.put(ContainerLayout.log(store: store, device: device, first: sequence, last: sequence), try encoder.encode([t]))
             if l < devices { _ = try? await container.createMarker(ContainerLayout.deviceRegistration(store: store, device: device), []) }
             all += rows
@@ -252,11 +257,8 @@ struct MacroBench {
 
     func bytes() throws -> [Target] {
         let store = StoreID(RecordID(high: 1, low: 1))
-        let entity = Self.schema.entity(named: "Item")!
         func transaction(_ rows: [Row], _ seq: UInt64) -> Transaction {
-            Transaction(deviceID: DeviceID(index: 1), sequence: seq, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + seq, counter: 0),
-                        schemaHash: Self.schema.hash,
-                        changes: rows.map { r in Change(.insert, entity: "Item", recordID: r.id, values: entity.fields.map { FieldValue($0.name, r.values[$0.name]!) }) })
+            Self.transaction(rows, device: DeviceID(index: 1), sequence: seq, milliseconds: 1_700_000_000_000 + seq)
         }
         // A dictionary from 64 earlier one-record bodies.
         let samples = (0..<64).map { i in LogEncoder.body(of: transaction(Self.rows(1, seed: 900 + UInt64(i), start: i), 1)) }
