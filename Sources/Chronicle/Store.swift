@@ -258,6 +258,17 @@ public actor Store {
     @discardableResult
     public func repairOwnLogs() async throws -> [ContainerName] { try await replayer.repairOwnLogs() }
 
+    /// Writes this device's state as a baseline of the store, so that a new
+    /// device starts from it (one SQLite transaction per part) instead of
+    /// replaying every log. Pending saves are uploaded first, so the baseline
+    /// covers only saves other devices can also get as logs.
+    /// See ``Replayer/publishBaseline(partBytes:)``.
+    @discardableResult
+    public func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
+        try await replayer.upload()
+        return try await replayer.publishBaseline(partBytes: partBytes)
+    }
+
     /// Imports other devices' logs only.
     @discardableResult
     public func importLogs() async throws -> ImportReport {

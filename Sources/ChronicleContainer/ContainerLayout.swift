@@ -5,7 +5,7 @@ import ChronicleCore
 ///
 /// ```
 /// blobs/<store>/logs/<device>/<first seq >> 10, 12 hex>/<first seq, 16 hex>-<last seq, 16 hex>.chlog
-/// blobs/<store>/baselines/<max HLC, 16 hex>-<device>.chbase
+/// blobs/<store>/baselines/<HLC, 16 hex>-<device>/<part, 8 hex>.chbase
 /// markers/active-store
 /// markers/<store>/devices/<device>
 /// markers/<store>/corruption/<device>
@@ -38,9 +38,41 @@ public enum ContainerLayout {
     /// The prefix of the baselines of `store`.
     public static func baselinesPrefix(store: StoreID) -> String { "\(store)/baselines/" }
 
-    /// The name of a baseline made by `device` whose newest change is at `clock`.
-    public static func baseline(store: StoreID, clock: HybridTimestamp, device: DeviceID) -> ContainerName {
-        try! ContainerName("\(baselinesPrefix(store: store))\(hex16(clock.rawValue))-\(device).chbase")
+    /// The folder of the baseline `device` made when its clock was at `clock`:
+    /// baselines sort by clock, so the newest is listed last.
+    public static func baselinePrefix(store: StoreID, clock: HybridTimestamp, device: DeviceID) -> String {
+        "\(baselinesPrefix(store: store))\(hex16(clock.rawValue))-\(device)/"
+    }
+
+    /// The name of part `part` (from 1) of a baseline.
+    public static func baselinePart(store: StoreID, clock: HybridTimestamp, device: DeviceID, part: UInt64) -> ContainerName {
+        try! ContainerName("\(baselinePrefix(store: store, clock: clock, device: device))\(String(hex16(part).suffix(8))).chbase")
+    }
+
+    /// A baseline part's name taken apart.
+    public struct ParsedBaselinePart: Sendable, Hashable {
+        /// The store.
+        public var store: StoreID
+        /// The clock that names the baseline.
+        public var clock: HybridTimestamp
+        /// The device that made it.
+        public var device: DeviceID
+        /// The part's number, from 1.
+        public var part: UInt64
+    }
+
+    /// Parses a name made by ``baselinePart(store:clock:device:part:)``, or
+    /// gives nil.
+    public static func parseBaselinePart(_ name: ContainerName) -> ParsedBaselinePart? {
+        let parts = name.rawValue.split(separator: "/")
+        guard parts.count == 4, parts[1] == "baselines", let store = StoreID(string: String(parts[0])),
+              parts[2].count == 16 + 1 + 36, parts[2].dropFirst(16).first == "-",
+              let clock = UInt64(parts[2].prefix(16), radix: 16), let device = DeviceID(string: String(parts[2].dropFirst(17))),
+              parts[3].count == 8 + ".chbase".count, parts[3].hasSuffix(".chbase"),
+              let part = UInt64(parts[3].prefix(8), radix: 16), part >= 1,
+              name == baselinePart(store: store, clock: HybridTimestamp(rawValue: clock), device: device, part: part)
+        else { return nil }
+        return ParsedBaselinePart(store: store, clock: HybridTimestamp(rawValue: clock), device: device, part: part)
     }
 
     /// A device's registration marker.

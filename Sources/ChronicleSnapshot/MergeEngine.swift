@@ -129,6 +129,31 @@ struct MergeEngine {
         schedule(entity, id)
     }
 
+    /// Joins a whole record state (a baseline's) into the record's state and
+    /// schedules the record for recomputation. A new record of an
+    /// independent entity whose one version wrote every field is stored
+    /// compact, as its insert would have been.
+    mutating func merge(_ incoming: RecordState, entity: Int, id: RecordID) throws {
+        let key = RecordKey(entity: entity, id: id)
+        var loaded = stateCache[key]
+        if loaded == nil, sql[entity].isIndependent, let version = incoming.soleVersion {
+            let values = incoming.fields.entries.map { (field: $0.index, value: $0.value) }
+            if CompactState.holds(insert: values, schema.entities[entity]),
+               try insertCompact(entity, id, version, { binder in for v in values { binder.bind(v.value) } }) {
+                return
+            }
+        }
+        if loaded == nil { loaded = try loadState(entity, id) }
+        if loaded == nil { created.insert(key) }
+        let before = loaded ?? RecordState()
+        var state = before
+        state.join(incoming)
+        guard state != before else { return }
+        try saveState(entity, id, state, previous: before)
+        stateCache[key] = state
+        schedule(entity, id)
+    }
+
     /// Stores an insert that is still in its log body's encoding as a new
     /// record in compact form (see `CompactState`), binding its values
     /// straight from the body: most changes of a replay take this path, and

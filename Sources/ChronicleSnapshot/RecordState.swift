@@ -91,6 +91,24 @@ struct RecordState: Equatable {
         return true
     }
 
+    /// Merges everything `other` knows into this state (a join: the result
+    /// does not depend on order, and joining twice changes nothing more).
+    mutating func join(_ other: RecordState) {
+        if other.inserted { inserted = true }
+        if let d = other.deleteVersion { delete(d) }
+        if fields.count == 0 { fields.reserveCapacity(other.fields.count) }
+        for entry in other.fields.entries { write(field: entry.index, entry.value, entry.version) }
+    }
+
+    /// The one version that wrote every field, if there is one, the record
+    /// is inserted and never deleted: then the state may be compact (see
+    /// `CompactState`).
+    var soleVersion: Version? {
+        guard inserted, deleteVersion == nil, let first = fields.entries.first?.version else { return nil }
+        for entry in fields.entries where entry.version != first { return nil }
+        return first
+    }
+
     // MARK: Encoding
 
     /// Layout (snapshot format 2): flags (bit 0 inserted, bit 1 has delete),

@@ -112,14 +112,114 @@ public struct Replayer: Sendable {
         return try await container.listMarkers(prefix: prefix).compactMap { DeviceID(string: String($0.lastComponent)) }
     }
 
-    /// Imports what is new in the container once.
+    /// Whether a snapshot that has applied nothing of other devices starts
+    /// from the store's newest complete baseline before importing logs.
+    public var startsFromBaseline = true
+
+    /// Imports what is new in the container once. A snapshot that has
+    /// applied nothing of other devices first applies the newest complete
+    /// baseline, if there is one (see ``startsFromBaseline``), then the logs
+    /// after it.
     public func importOnce() async throws -> ImportReport {
         var report = ImportReport()
-        let vector = try snapshot.vector()
+        var vector = try snapshot.vector()
+        if startsFromBaseline, !vector.contains(where: { $0.key != snapshot.deviceID && $0.value > 0 }) {
+            if try await applyNewestBaseline(into: &report) { vector = try snapshot.vector() }
+        }
         for device in try await devices() {
             try await importLogs(of: device, after: vector[device] ?? 0, into: &report)
         }
         return report
+    }
+
+    /// Writes this device's snapshot as a baseline of the store: every part,
+    /// then the final one, so a reader that sees the final part and every
+    /// part before it has the whole baseline. Returns the folder the parts
+    /// are in and how many there are.
+    @discardableResult
+    public func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
+        let export = try snapshot.baselineExport(partBytes: partBytes)
+        var parts = 0
+        var records = 0
+        while let part = try export.nextPart() {
+            let name = ContainerLayout.baselinePart(store: snapshot.storeID, clock: part.clock, device: part.device, part: part.number)
+            try await container.put(name, part.bytes)
+            parts += 1
+            records += part.records
+        }
+        let prefix = ContainerLayout.baselinePrefix(store: snapshot.storeID, clock: export.clock, device: snapshot.deviceID)
+        logger.info("published baseline", metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(parts)", "chronicle.records": "\(records)"])
+        return (prefix, parts, records)
+    }
+
+    /// The store's complete baselines, newest first: per baseline, its part
+    /// names in order (a baseline is complete when its last listed part is
+    /// marked final and every number before it is there; that mark is
+    /// checked when the part is read).
+    public func baselines() async throws -> [[ContainerName]] {
+        var byFolder: [String: [(UInt64, ContainerName)]] = [:]
+        for blob in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: snapshot.storeID)) {
+            guard let parsed = ContainerLayout.parseBaselinePart(blob.name) else { continue }
+            byFolder[ContainerLayout.baselinePrefix(store: parsed.store, clock: parsed.clock, device: parsed.device), default: []]
+                .append((parsed.part, blob.name))
+        }
+        return byFolder.sorted { $0.key > $1.key }.compactMap { _, parts in
+            let sorted = parts.sorted { $0.0 < $1.0 }
+            guard sorted.enumerated().allSatisfy({ $0.element.0 == UInt64($0.offset + 1) }) else { return nil }
+            return sorted.map(\.1)
+        }
+    }
+
+    /// Applies the newest baseline that applies whole; a baseline that fails
+    /// (a part missing, not final, damaged) is recorded and the next older
+    /// one is tried. Returns whether one was applied.
+    private func applyNewestBaseline(into report: inout ImportReport) async throws -> Bool {
+        let candidates: [[ContainerName]]
+        do {
+            candidates = try await baselines()
+        } catch let error as ChronicleError {
+            report.failures.append(.init(name: ContainerLayout.baselinesPrefix(store: snapshot.storeID), device: snapshot.deviceID, error: error))
+            return false
+        }
+        candidates: for names in candidates {
+            // Check the last part first: a baseline still being written (or
+            // copied by a sync service) is skipped before anything is applied.
+            let last = names[names.count - 1]
+            let lastBytes: [UInt8]
+            do {
+                lastBytes = try await container.get(last)
+                let header = try decoder.header(of: lastBytes)
+                guard header.kind == .baseline, header.isFinalBaselinePart, header.baselinePart == UInt64(names.count) else {
+                    throw ChronicleError(.incompleteBaseline, "\(last) is not the final part of its baseline: parts are missing or still arriving")
+                }
+            } catch let error as ChronicleError {
+                recordFailure(last.rawValue, device: snapshot.deviceID, error, into: &report)
+                continue
+            }
+            var application = snapshot.baselineApplication()
+            for name in names {
+                do {
+                    let decoded = try decoder.decode(name == last ? lastBytes : try await container.get(name))
+                    guard let parsed = ContainerLayout.parseBaselinePart(name), decoded.header.kind == .baseline,
+                          decoded.header.deviceID == parsed.device, decoded.header.baselinePart == parsed.part
+                    else {
+                        throw ChronicleError(.malformedBody, "\(name) holds part \(decoded.header.baselinePart) of device \(decoded.header.deviceID), which its name does not match")
+                    }
+                    let events = try application.apply(decoded)
+                    report.eventCount += events.count
+                    if let eventSink { eventSink(events) } else { report.events += events }
+                } catch let error as ChronicleError where error.code != .simulatedCrash {
+                    recordFailure(name.rawValue, device: snapshot.deviceID, error, into: &report)
+                    continue candidates
+                }
+            }
+            // The last part was checked to be final, so it completed the application.
+            guard let summary = application.summary else { continue }
+            report.baseline = summary
+            logger.info("started from baseline", metadata: ["chronicle.baseline": "\(names[0])", "chronicle.records": "\(summary.records)"])
+            return true
+        }
+        return false
     }
 
     /// The most logs, and bytes of log bodies, applied in one SQLite transaction.
@@ -271,6 +371,8 @@ public struct ImportReport: Sendable {
     public var failures: [Failure] = []
     /// Devices waiting for a missing log.
     public var gaps: [Gap] = []
+    /// The baseline the pass started from, if it applied one.
+    public var baseline: Snapshot.BaselineSummary?
 
     /// Creates an empty report.
     public init() {}

@@ -45,12 +45,17 @@ import Testing
                                  schemaHash: library.hash, changes: [Change(.delete, entity: "Book", recordID: book)])
         let baseline = Baseline(
             vector: [Samples.device: 3],
-            records: [Baseline.Record(entity: "Author", recordID: author, fields: [
-                Baseline.VersionedValue(name: "name", value: "Ursula K. Le Guin", version: Version(clock: t0, device: Samples.device)),
-                Baseline.VersionedValue(name: "born", value: .null, version: Version(clock: t0, device: Samples.device)),
-            ])],
-            tombstones: [Baseline.Tombstone(entity: "Book", recordID: book,
-                                            version: Version(clock: delete.clock, device: Samples.device))])
+            records: [
+                Baseline.Record(entity: "Author", recordID: author, fields: [
+                    Baseline.VersionedValue(name: "name", value: "Ursula K. Le Guin", version: Version(clock: t0, device: Samples.device)),
+                    Baseline.VersionedValue(name: "born", value: .null, version: Version(clock: t0, device: Samples.device)),
+                ]),
+                // Deleted after an update: the state keeps the fields and the delete.
+                Baseline.Record(entity: "Book", recordID: book, deleteVersion: Version(clock: delete.clock, device: Samples.device), fields: [
+                    Baseline.VersionedValue(name: "title", value: "The Dispossessed", version: Version(clock: t0, device: Samples.device)),
+                    Baseline.VersionedValue(name: "pages", value: 388, version: Version(clock: update.clock, device: Samples.device)),
+                ]),
+            ])
         let encoder = LogEncoder(storeID: Samples.store)
         return [
             ("transactions-v1", try encoder.encode([insert, update])),

@@ -48,18 +48,23 @@ import Testing
                 return Baseline.VersionedValue(name: f.name, value: value,
                                         version: Version(clock: HybridTimestamp(rawValue: rng.next()), device: devices[Int(rng.next() % 3)]))
             }
-            records.append(Baseline.Record(entity: entity.name, recordID: id, fields: fields))
+            // Every shape of state: inserted or not, deleted or not, some fields or none.
+            let shape = rng.next() % 4
+            let deleteVersion = shape >= 2 ? Version(clock: HybridTimestamp(rawValue: rng.next()), device: devices[0]) : nil
+            records.append(Baseline.Record(entity: entity.name, recordID: id, inserted: shape != 1, deleteVersion: deleteVersion,
+                                           fields: shape == 3 ? [] : fields))
         }
-        let tombstones = (0..<(rng.next() % 5)).map { _ in
-            Baseline.Tombstone(entity: schema.entities[0].name, recordID: RecordID(high: rng.next(), low: rng.next()),
-                               version: Version(clock: HybridTimestamp(rawValue: rng.next()), device: devices[0]))
-        }
-        let baseline = Baseline(vector: [devices[0]: 5, devices[1]: 9, devices[2]: 1], records: records, tombstones: tombstones)
-        let bytes = try LogEncoder(storeID: Samples.store).encode(baseline, deviceID: devices[0], schemaHash: schema.hash)
+        let baseline = Baseline(vector: [devices[0]: 5, devices[1]: 9, devices[2]: 1], records: records)
+        let part = 1 + rng.next() % 3
+        let isFinal = rng.next() & 1 == 0
+        let bytes = try LogEncoder(storeID: Samples.store).encode(baseline, part: part, isFinal: isFinal,
+                                                                  deviceID: devices[0], schemaHash: schema.hash)
         guard case .baseline(let header, let back) = try LogDecoder(schema: schema).decode(bytes) else {
             Issue.record("expected a baseline")
             return
         }
+        #expect(header.baselinePart == part)
+        #expect(header.isFinalBaselinePart == isFinal)
         #expect(back == baseline)
         #expect(header.count == UInt32(records.count))
     }

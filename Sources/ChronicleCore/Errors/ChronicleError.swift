@@ -100,6 +100,9 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         public static let storeMismatch = Code("storeMismatch")
         /// A log could not be applied to the snapshot.
         public static let applyFailed = Code("applyFailed")
+        /// A baseline's parts are not all there (yet): its final part, or a
+        /// part before it, is missing. Retried later.
+        public static let incompleteBaseline = Code("incompleteBaseline", transient: true)
         /// A SQLite error underneath.
         public static let database = Code("database")
         /// The API was used in a way it does not allow.

@@ -7,9 +7,9 @@
 ///
 /// Baseline body: device count (varint), per device its ID (16 bytes) and
 /// highest sequence (varint); record count (varint), per record: entity name,
-/// record ID, field count, per field: name, value, HLC (8 bytes), device index
-/// (varint, into the device list); tombstone count (varint), per tombstone:
-/// entity name, record ID, HLC, device index.
+/// record ID, flags (1 byte: bit 0 inserted, bit 1 deleted), the delete's
+/// version if deleted, field count, per field: name, value, version. A
+/// version is an HLC (8 bytes) and a device index (varint, into the list).
 enum BodyCodec {
     static func write(_ t: Transaction, to w: inout ByteWriter) {
         w.writeVarint(t.sequence)
@@ -48,12 +48,13 @@ enum BodyCodec {
         return size
     }
 
-    /// Writes a baseline and returns its largest clock.
-    static func write(_ b: Baseline, to w: inout ByteWriter) -> HybridTimestamp {
+    /// Writes a baseline (part) and returns its smallest and largest
+    /// clocks (zero for a part without versions).
+    static func write(_ b: Baseline, to w: inout ByteWriter) -> (min: HybridTimestamp, max: HybridTimestamp) {
         let devices = b.vector.keys.sorted()
         var deviceIndex: [DeviceID: Int] = [:]
         for (i, d) in devices.enumerated() { deviceIndex[d] = i }
-        // A version's device must be in the vector; add any that are missing
+        // A version's device must be in the list; add any that are missing
         // with sequence 0 so the index always resolves.
         var extra: [DeviceID] = []
         func index(_ d: DeviceID) -> Int {
@@ -63,28 +64,27 @@ enum BodyCodec {
             deviceIndex[d] = i
             return i
         }
+        var minClock = HybridTimestamp(rawValue: .max)
         var maxClock = HybridTimestamp.zero
-        var records = ByteWriter(capacity: 64 * b.records.count)
+        func version(_ v: Version, to w: inout ByteWriter) {
+            w.writeUInt64(v.clock.rawValue)
+            w.writeVarint(UInt64(index(v.device)))
+            minClock = min(minClock, v.clock)
+            maxClock = max(maxClock, v.clock)
+        }
+        var records = ByteWriter(capacity: 64 * b.records.count + 16)
         records.writeVarint(UInt64(b.records.count))
         for rec in b.records {
             records.writeString(rec.entity)
             records.writeRecordID(rec.recordID)
+            records.writeUInt8((rec.inserted ? 1 : 0) | (rec.deleteVersion != nil ? 2 : 0))
+            if let d = rec.deleteVersion { version(d, to: &records) }
             records.writeVarint(UInt64(rec.fields.count))
             for f in rec.fields {
                 records.writeString(f.name)
                 ValueCodec.write(f.value, to: &records)
-                records.writeUInt64(f.version.clock.rawValue)
-                records.writeVarint(UInt64(index(f.version.device)))
-                maxClock = max(maxClock, f.version.clock)
+                version(f.version, to: &records)
             }
-        }
-        records.writeVarint(UInt64(b.tombstones.count))
-        for t in b.tombstones {
-            records.writeString(t.entity)
-            records.writeRecordID(t.recordID)
-            records.writeUInt64(t.version.clock.rawValue)
-            records.writeVarint(UInt64(index(t.version.device)))
-            maxClock = max(maxClock, t.version.clock)
         }
         w.writeVarint(UInt64(devices.count + extra.count))
         for d in devices + extra {
@@ -92,6 +92,6 @@ enum BodyCodec {
             w.writeVarint(b.vector[d] ?? 0)
         }
         records.withUnsafeBytes { w.writeRaw($0) }
-        return maxClock
+        return minClock.rawValue == .max ? (.zero, .zero) : (minClock, maxClock)
     }
 }

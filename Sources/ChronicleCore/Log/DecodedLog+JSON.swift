@@ -23,17 +23,16 @@ extension DecodedLog {
         case .baseline(_, let b):
             o["vector"] = .object(Dictionary(uniqueKeysWithValues: b.vector.map { ($0.key.description, .int(Int64($0.value))) }))
             o["records"] = .array(b.records.map { r in
-                .object([
+                var record: [String: JSONValue] = [
                     "entity": .string(r.entity),
                     "id": .string(r.recordID.description),
+                    "inserted": .bool(r.inserted),
                     "fields": .array(r.fields.map {
                         .array([.string($0.name), $0.value.json, .string($0.version.description)])
                     }),
-                ])
-            })
-            o["tombstones"] = .array(b.tombstones.map { t in
-                .object(["entity": .string(t.entity), "id": .string(t.recordID.description),
-                         "version": .string(t.version.description)])
+                ]
+                if let d = r.deleteVersion { record["deleted"] = .string(d.description) }
+                return .object(record)
             })
         }
         return .object(o)

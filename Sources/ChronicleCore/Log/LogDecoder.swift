@@ -416,6 +416,14 @@ private struct BaselineParser {
             guard index < devices.count else { throw ChronicleError(.malformedBody, "body: device index \(index) out of range") }
             return devices[index]
         }
+        let (minClock, maxClock) = (header.minClock, header.maxClock)
+        func version() throws(ChronicleError) -> Version {
+            let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
+            guard clock >= minClock, clock <= maxClock else {
+                throw ChronicleError(.malformedBody, "body: clock \(clock) outside the header's range \(minClock)...\(maxClock)")
+            }
+            return Version(clock: clock, device: try device(try reader.readLength(max: Int.max, "device index")))
+        }
         let recordCount = try reader.readLength(max: reader.remaining, "record count")
         guard recordCount == Int(header.count) else { throw fail("\(recordCount) records, header says \(header.count)") }
         var records: [Baseline.Record] = []
@@ -423,29 +431,22 @@ private struct BaselineParser {
         for _ in 0..<recordCount {
             let entity = try EntityRef.read(&reader, table: table)
             let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
+            let flags = try reader.readUInt8("record flags")
+            guard flags & ~3 == 0 else { throw fail("record \(id) has unknown flags \(flags)") }
+            let deleteVersion = flags & 2 != 0 ? try version() : nil
             let count = try reader.readLength(max: entity.fields?.count ?? reader.remaining, "field count")
             var fields: [Baseline.VersionedValue] = []
             fields.reserveCapacity(count)
             for _ in 0..<count {
                 let field = try FieldRef.read(&reader, entity: entity, table: table)
                 let value = try field.readValue(&reader, entity: entity, table: table, limit: limit).value
-                let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
-                let d = try device(try reader.readLength(max: Int.max, "device index"))
-                fields.append(Baseline.VersionedValue(name: field.name(in: entity, table: table), value: value, version: Version(clock: clock, device: d)))
+                fields.append(Baseline.VersionedValue(name: field.name(in: entity, table: table), value: value, version: try version()))
             }
-            records.append(Baseline.Record(entity: entity.name(in: table), recordID: id, fields: fields))
+            records.append(Baseline.Record(entity: entity.name(in: table), recordID: id, inserted: flags & 1 != 0,
+                                           deleteVersion: deleteVersion, fields: fields))
         }
-        let tombstoneCount = try reader.readLength(max: reader.remaining, "tombstone count")
-        var tombstones: [Baseline.Tombstone] = []
-        for _ in 0..<tombstoneCount {
-            let entity = try EntityRef.read(&reader, table: table)
-            let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
-            let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
-            let d = try device(try reader.readLength(max: Int.max, "device index"))
-            tombstones.append(Baseline.Tombstone(entity: entity.name(in: table), recordID: id, version: Version(clock: clock, device: d)))
-        }
-        guard reader.isAtEnd else { throw fail("\(reader.remaining) bytes after the tombstones") }
-        return Baseline(vector: vector, records: records, tombstones: tombstones)
+        guard reader.isAtEnd else { throw fail("\(reader.remaining) bytes after the records") }
+        return Baseline(vector: vector, records: records)
     }
 
     private func fail(_ message: String) -> ChronicleError {

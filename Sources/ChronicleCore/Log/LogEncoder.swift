@@ -97,14 +97,23 @@ public struct LogEncoder: Sendable {
         return try seal(header, body: w)
     }
 
-    /// Encodes a baseline made by `deviceID` under the schema `schemaHash`.
-    public func encode(_ baseline: Baseline, deviceID: DeviceID, schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
+    /// Encodes a baseline, or part `part` of one, made by `deviceID` under
+    /// the schema `schemaHash`. A baseline too large for one log (the
+    /// decoder's cap) is written as parts 1, 2, … with the same vector, the
+    /// last one marked final; a baseline of one log is part 1, final.
+    public func encode(_ baseline: Baseline, part: UInt64 = 1, isFinal: Bool = true, deviceID: DeviceID,
+                       schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
+        guard part >= 1 else { throw ChronicleError(.misuse, "baseline parts are numbered from 1") }
         var w = ByteWriter(capacity: 64 * baseline.records.count + 64)
-        let maxClock = BodyCodec.write(baseline, to: &w)
+        let clocks = BodyCodec.write(baseline, to: &w)
+        guard baseline.records.count <= Int(UInt32.max) else {
+            throw ChronicleError(.sizeOverCap, "a baseline part holds at most \(UInt32.max) records")
+        }
         let header = LogHeader(
             kind: .baseline, flags: [], storeID: storeID, deviceID: deviceID,
-            firstSequence: 0, lastSequence: 0, minClock: .zero, maxClock: maxClock, schemaHash: schemaHash,
-            count: UInt32(baseline.records.count), dictionaryID: 0, storedBodyLength: 0, bodyLength: 0, bodyChecksum: 0)
+            firstSequence: part, lastSequence: isFinal ? part : 0, minClock: clocks.min, maxClock: clocks.max,
+            schemaHash: schemaHash, count: UInt32(baseline.records.count), dictionaryID: 0,
+            storedBodyLength: 0, bodyLength: 0, bodyChecksum: 0)
         return try seal(header, body: w)
     }
 

@@ -32,8 +32,8 @@ public struct CodecFlags: OptionSet, Sendable, Hashable {
 /// | 7 | 1 | codec flags: bit 0 LZ4, bit 1 dictionary |
 /// | 8 | 16 | store UUID |
 /// | 24 | 16 | device ID |
-/// | 40 | 8 | first sequence |
-/// | 48 | 8 | last sequence |
+/// | 40 | 8 | first sequence (baseline: part number, from 1) |
+/// | 48 | 8 | last sequence (baseline: the part number on the final part, else 0) |
 /// | 56 | 8 | minimum HLC |
 /// | 64 | 8 | maximum HLC |
 /// | 72 | 8 | schema hash |
@@ -64,9 +64,10 @@ public struct LogHeader: Sendable, Hashable {
     public var storeID: StoreID
     /// The device that wrote it.
     public var deviceID: DeviceID
-    /// The first transaction's sequence (0 for a baseline).
+    /// The first transaction's sequence; for a baseline, the part number (from 1).
     public var firstSequence: UInt64
-    /// The last transaction's sequence (0 for a baseline).
+    /// The last transaction's sequence; for a baseline, the part number
+    /// again on the final part and 0 on the others.
     public var lastSequence: UInt64
     /// The smallest clock in the log.
     public var minClock: HybridTimestamp
@@ -84,6 +85,12 @@ public struct LogHeader: Sendable, Hashable {
     public var bodyLength: UInt32
     /// XXH64 of the stored body bytes.
     public var bodyChecksum: UInt64
+
+    /// For a baseline: this part's number, from 1.
+    public var baselinePart: UInt64 { firstSequence }
+    /// For a baseline: whether this is its final part (so the baseline has
+    /// ``baselinePart`` parts).
+    public var isFinalBaselinePart: Bool { kind == .baseline && lastSequence == firstSequence }
 
     /// Creates a header. The encoder fills in lengths and the body checksum.
     public init(
@@ -194,7 +201,10 @@ public struct LogHeader: Sendable, Hashable {
             else { throw bad("sequences \(firstSequence)...\(lastSequence) do not match count \(count)") }
             guard minClock <= maxClock else { throw bad("minimum clock \(minClock) exceeds maximum \(maxClock)") }
         case .baseline:
-            guard firstSequence == 0, lastSequence == 0 else { throw bad("a baseline has no sequence range") }
+            guard firstSequence >= 1, lastSequence == 0 || lastSequence == firstSequence else {
+                throw bad("baseline part \(firstSequence) with final mark \(lastSequence): parts count from 1, the final one repeats its number")
+            }
+            guard minClock <= maxClock else { throw bad("minimum clock \(minClock) exceeds maximum \(maxClock)") }
         }
     }
 }

@@ -146,7 +146,7 @@ enum ValueCodec {
 extension Value {
     /// About how many bytes the value takes in a body (exact for most types).
     @inline(__always)
-    var estimatedSize: Int {
+    public var estimatedSize: Int {
         switch self {
         case .string(let s): return 3 + s.utf8.count
         case .data(let d): return 5 + d.count

@@ -1,0 +1,345 @@
+import CSQLite
+import ChronicleCore
+import Foundation
+import GRDB
+
+extension Snapshot {
+    /// The uncompressed body size a baseline part aims at: well under the
+    /// decoder's 64 MiB cap, and small enough that one part's records (as
+    /// Swift values, a few times their encoded size) stay modest in memory.
+    public static let baselinePartBytes = 4 << 20
+
+    /// One encoded part of a baseline, as ``exportBaseline(partBytes:_:)``
+    /// hands it out.
+    public struct BaselinePart: Sendable {
+        /// The snapshot's clock when the baseline was made; with ``device``
+        /// it names the baseline (see `ContainerLayout.baselinePart`).
+        public var clock: HybridTimestamp
+        /// The device that made it.
+        public var device: DeviceID
+        /// The part's number, from 1.
+        public var number: UInt64
+        /// Whether it is the last part.
+        public var isFinal: Bool
+        /// The records in it.
+        public var records: Int
+        /// The encoded log.
+        public var bytes: [UInt8]
+    }
+
+    /// What a baseline covers, once exported or applied.
+    public struct BaselineSummary: Sendable, Hashable {
+        /// The snapshot's clock when it was made (export) or the newest
+        /// version in it (apply).
+        public var clock: HybridTimestamp
+        /// The device that made it.
+        public var device: DeviceID
+        /// The per-device sequence vector it covers.
+        public var vector: [DeviceID: UInt64]
+        /// How many parts it has.
+        public var parts: Int
+        /// How many record states it holds.
+        public var records: Int
+    }
+
+    /// Starts writing the snapshot's whole state (every record's merge state
+    /// and the sequence vector) as a baseline. The export reads a database
+    /// snapshot taken now: saves and imports running meanwhile are not in
+    /// it, and need not wait for it. Call ``BaselineExport/nextPart()``
+    /// until it returns nil; memory holds one part, whatever the store's size.
+    ///
+    /// Pending saves of this device are included (its own vector entry covers
+    /// them): a device starting from the baseline has them, and skips their
+    /// logs when they arrive.
+    ///
+    /// - Parameter partBytes: the uncompressed body size after which a part
+    ///   is closed.
+    /// - Throws: ``ChronicleError/Code/misuse`` for a part size below 1 KiB;
+    ///   ``ChronicleError/Code/database`` if the database cannot be read.
+    public func baselineExport(partBytes: Int = Snapshot.baselinePartBytes) throws -> BaselineExport {
+        guard partBytes >= 1024 else { throw ChronicleError(.misuse, "a baseline part needs at least 1 KiB, not \(partBytes) bytes") }
+        do {
+            return try BaselineExport(self, snapshot: pool.makeSnapshot(), partBytes: partBytes)
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError(.database, "cannot start a baseline export: \(error)")
+        }
+    }
+
+    /// Writes a baseline of the snapshot's state; see ``baselineExport(partBytes:)``.
+    public final class BaselineExport {
+        private let owner: Snapshot
+        private let database: DatabaseSnapshot
+        private var writer: BaselineWriter
+        /// Where reading resumes: `_chronicle_records` (0), then each
+        /// independent entity's compact rows (its index + 1).
+        private var phase = 0
+        private var cursor: (entity: Int, id: RecordID)?
+        private var done = false
+        private let independent: [Int]
+        /// Rows read per query.
+        private static let page = 1024
+
+        /// The snapshot's clock when the export began; with the device, it
+        /// names the baseline.
+        public var clock: HybridTimestamp { writer.clock }
+        /// The sequence vector the baseline covers.
+        public var vector: [DeviceID: UInt64] { writer.vector }
+
+        init(_ owner: Snapshot, snapshot database: DatabaseSnapshot, partBytes: Int) throws {
+            self.owner = owner
+            self.database = database
+            independent = owner.schema.entities.indices.filter { owner.entitySQL[$0].isIndependent }
+            let (vector, hlc) = try database.read { db in
+                var vector: [DeviceID: UInt64] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT device, sequence FROM _chronicle_vector") {
+                    vector[DeviceID(row[0] as RecordID)] = UInt64(row[1] as Int64)
+                }
+                return (vector, try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0)
+            }
+            writer = BaselineWriter(encoder: LogEncoder(storeID: owner.storeID), schemaHash: owner.schema.hash, vector: vector,
+                                    clock: HybridTimestamp(rawValue: UInt64(bitPattern: hlc)), device: owner.deviceID,
+                                    partBytes: partBytes)
+        }
+
+        /// The next part, or nil once the final part was returned.
+        ///
+        /// - Throws: ``ChronicleError/Code/database`` if a stored state
+        ///   cannot be read.
+        public func nextPart() throws -> BaselinePart? {
+            guard !done else { return nil }
+            do {
+                let part = try database.read { db in try fill(db) }
+                if part.isFinal { done = true }
+                return part
+            } catch let error as ChronicleError {
+                throw error
+            } catch {
+                throw ChronicleError(.database, "exporting a baseline failed: \(error)")
+            }
+        }
+
+        /// Reads states after the cursor until a part is full or none are left.
+        private func fill(_ db: Database) throws -> BaselinePart {
+            let schema = owner.schema
+            while phase <= independent.count {
+                var read = 0
+                if phase == 0 {
+                    let after = cursor ?? (-1, RecordID(high: 0, low: 0))
+                    let rows = try Row.fetchCursor(db, sql: """
+                        SELECT entity, id, state FROM _chronicle_records WHERE (entity, id) > (?, ?) ORDER BY entity, id LIMIT \(Self.page)
+                        """, arguments: [after.entity, after.id])
+                    while let row = try rows.next() {
+                        read += 1
+                        let entity: Int = row[0]
+                        guard entity >= 0, entity < schema.entities.count else {
+                            throw ChronicleError(.database, "_chronicle_records names entity \(entity); the schema has \(schema.entities.count)")
+                        }
+                        let id: RecordID = row[1]
+                        cursor = (entity, id)
+                        if let part = try writer.add(schema.entities[entity], id, try RecordState(encoded: [UInt8](row[2] as Data))) {
+                            return part
+                        }
+                    }
+                } else {
+                    let index = independent[phase - 1]
+                    let entity = schema.entities[index]
+                    let columns = entity.fields.map { quoted($0.name) + ", " }.joined()
+                    let statement = try db.cachedStatement(sql: """
+                        SELECT \(columns)\(CompactState.column), id FROM \(quoted(entity.name))
+                        WHERE \(CompactState.column) IS NOT NULL AND id > ? ORDER BY id LIMIT \(Self.page)
+                        """).sqliteStatement
+                    sqlite3_reset(statement)
+                    var binder = RawBinder(statement)
+                    binder.bind(cursor?.id ?? RecordID(high: 0, low: 0))
+                    defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+                    while true {
+                        let code = sqlite3_step(statement)
+                        if code == SQLITE_DONE { break }
+                        guard code == SQLITE_ROW else {
+                            throw ChronicleError(.database, "reading \(entity.name) failed: \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
+                        }
+                        read += 1
+                        let idBytes = columnBytes(statement, Int32(entity.fields.count + 1))
+                        guard idBytes.count == 16 else { throw ChronicleError(.database, "\(entity.name) has a row whose ID is \(idBytes.count) bytes") }
+                        let id = idBytes.withUnsafeBytes { RecordID(bytes: $0) }
+                        cursor = (index, id)
+                        if let part = try writer.add(entity, id, try CompactState.read(statement, entity)) {
+                            return part
+                        }
+                    }
+                }
+                if read < Self.page {
+                    phase += 1
+                    cursor = nil
+                }
+            }
+            return try writer.flush(final: true)
+        }
+    }
+
+    /// Applies a baseline part by part, in order: each part's record states
+    /// are joined into the snapshot's (like a log's changes, so applying a
+    /// baseline twice, or to a snapshot that has some of its logs already,
+    /// changes nothing more) in one SQLite transaction per part. The
+    /// sequence vector moves to the baseline's with the final part, so a
+    /// device stopped midway starts the baseline again, and meanwhile every
+    /// record state it holds is still a join of real writes.
+    ///
+    /// ```swift
+    /// var application = snapshot.baselineApplication()
+    /// for bytes in parts { _ = try application.apply(try decoder.decode(bytes)) }
+    /// ```
+    public func baselineApplication() -> BaselineApplication { BaselineApplication(snapshot: self) }
+
+    /// Applies the parts of one baseline; see ``Snapshot/baselineApplication()``.
+    public struct BaselineApplication: Sendable {
+        let snapshot: Snapshot
+        private var first: LogHeader?
+        private var vector: [DeviceID: UInt64] = [:]
+        private var maxClock = HybridTimestamp.zero
+        private var records = 0
+        /// The number of the part expected next.
+        public private(set) var nextPart: UInt64 = 1
+        /// The summary, once the final part is applied.
+        public private(set) var summary: BaselineSummary?
+
+        init(snapshot: Snapshot) { self.snapshot = snapshot }
+
+        /// Applies the next part and returns the change events it caused.
+        ///
+        /// - Throws: ``ChronicleError/Code/misuse`` if the baseline is
+        ///   complete already or `log` is not a baseline;
+        ///   ``ChronicleError/Code/storeMismatch`` for another store or
+        ///   schema; ``ChronicleError/Code/malformedBody`` for a part out of
+        ///   order or one whose device or vector differs from part 1's;
+        ///   ``ChronicleError/Code/applyFailed`` if it cannot be applied.
+        ///   Nothing of a part that throws is applied.
+        public mutating func apply(_ log: DecodedLog) throws -> [RecordEvent] {
+            guard summary == nil else { throw ChronicleError(.misuse, "the baseline's final part is applied already") }
+            guard case .baseline(let header, let part) = log else {
+                throw ChronicleError(.misuse, "a baseline application takes baseline parts, not a \(log.header.kind) log")
+            }
+            guard header.storeID == snapshot.storeID else {
+                throw ChronicleError(.storeMismatch, "baseline part of store \(header.storeID); this snapshot is of \(snapshot.storeID)")
+            }
+            guard header.schemaHash == snapshot.schema.hash else {
+                throw ChronicleError(.schemaMismatch, "baseline part written for schema \(hex16(header.schemaHash)); this snapshot uses \(snapshot.schema.hashString)")
+            }
+            guard header.baselinePart == nextPart else {
+                throw ChronicleError(.malformedBody, "expected baseline part \(nextPart), got part \(header.baselinePart)")
+            }
+            if let first {
+                guard header.deviceID == first.deviceID, part.vector == vector else {
+                    throw ChronicleError(.malformedBody, "baseline part \(header.baselinePart) does not belong with part 1: its device or vector differs")
+                }
+            } else {
+                first = header
+                vector = part.vector
+            }
+            let final = header.isFinalBaselinePart
+            let events = try snapshot.applyBaselinePart(part, final: final, maxClock: max(maxClock, header.maxClock))
+            maxClock = max(maxClock, header.maxClock)
+            records += part.records.count
+            nextPart += 1
+            if final {
+                summary = BaselineSummary(clock: maxClock, device: header.deviceID, vector: vector, parts: Int(header.baselinePart), records: records)
+            }
+            return events
+        }
+    }
+
+    /// Joins one part's states in one SQLite transaction; with the final
+    /// part, also moves the vector and the clock.
+    fileprivate func applyBaselinePart(_ part: Baseline, final: Bool, maxClock: HybridTimestamp) throws -> [RecordEvent] {
+        do {
+            return try pool.write { db in
+                var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported)
+                for record in part.records {
+                    guard let entity = schema.entityIndex(named: record.entity) else {
+                        throw ChronicleError(.unknownEntity, "baseline names entity \(record.entity), which the schema does not have")
+                    }
+                    let e = schema.entities[entity]
+                    var state = RecordState()
+                    state.inserted = record.inserted
+                    state.deleteVersion = record.deleteVersion
+                    state.fields.reserveCapacity(record.fields.count)
+                    for f in record.fields {
+                        guard let index = e.fieldIndex(named: f.name) else {
+                            throw ChronicleError(.unknownAttribute, "baseline names \(record.entity).\(f.name), which the schema does not have")
+                        }
+                        state.fields[index] = (f.value, f.version)
+                    }
+                    try engine.merge(state, entity: entity, id: record.recordID)
+                }
+                try engine.settle()
+                if final {
+                    for (device, sequence) in part.vector where sequence > (try appliedSequence(db, device)) {
+                        try setApplied(db, device, sequence: sequence, clock: maxClock)
+                    }
+                    try db.execute(sql: "UPDATE _chronicle_identity SET value = max(value, ?) WHERE key = 'hlc'",
+                                   arguments: [Int64(bitPattern: maxClock.rawValue)])
+                }
+                try crashInjector?.check(.importBeforeCommit)
+                return engine.events
+            }
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError(.applyFailed, "applying a baseline part failed; nothing of it was applied: \(error)")
+        }
+    }
+}
+
+/// Collects record states into parts and encodes each as it fills.
+struct BaselineWriter {
+    let encoder: LogEncoder
+    let schemaHash: UInt64
+    let vector: [DeviceID: UInt64]
+    let clock: HybridTimestamp
+    let device: DeviceID
+    let partBytes: Int
+    private var records: [Baseline.Record] = []
+    private var bytes = 0
+    private var number: UInt64 = 1
+
+    init(encoder: LogEncoder, schemaHash: UInt64, vector: [DeviceID: UInt64], clock: HybridTimestamp, device: DeviceID, partBytes: Int) {
+        self.encoder = encoder
+        self.schemaHash = schemaHash
+        self.vector = vector
+        self.clock = clock
+        self.device = device
+        self.partBytes = partBytes
+    }
+
+    /// Adds a record's state; returns a part once one is full.
+    mutating func add(_ entity: Entity, _ id: RecordID, _ state: RecordState) throws -> Snapshot.BaselinePart? {
+        var size = 48 + entity.name.utf8.count
+        let fields = state.fields.entries.map { entry in
+            let name = entity.fields[entry.index].name
+            size += 16 + name.utf8.count + entry.value.estimatedSize
+            return Baseline.VersionedValue(name: name, value: entry.value, version: entry.version)
+        }
+        records.append(Baseline.Record(entity: entity.name, recordID: id, inserted: state.inserted,
+                                       deleteVersion: state.deleteVersion, fields: fields))
+        bytes += size
+        return bytes >= partBytes ? try flush(final: false) : nil
+    }
+
+    /// Encodes the records collected as the next part.
+    mutating func flush(final: Bool) throws -> Snapshot.BaselinePart {
+        let encoded = try encoder.encode(Baseline(vector: vector, records: records), part: number, isFinal: final,
+                                         deviceID: device, schemaHash: schemaHash)
+        let part = Snapshot.BaselinePart(clock: clock, device: device, number: number, isFinal: final, records: records.count, bytes: encoded)
+        number += 1
+        records.removeAll(keepingCapacity: true)
+        bytes = 0
+        return part
+    }
+}
+
+private func hex16(_ v: UInt64) -> String {
+    let s = String(v, radix: 16)
+    return String(repeating: "0", count: 16 - s.count) + s
+}
