@@ -221,6 +221,8 @@ struct MacroBench {
                 throw ChronicleError(.applyFailed, "replay imported \(count) of \(rowCount) records (\(report.failures.count) failures)")
             }
         }
+        let coldStart = try await coldStartFromBaseline(dir, container: container, replayedBy: UInt64(Self.replayRounds),
+                                                        logs: logs, perLog: 100, rowCount: rowCount)
         let rate = Double(rowCount) / seconds
         let rawRate = Double(rowCount) / rawSeconds
         let detail = String(format: "%d records from %d logs: %.0f records/s (%.1f s) vs raw bulk insert %.0f rows/s (%.1f s), best of %d rounds each",
@@ -230,6 +232,7 @@ struct MacroBench {
         log("(g) memory: \(memory)")
         return [
             Target(name: "replay rows/s vs raw bulk insert", measured: rate / rawRate, limit: 0.5, lowerIsBetter: false, detail: detail),
+            coldStart,
             Target(name: "peak RSS during replay (MB)", measured: Double(peak) / 1e6, limit: 150, lowerIsBetter: true, detail: memory),
             // A new device with no baseline materializes the store from the
             // full log history: exactly the replay above.
@@ -237,6 +240,58 @@ struct MacroBench {
                    limit: .infinity, lowerIsBetter: true,
                    detail: String(format: "a new device materializes %d records from %d logs in %.1f s; the raw bulk load takes %.1f s", rowCount, logs, seconds, rawSeconds)),
         ]
+    }
+
+    // MARK: (d) Cold start from a baseline
+
+    /// (d): the device that replayed the store publishes a baseline; then,
+    /// alternating, a raw bulk load of the same rows and a new device that
+    /// starts from the baseline (fetch, verify, decode, apply every part,
+    /// then look for logs after it: none), best of two rounds each.
+    func coldStartFromBaseline(_ dir: URL, container: DirectoryContainer, replayedBy device: UInt64,
+                               logs: Int, perLog: Int, rowCount: Int) async throws -> Target {
+        let clock = ContinuousClock()
+        var start = clock.now
+        let source = try await store(dir, container: container, device: device, durability: .normal)
+        let published = try await source.publishBaseline()
+        let publishSeconds = (clock.now - start) / .seconds(1)
+        try await source.close()
+        let baselineBytes = try await container.listAll(prefix: published.prefix).reduce(0) { $0 + $1.size }
+        var rawSeconds = Double.infinity
+        var seconds = Double.infinity
+        var peakGrowth = 0
+        for round in 1...2 {
+            var rows: [Row] = []
+            rows.reserveCapacity(rowCount)
+            for l in 0..<logs { rows += Self.rows(perLog, seed: 7 &+ UInt64(l), start: l * perLog) }
+            sync()
+            start = clock.now
+            do {
+                let raw = try RawSQLite(path: dir.appendingPathComponent("raw-cold-\(round).sqlite").path, synchronous: "NORMAL")
+                try raw.exec("BEGIN")
+                try raw.insert(rows[...], upsert: false)
+                try raw.exec("COMMIT")
+            }
+            rawSeconds = min(rawSeconds, (clock.now - start) / .seconds(1))
+            rows = []
+            sync()
+            Self.resetPeakResident()
+            let rssBefore = Self.peakResidentBytes()
+            start = clock.now
+            let newcomer = try await store(dir, container: container, device: 50 + UInt64(round), durability: .normal)
+            let report = try await newcomer.importLogs()
+            seconds = min(seconds, (clock.now - start) / .seconds(1))
+            peakGrowth = max(peakGrowth, Self.peakResidentBytes() - rssBefore)
+            let count = try newcomer.snapshot.recordCounts()["Item"] ?? 0
+            try await newcomer.close()
+            guard report.baseline?.parts == published.parts, count == rowCount, report.failures.isEmpty, report.appliedLogs == 0 else {
+                throw ChronicleError(.applyFailed, "cold start applied \(report.baseline?.parts ?? 0) of \(published.parts) baseline parts, \(count) of \(rowCount) records, \(report.appliedLogs) logs, \(report.failures.count) failures")
+            }
+        }
+        let detail = String(format: "a new device materializes %d records from a %d-part baseline (%.1f MB, published in %.1f s) in %.2f s (peak RSS %.0f MB above where it started); the raw bulk load of the same rows takes %.2f s; best of 2 rounds each, alternating",
+                            rowCount, published.parts, Double(baselineBytes) / 1e6, publishSeconds, seconds, Double(peakGrowth) / 1e6, rawSeconds)
+        log("(d) cold start: \(detail)")
+        return Target(name: "cold start from a baseline vs raw bulk load", measured: seconds / rawSeconds, limit: 2, lowerIsBetter: true, detail: detail)
     }
 
     /// Restarts the kernel's peak-RSS count (`VmHWM`) from the current

@@ -5,7 +5,7 @@ import ChronicleCore
 ///
 /// ```
 /// blobs/<store>/logs/<device>/<first seq >> 10, 12 hex>/<first seq, 16 hex>-<last seq, 16 hex>.chlog
-/// blobs/<store>/baselines/<HLC, 16 hex>-<device>/<part, 8 hex>.chbase
+/// blobs/<store>/baselines/<HLC, 16 hex>-<device>-<vector digest, 16 hex>/<part, 8 hex>.chbase
 /// markers/active-store
 /// markers/<store>/devices/<device>
 /// markers/<store>/corruption/<device>
@@ -38,15 +38,30 @@ public enum ContainerLayout {
     /// The prefix of the baselines of `store`.
     public static func baselinesPrefix(store: StoreID) -> String { "\(store)/baselines/" }
 
-    /// The folder of the baseline `device` made when its clock was at `clock`:
-    /// baselines sort by clock, so the newest is listed last.
-    public static func baselinePrefix(store: StoreID, clock: HybridTimestamp, device: DeviceID) -> String {
-        "\(baselinesPrefix(store: store))\(hex16(clock.rawValue))-\(device)/"
+    /// The folder of the baseline `device` made when its clock was at
+    /// `clock` and its sequence vector hashed to `vector` (see
+    /// ``vectorDigest(_:)``): baselines sort by clock, so the newest is listed
+    /// last, and two baselines of one device with different contents never
+    /// share a folder (an import of older logs changes the state but not the
+    /// clock; it always changes the vector).
+    public static func baselinePrefix(store: StoreID, clock: HybridTimestamp, device: DeviceID, vector: UInt64) -> String {
+        "\(baselinesPrefix(store: store))\(hex16(clock.rawValue))-\(device)-\(hex16(vector))/"
     }
 
     /// The name of part `part` (from 1) of a baseline.
-    public static func baselinePart(store: StoreID, clock: HybridTimestamp, device: DeviceID, part: UInt64) -> ContainerName {
-        try! ContainerName("\(baselinePrefix(store: store, clock: clock, device: device))\(String(hex16(part).suffix(8))).chbase")
+    public static func baselinePart(store: StoreID, clock: HybridTimestamp, device: DeviceID, vector: UInt64, part: UInt64) -> ContainerName {
+        try! ContainerName("\(baselinePrefix(store: store, clock: clock, device: device, vector: vector))\(String(hex16(part).suffix(8))).chbase")
+    }
+
+    /// A digest of a sequence vector, for baseline names: XXH64 of each
+    /// device ID and sequence in device order.
+    public static func vectorDigest(_ vector: [DeviceID: UInt64]) -> UInt64 {
+        var w = ByteWriter()
+        for (device, sequence) in vector.sorted(by: { $0.key < $1.key }) where sequence > 0 {
+            w.writeRecordID(device.rawValue)
+            w.writeUInt64(sequence)
+        }
+        return w.withUnsafeBytes { XXH64.hash($0) }
     }
 
     /// A baseline part's name taken apart.
@@ -57,22 +72,28 @@ public enum ContainerLayout {
         public var clock: HybridTimestamp
         /// The device that made it.
         public var device: DeviceID
+        /// The digest of its vector.
+        public var vector: UInt64
         /// The part's number, from 1.
         public var part: UInt64
     }
 
-    /// Parses a name made by ``baselinePart(store:clock:device:part:)``, or
-    /// gives nil.
+    /// Parses a name made by ``baselinePart(store:clock:device:vector:part:)``,
+    /// or gives nil.
     public static func parseBaselinePart(_ name: ContainerName) -> ParsedBaselinePart? {
         let parts = name.rawValue.split(separator: "/")
-        guard parts.count == 4, parts[1] == "baselines", let store = StoreID(string: String(parts[0])),
-              parts[2].count == 16 + 1 + 36, parts[2].dropFirst(16).first == "-",
-              let clock = UInt64(parts[2].prefix(16), radix: 16), let device = DeviceID(string: String(parts[2].dropFirst(17))),
+        guard parts.count == 4, parts[1] == "baselines", let store = StoreID(string: String(parts[0])) else { return nil }
+        let folder = parts[2].utf8
+        guard folder.count == 16 + 1 + 36 + 1 + 16, parts[2].dropFirst(16).first == "-", parts[2].dropFirst(53).first == "-",
+              let clock = UInt64(parts[2].prefix(16), radix: 16),
+              let device = DeviceID(string: String(parts[2].dropFirst(17).prefix(36))),
+              let vector = UInt64(parts[2].suffix(16), radix: 16),
               parts[3].count == 8 + ".chbase".count, parts[3].hasSuffix(".chbase"),
-              let part = UInt64(parts[3].prefix(8), radix: 16), part >= 1,
-              name == baselinePart(store: store, clock: HybridTimestamp(rawValue: clock), device: device, part: part)
+              let part = UInt64(parts[3].prefix(8), radix: 16), part >= 1
         else { return nil }
-        return ParsedBaselinePart(store: store, clock: HybridTimestamp(rawValue: clock), device: device, part: part)
+        let parsed = ParsedBaselinePart(store: store, clock: HybridTimestamp(rawValue: clock), device: device, vector: vector, part: part)
+        guard name == baselinePart(store: store, clock: parsed.clock, device: device, vector: vector, part: part) else { return nil }
+        return parsed
     }
 
     /// A device's registration marker.

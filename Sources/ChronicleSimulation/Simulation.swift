@@ -82,6 +82,7 @@ public final class Simulation {
         self.options = options
         self.verbose = verbose
         random = SeededRandom(seed: seed)
+        baselineRandom = SeededRandom(seed: seed ^ 0xBA5E_11AE)
         crashes = CrashControl(seed: seed ^ 0xC4A5_4C4A_5443_4841, probability: options.crashProbability)
         summary = SimulationSummary(seed: seed, options: options)
         let base = workDirectory ?? URL(fileURLWithPath: FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory())
@@ -96,6 +97,9 @@ public final class Simulation {
     }
 
     func chance(_ p: Double) -> Bool { Double(random.next() % 1_000_000) / 1_000_000 < p }
+    /// Baseline choices: a stream of their own (see ``SimulationOptions/baselineProbability``).
+    var baselineRandom: SeededRandom
+    func baselineChance(_ p: Double) -> Bool { Double(baselineRandom.next() % 1_000_000) / 1_000_000 < p }
     func pick(_ n: Int) -> Int { Int(random.next() % UInt64(max(n, 1))) }
 
     /// Runs the workload, quiesces, checks every invariant.
@@ -112,6 +116,9 @@ public final class Simulation {
         while saves.contains(where: { $0 < options.savesPerDevice }) {
             clock.advance(byMilliseconds: Int64(1 + random.next() % 40))
             try await injectFaults()
+            if baselineChance(options.baselineProbability) {
+                await publishBaseline(devices[Int(baselineRandom.next() % UInt64(devices.count))])
+            }
             let d = devices[pick(devices.count)]
             if chance(0.25) {
                 await sync(d)
@@ -251,6 +258,21 @@ public final class Simulation {
         }
     }
 
+    /// A device writes its state as a baseline, in parts small enough that
+    /// faults (torn or delayed blobs, outages, bit flips, crashes) hit some.
+    func publishBaseline(_ d: Device) async {
+        guard d.online, let store = d.store else { return }
+        do {
+            let published = try await store.publishBaseline(partBytes: 2048)
+            summary.baselinesPublished += 1
+            note("device \(d.index + 1) published a baseline: \(published.parts) parts, \(published.records) records")
+        } catch let error as ChronicleError where error.code == .simulatedCrash {
+            try? await restart(d, "publishing a baseline")
+        } catch {
+            note("device \(d.index + 1) baseline failed: \(error)")
+        }
+    }
+
     // MARK: Faults
 
     func injectFaults() async throws {
@@ -262,6 +284,9 @@ public final class Simulation {
         }
         if chance(options.bitFlipProbability), let name = try await accounts[0].flipRandomBit() {
             note("bit flip in \(name.lastComponent)")
+        }
+        if baselineChance(options.bitFlipProbability), let name = try await accounts[0].flipRandomBit(suffix: ".chbase") {
+            note("bit flip in baseline part \(name)")
         }
         if chance(options.outageProbability) {
             let ms = 50 + random.next() % 500
@@ -378,6 +403,21 @@ public final class Simulation {
                 violation("accounts: \(ack.entity) \(ack.id) saved under account B appears in account A")
             }
         }
+        // 7. A new device starts from the newest intact baseline (if any)
+        // plus the logs after it, and agrees.
+        summary.invariantsChecked.append("a new device from a baseline agrees")
+        let joiner = try await Store.open(Store.Configuration(
+            schema: Self.schema, deviceID: DeviceID(index: 998), directory: root.appendingPathComponent("joiner"),
+            container: accounts[0].everything, clock: clock, seed: 2, logger: logger, durability: .normal,
+            knownStore: stores[0].storeID))
+        let joined = try await joiner.importLogs()
+        summary.newDeviceStartedFromBaseline = joined.baseline != nil
+        let joinerHash = try await joiner.stateHash()
+        try await joiner.close()
+        if joinerHash != hashes[0] {
+            violation("baseline: a new device reaches \(joinerHash) (baseline: \(joined.baseline.map { "\($0.parts) parts by \($0.device)" } ?? "none")), devices \(hashes[0])")
+        }
+
         // 6. Bounded memory.
         summary.invariantsChecked.append("bounded memory")
         let rss = Self.residentBytes()

@@ -21,6 +21,11 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
     /// Chance per step that a device switches to another account for a while.
     public var accountSwitchProbability = 0.005
 
+    /// Chance per step that a device publishes a baseline (in small parts,
+    /// so that faults hit some of them). Drawn from a random stream of its
+    /// own, so the other choices of a seed stay what they were.
+    public var baselineProbability = 0.03
+
     /// Whether devices check their own uploads and put back what is missing or
     /// damaged. Turning it off makes lost uploads unrecoverable: the checkers
     /// must then report violations (a control for the checkers themselves).
@@ -58,6 +63,10 @@ public struct SimulationSummary: Sendable, Hashable, Codable {
     public var logs = 0
     /// Faults injected.
     public var faults = FaultCounts()
+    /// Baselines published, and whether the new device of the final check
+    /// started from one.
+    public var baselinesPublished = 0
+    public var newDeviceStartedFromBaseline = false
     /// Virtual milliseconds the workload took, and quiescence after it.
     public var virtualMilliseconds: UInt64 = 0
     public var convergenceMilliseconds: UInt64 = 0

@@ -139,15 +139,17 @@ public struct Replayer: Sendable {
     @discardableResult
     public func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
         let export = try snapshot.baselineExport(partBytes: partBytes)
+        let digest = ContainerLayout.vectorDigest(export.vector)
         var parts = 0
         var records = 0
         while let part = try export.nextPart() {
-            let name = ContainerLayout.baselinePart(store: snapshot.storeID, clock: part.clock, device: part.device, part: part.number)
+            let name = ContainerLayout.baselinePart(store: snapshot.storeID, clock: part.clock, device: part.device,
+                                                    vector: digest, part: part.number)
             try await container.put(name, part.bytes)
             parts += 1
             records += part.records
         }
-        let prefix = ContainerLayout.baselinePrefix(store: snapshot.storeID, clock: export.clock, device: snapshot.deviceID)
+        let prefix = ContainerLayout.baselinePrefix(store: snapshot.storeID, clock: export.clock, device: snapshot.deviceID, vector: digest)
         logger.info("published baseline", metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(parts)", "chronicle.records": "\(records)"])
         return (prefix, parts, records)
     }
@@ -160,7 +162,7 @@ public struct Replayer: Sendable {
         var byFolder: [String: [(UInt64, ContainerName)]] = [:]
         for blob in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: snapshot.storeID)) {
             guard let parsed = ContainerLayout.parseBaselinePart(blob.name) else { continue }
-            byFolder[ContainerLayout.baselinePrefix(store: parsed.store, clock: parsed.clock, device: parsed.device), default: []]
+            byFolder[ContainerLayout.baselinePrefix(store: parsed.store, clock: parsed.clock, device: parsed.device, vector: parsed.vector), default: []]
                 .append((parsed.part, blob.name))
         }
         return byFolder.sorted { $0.key > $1.key }.compactMap { _, parts in

@@ -235,13 +235,19 @@ import Testing
         let store = StoreID(RecordID(high: 0x0192_0000_0000_7000, low: 0x8000_0000_0000_0001))
         let device = DeviceID(index: 3)
         let clock = HybridTimestamp(milliseconds: 1_700_000_000_000, counter: 2)
-        let name = ContainerLayout.baselinePart(store: store, clock: clock, device: device, part: 12)
+        let vector = ContainerLayout.vectorDigest([device: 4, DeviceID(index: 1): 9])
+        #expect(vector == ContainerLayout.vectorDigest([DeviceID(index: 1): 9, device: 4, DeviceID(index: 2): 0]))
+        #expect(vector != ContainerLayout.vectorDigest([device: 5, DeviceID(index: 1): 9]))
+        let name = ContainerLayout.baselinePart(store: store, clock: clock, device: device, vector: vector, part: 12)
         let parsed = try #require(ContainerLayout.parseBaselinePart(name))
-        #expect(parsed.store == store && parsed.clock == clock && parsed.device == device && parsed.part == 12)
+        #expect(parsed.store == store && parsed.clock == clock && parsed.device == device && parsed.vector == vector && parsed.part == 12)
+        let zeros = String(repeating: "0", count: 16)
         for hostile in ["\(store)/baselines/x/00000001.chbase",
-                        "\(store)/baselines/\(String(repeating: "0", count: 16))-\(device)/00000000.chbase",
-                        "\(store)/baselines/\(String(repeating: "0", count: 16))-\(device)/0000001.chbase",
-                        "\(store)/logs/\(String(repeating: "0", count: 16))-\(device)/00000001.chbase"] {
+                        "\(store)/baselines/\(zeros)-\(device)-\(zeros)/00000000.chbase",
+                        "\(store)/baselines/\(zeros)-\(device)-\(zeros)/0000001.chbase",
+                        "\(store)/baselines/\(zeros)-\(device)/00000001.chbase",
+                        "\(store)/baselines/\(zeros)-\(device)-\(zeros)-\(zeros)/00000001.chbase",
+                        "\(store)/logs/\(zeros)-\(device)-\(zeros)/00000001.chbase"] {
             #expect(ContainerLayout.parseBaselinePart(try ContainerName(hostile)) == nil, "\(hostile)")
         }
     }
