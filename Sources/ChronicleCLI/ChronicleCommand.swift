@@ -12,7 +12,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             Every command takes --help; most take --json for machine-readable output.
             Exit status: 0 on success, 1 when the command found a problem, 2 on bad usage.
             """,
-        subcommands: [Save.self, Sync.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
+        subcommands: [Save.self, Sync.self, PublishBaseline.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
     )
 }
 

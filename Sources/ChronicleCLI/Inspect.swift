@@ -18,20 +18,23 @@ struct Inspect: AsyncParsableCommand {
             if let marker = try await c.readMarker(ContainerLayout.activeStore) {
                 active = (try? JSONDecoder().decode(JSONValue.self, from: Data(marker.bytes))) ?? .string("<unreadable>")
             }
-            var stores: [String: (logs: [String: (count: Int, bytes: Int, last: UInt64)], baselines: Int)] = [:]
+            var stores: [String: (logs: [String: (count: Int, bytes: Int, last: UInt64)], baselines: [String: (parts: Int, bytes: Int)])] = [:]
             for blob in try await c.listAll(prefix: "") {
                 let parts = blob.name.rawValue.split(separator: "/")
                 let store = String(parts[0])
                 if let log = ContainerLayout.parseLog(blob.name) {
-                    var entry = stores[store, default: ([:], 0)]
+                    var entry = stores[store, default: ([:], [:])]
                     let d = log.device.description
                     let current = entry.logs[d, default: (0, 0, 0)]
                     entry.logs[d] = (current.count + 1, current.bytes + blob.size, max(current.last, log.last))
                     stores[store] = entry
-                } else if parts.count > 1 && parts[1] == "baselines" {
-                    stores[store, default: ([:], 0)].baselines += 1
+                } else if let part = ContainerLayout.parseBaselinePart(blob.name) {
+                    let folder = String(ContainerLayout.baselinePrefix(store: part.store, clock: part.clock, device: part.device, vector: part.vector)
+                        .split(separator: "/").last!)
+                    let current = stores[store, default: ([:], [:])].baselines[folder, default: (0, 0)]
+                    stores[store, default: ([:], [:])].baselines[folder] = (current.parts + 1, current.bytes + blob.size)
                 } else {
-                    stores[store, default: ([:], 0)] = stores[store] ?? ([:], 0)
+                    stores[store, default: ([:], [:])] = stores[store] ?? ([:], [:])
                 }
             }
             let markers = try await c.listMarkers(prefix: "")
@@ -40,7 +43,7 @@ struct Inspect: AsyncParsableCommand {
                 "activeStore": active,
                 "stores": .object(stores.mapValues { s in
                     .object([
-                        "baselines": .int(Int64(s.baselines)),
+                        "baselines": .object(s.baselines.mapValues { .object(["parts": .int(Int64($0.parts)), "bytes": .int(Int64($0.bytes))]) }),
                         "devices": .object(s.logs.mapValues { .object(["logs": .int(Int64($0.count)), "bytes": .int(Int64($0.bytes)), "lastSequence": .int(Int64($0.last))]) }),
                     ])
                 }),
@@ -49,7 +52,10 @@ struct Inspect: AsyncParsableCommand {
             ])
             var text = "container \(container)\nactive store: \(JSONText.line(active))\n"
             for (store, s) in stores.sorted(by: { $0.key < $1.key }) {
-                text += "store \(store): \(s.baselines) baseline(s)\n"
+                text += "store \(store): \(s.baselines.count) baseline(s)\n"
+                for (folder, b) in s.baselines.sorted(by: { $0.key < $1.key }) {
+                    text += "  baseline \(folder): \(b.parts) part(s), \(b.bytes) bytes\n"
+                }
                 for (device, l) in s.logs.sorted(by: { $0.key < $1.key }) {
                     text += "  device \(device): \(l.count) log(s), \(l.bytes) bytes, through sequence \(l.last)\n"
                 }

@@ -17,47 +17,9 @@ import Testing
                                     Attribute("price", .decimal, optional: true)]),
     ])
 
-    final class Devices {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-baseline-\(UUID().uuidString)")
-        let container: DirectoryContainer
-        let clock = ManualClock()
-        var stores: [Store] = []
-
-        init(_ count: Int) async throws {
-            container = try DirectoryContainer(root: root.appendingPathComponent("container"))
-            for _ in 0..<count { try await add() }
-        }
-
-        deinit { try? FileManager.default.removeItem(at: root) }
-
-        @discardableResult
-        func add() async throws -> Store {
-            let i = stores.count + 1
-            let store = try await Store.open(Store.Configuration(
-                schema: BaselineTests.schema, deviceID: DeviceID(index: UInt64(i)), directory: root.appendingPathComponent("d\(i)"),
-                container: container, clock: clock, seed: UInt64(i), logger: Logger(label: "test"), durability: .normal))
-            stores.append(store)
-            return store
-        }
-
-        func syncAll() async throws {
-            for _ in 0..<2 { for s in stores { try await s.sync() } }
-        }
-
-        func hashes() async throws -> Set<String> {
-            var result: Set<String> = []
-            for s in stores { result.insert(try await s.stateHash()) }
-            return result
-        }
-
-        func blobs(under prefix: String) async throws -> [ContainerName] {
-            try await container.listAll(prefix: prefix).map(\.name)
-        }
-    }
-
     /// Random saves on every device: notes inserted, updated, deleted;
     /// authors with clashing natural keys; books that cascade.
-    static func randomSaves(_ d: Devices, _ rng: inout SeededRandom, rounds: Int) async throws {
+    static func randomSaves(_ d: TestDevices, _ rng: inout SeededRandom, rounds: Int) async throws {
         for _ in 0..<rounds {
             for store in d.stores {
                 d.clock.advance(byMilliseconds: Int64(rng.next() % 3))
@@ -94,7 +56,7 @@ import Testing
 
     @Test(arguments: [UInt64(1), 2, 3])
     func aNewDeviceStartsFromABaselineAndConverges(seed: UInt64) async throws {
-        let d = try await Devices(3)
+        let d = try await TestDevices(3, schema: Self.schema)
         var rng = SeededRandom(seed: seed)
         try await Self.randomSaves(d, &rng, rounds: 30)
         try await d.syncAll()
@@ -126,7 +88,7 @@ import Testing
     /// record comes back with all its fields, on the newcomer too. A baseline
     /// of visible rows only would lose its other fields.
     @Test func aBaselineKeepsDeletedRecordsStates() async throws {
-        let d = try await Devices(3)
+        let d = try await TestDevices(3, schema: Self.schema)
         let id = try await d.stores[0].write { tx in tx.insert("Note", ["title": "kept", "counter": 7]) }
         try await d.syncAll()
         try await d.stores[1].write { tx in tx.delete("Note", id: id) }
@@ -146,7 +108,7 @@ import Testing
     }
 
     @Test func anIncompleteOrDamagedBaselineIsSkippedAndLogsAreReplayed() async throws {
-        let d = try await Devices(2)
+        let d = try await TestDevices(2, schema: Self.schema)
         var rng = SeededRandom(seed: 9)
         try await Self.randomSaves(d, &rng, rounds: 20)
         try await d.syncAll()
@@ -185,7 +147,7 @@ import Testing
     /// Applying a baseline to a snapshot that has everything in it already
     /// changes nothing (states are joined, not overwritten).
     @Test func applyingABaselineTwiceChangesNothing() async throws {
-        let d = try await Devices(2)
+        let d = try await TestDevices(2, schema: Self.schema)
         var rng = SeededRandom(seed: 4)
         try await Self.randomSaves(d, &rng, rounds: 20)
         try await d.syncAll()
@@ -207,7 +169,7 @@ import Testing
     }
 
     @Test func partsOutOfOrderOrFromAnotherBaselineAreRefused() async throws {
-        let d = try await Devices(2)
+        let d = try await TestDevices(2, schema: Self.schema)
         var rng = SeededRandom(seed: 5)
         try await Self.randomSaves(d, &rng, rounds: 20)
         try await d.syncAll()
@@ -250,5 +212,43 @@ import Testing
                         "\(store)/logs/\(zeros)-\(device)-\(zeros)/00000001.chbase"] {
             #expect(ContainerLayout.parseBaselinePart(try ContainerName(hostile)) == nil, "\(hostile)")
         }
+    }
+
+    /// The CLI: `save` on one device, `baseline`, then `sync` on a new device
+    /// starts from it; `inspect` lists it with its parts.
+    @Test(.enabled(if: CrashSafetyTests.binary != nil, "needs the chronicle binary: swift build --build-tests"))
+    func theCLIPublishesAndStartsFromABaseline() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-cli-baseline-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let schemaFile = root.appendingPathComponent("schema.json")
+        try Data(try JSONEncoder().encode(Self.schema.jsonValue)).write(to: schemaFile)
+        let changes = root.appendingPathComponent("changes.jsonl")
+        try Data((1...40).map { "{\"op\": \"insert\", \"entity\": \"Note\", \"values\": {\"title\": \"n\($0)\"}}" }.joined(separator: "\n").utf8).write(to: changes)
+        func chronicle(_ arguments: [String]) throws -> (status: Int32, json: [String: Any]) {
+            let outcome = try CLIErrorTests.run(arguments)
+            return (outcome.status, (try? JSONSerialization.jsonObject(with: outcome.stdout)) as? [String: Any] ?? [:])
+        }
+        let container = root.appendingPathComponent("container").path
+        func device(_ name: String) -> [String] {
+            ["--device-dir", root.appendingPathComponent(name).path, "--container", container, "--schema", schemaFile.path, "--json"]
+        }
+        #expect(try chronicle(["save", "--input", changes.path] + device("a")).status == 0)
+        let published = try chronicle(["baseline", "--part-kib", "1"] + device("a"))
+        #expect(published.status == 0)
+        let parts = try #require(published.json["parts"] as? Int)
+        #expect(parts > 1)
+        #expect(published.json["records"] as? Int == 40)
+        let synced = try chronicle(["sync"] + device("b"))
+        #expect(synced.status == 0)
+        let started = try #require(synced.json["startedFromBaseline"] as? [String: Any])
+        #expect(started["parts"] as? Int == parts)
+        #expect(synced.json["importedLogs"] as? Int == 0)
+        let a = try chronicle(["state-hash", "--device-dir", root.appendingPathComponent("a").path, "--json"])
+        #expect(a.json["stateHash"] as? String == synced.json["stateHash"] as? String)
+        let inspected = try chronicle(["inspect", "--container", container, "--json"])
+        let stores = try #require(inspected.json["stores"] as? [String: Any])
+        let baselines = (stores.values.first as? [String: Any])?["baselines"] as? [String: Any]
+        #expect((baselines?.values.first as? [String: Any])?["parts"] as? Int == parts)
     }
 }

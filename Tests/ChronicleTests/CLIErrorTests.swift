@@ -4,16 +4,25 @@ import Testing
 /// Bad operator input to the CLI is a typed message and exit code 1: never a
 /// trap, never a side effect.
 @Suite struct CLIErrorTests {
-    static func run(_ arguments: [String]) throws -> (status: Int32, stderr: String) {
+    /// Runs the `chronicle` binary; returns its exit status and what it printed.
+    static func run(_ arguments: [String]) throws -> (status: Int32, stdout: Data, stderr: String) {
         let process = Process()
         process.executableURL = CrashSafetyTests.binary!
         process.arguments = arguments
-        let stderr = Pipe()
-        process.standardError = stderr
-        process.standardOutput = FileHandle.nullDevice
+        // Standard error goes to a file, so neither stream can fill a pipe
+        // and block the process while the other is read.
+        let errors = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-stderr-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: errors) }
+        let errorHandle = try FileHandle(forWritingTo: errors)
+        let stdout = Pipe()
+        process.standardOutput = stdout
+        process.standardError = errorHandle
         try process.run()
+        let out = stdout.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+        try errorHandle.close()
+        return (process.terminationStatus, out, try String(contentsOf: errors, encoding: .utf8))
     }
 
     /// Regression: `dump` and `demo` reported errors through an

@@ -17,40 +17,8 @@ import Testing
                relationships: [.toOne("book", to: "Book", deleteRule: .nullify)]),
     ])
 
-    struct Devices {
-        let root: URL
-        let container: DirectoryContainer
-        let clock = ManualClock()
-        var stores: [Store] = []
-
-        init(_ count: Int) async throws {
-            root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-merge-\(UUID().uuidString)")
-            container = try DirectoryContainer(root: root.appendingPathComponent("container"))
-            for i in 1...count {
-                stores.append(try await Store.open(Store.Configuration(
-                    schema: MergeTests.schema, deviceID: DeviceID(index: UInt64(i)),
-                    directory: root.appendingPathComponent("d\(i)"), container: container, clock: clock,
-                    seed: UInt64(i), logger: Logger(label: "test"), durability: .normal)))
-            }
-        }
-
-        func syncAll() async throws {
-            for _ in 0..<2 { for s in stores { try await s.sync() } }
-        }
-
-        func hashes() async throws -> Set<String> {
-            var result: Set<String> = []
-            for s in stores { result.insert(try await s.stateHash()) }
-            return result
-        }
-
-        func count(_ sql: String, on i: Int) async throws -> Int {
-            try await stores[i].read { db in try Int.fetchOne(db, sql: sql) ?? 0 }
-        }
-    }
-
     @Test func sameNaturalKeyOnTwoDevicesIsDeduplicatedTheSameEverywhere() async throws {
-        let d = try await Devices(3)
+        let d = try await TestDevices(3, schema: Self.schema)
         let a = try await d.stores[0].write { tx in tx.insert("Author", ["name": "Le Guin", "bio": "A"]) }
         let b = try await d.stores[1].write { tx in tx.insert("Author", ["name": "Le Guin"]) }
         // A book on the losing duplicate must follow its author to the survivor.
@@ -69,7 +37,7 @@ import Testing
     /// whose ID is smaller than the visible one briefly made both visible and
     /// the unique index rejected the import.
     @Test func importingASmallerDuplicateReplacesTheVisibleOne() async throws {
-        let d = try await Devices(2)
+        let d = try await TestDevices(2, schema: Self.schema)
         let small = RecordID(high: 0x0100_0000_0000_7000, low: 0x8000_0000_0000_0001)
         let large = RecordID(high: 0x0200_0000_0000_7000, low: 0x8000_0000_0000_0001)
         try await d.stores[0].write { tx in tx.insert("Author", ["name": "Tiptree"], id: small) }
@@ -88,7 +56,7 @@ import Testing
     }
 
     @Test func localDuplicateKeyIsATypedErrorAndWritesNothing() async throws {
-        let d = try await Devices(1)
+        let d = try await TestDevices(1, schema: Self.schema)
         try await d.stores[0].write { tx in tx.insert("Author", ["name": "Butler"]) }
         await #expect {
             try await d.stores[0].write { tx in
@@ -101,7 +69,7 @@ import Testing
     }
 
     @Test func deleteAgainstConcurrentUpdateIsDecidedByVersion() async throws {
-        let d = try await Devices(2)
+        let d = try await TestDevices(2, schema: Self.schema)
         let id = try await d.stores[0].write { tx in tx.insert("Author", ["name": "Delany"]) }
         try await d.syncAll()
         // Device 2 edits later than device 1 deletes: the edit wins, everywhere.
@@ -119,7 +87,7 @@ import Testing
     }
 
     @Test func deleteRulesApplyTheSameOnEveryDevice() async throws {
-        let d = try await Devices(2)
+        let d = try await TestDevices(2, schema: Self.schema)
         let author = try await d.stores[0].write { tx in tx.insert("Author", ["name": "Jemisin"]) }
         let book = try await d.stores[0].write { tx in tx.insert("Book", ["title": "Fifth Season", "author": .reference(author)]) }
         try await d.stores[0].write { tx in tx.insert("Review", ["text": "great", "book": .reference(book)]) }
@@ -141,7 +109,7 @@ import Testing
     }
 
     @Test func badInputIsATypedErrorAndWritesNothing() async throws {
-        let d = try await Devices(1)
+        let d = try await TestDevices(1, schema: Self.schema)
         let s = d.stores[0]
         let cases: [(ChronicleError.Code, @Sendable (inout WriteTransaction) -> Void)] = [
             (.unknownEntity, { $0.insert("Nope", [:]) }),
@@ -157,11 +125,11 @@ import Testing
             } throws: { ($0 as? ChronicleError)?.code == code }
         }
         #expect(try s.snapshot.pendingUploadCount() == 0)
-        #expect(try await s.stateHash() == (try await Devices(1).stores[0].stateHash()))
+        #expect(try await s.stateHash() == (try await TestDevices(1, schema: Self.schema).stores[0].stateHash()))
     }
 
     @Test func aCorruptedBlobIsNotAppliedAndOtherDevicesKeepImporting() async throws {
-        let d = try await Devices(3)
+        let d = try await TestDevices(3, schema: Self.schema)
         try await d.stores[0].write { tx in tx.insert("Author", ["name": "one"]) }
         try await d.stores[0].write { tx in tx.insert("Author", ["name": "two"]) }
         try await d.stores[1].write { tx in tx.insert("Author", ["name": "three"]) }
@@ -191,7 +159,7 @@ import Testing
     }
 
     @Test func codableRecordsRoundTripAndUpdatesSendOnlyChangedFields() async throws {
-        let d = try await Devices(2)
+        let d = try await TestDevices(2, schema: Self.schema)
         var book = Book(id: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001), title: "Dawn", author: nil)
         try await d.stores[0].write { tx in try tx.insert(book) }
         #expect(try await d.stores[0].fetch(Book.self, id: book.id)?.title == "Dawn")
@@ -204,7 +172,7 @@ import Testing
     }
 
     @Test func changeEventsReportLocalAndImportedChanges() async throws {
-        let d = try await Devices(2)
+        let d = try await TestDevices(2, schema: Self.schema)
         let events = d.stores[1].changes()
         try await d.stores[0].write { tx in tx.insert("Author", ["name": "Okorafor"]) }
         try await d.stores[1].write { tx in tx.insert("Author", ["name": "Liu"]) }
