@@ -14,13 +14,13 @@ struct Bench: AsyncParsableCommand {
 struct ScenarioBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scenarios",
-        abstract: "Save, replay, bytes, scaling, convergence and memory, against plain SQLite and the targets.",
+        abstract: "Save, replay, cold start, bytes, scaling, convergence and memory, against plain SQLite and the targets.",
         discussion: "Exit status 0 whether targets are met or not; each is reported as met or missed with its ratio.")
 
     @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue).")
     var scale: Double = 1
 
-    @Option(help: "Run only these scenarios: save, replay, bytes, scaling, convergence.")
+    @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), bytes, scaling, convergence.")
     var only: [String] = []
 
     @Option(help: "Write the results into this markdown file, between its scenario markers.")
