@@ -156,6 +156,11 @@ struct MacroBench {
 
     // MARK: (b) Replay, (g) memory
 
+    /// The rows of log `l` that ``fill(_:store:logs:perLog:devices:firstSequence:seed:)`` puts.
+    static func logRows(_ l: Int, perLog: Int, seed: UInt64) -> [Row] {
+        rows(perLog, seed: seed &+ UInt64(l), start: l * perLog)
+    }
+
     /// Puts `logs` logs of `perLog` inserts each, from `devices` devices, into `container`.
     func fill(_ container: any Container, store: StoreID, logs: Int, perLog: Int, devices: Int, firstSequence: UInt64 = 1, seed: UInt64) async throws -> [Row] {
         _ = try? await container.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(store)\"}".utf8))
@@ -164,7 +169,7 @@ struct MacroBench {
         for l in 0..<logs {
             let device = DeviceID(index: UInt64(100 + l % devices))
             let sequence = firstSequence + UInt64(l / devices)
-            let rows = Self.rows(perLog, seed: seed &+ UInt64(l), start: l * perLog)
+            let rows = Self.logRows(l, perLog: perLog, seed: seed)
             let t = Self.transaction(rows, device: device, sequence: sequence, milliseconds: 1_700_000_000_000 + UInt64(l))
             try await container.put(ContainerLayout.log(store: store, device: device, first: sequence, last: sequence), try encoder.encode([t]))
             if l < devices { _ = try? await container.createMarker(ContainerLayout.deviceRegistration(store: store, device: device), []) }
@@ -181,7 +186,8 @@ struct MacroBench {
         let dir = fresh("replay")
         let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
         let storeID = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001))
-        var rows = try await fill(container, store: storeID, logs: logs, perLog: 100, devices: 4, seed: 7)
+        let (perLog, seed): (Int, UInt64) = (100, 7)
+        var rows = try await fill(container, store: storeID, logs: logs, perLog: perLog, devices: 4, seed: seed)
         let clock = ContinuousClock()
         let rowCount = rows.count
         // Two rounds, alternating baseline and replay, each from a quiet
@@ -214,7 +220,7 @@ struct MacroBench {
             }
         }
         let coldStart = try await coldStartFromBaseline(dir, container: container, replayedBy: UInt64(Self.replayRounds),
-                                                        logs: logs, perLog: 100, rowCount: rowCount)
+                                                        logs: logs, perLog: perLog, seed: seed, rowCount: rowCount)
         let rate = Double(rowCount) / seconds
         let rawRate = Double(rowCount) / rawSeconds
         let detail = String(format: "%d records from %d logs: %.0f records/s (%.1f s) vs raw bulk insert %.0f rows/s (%.1f s), best of %d rounds each",
@@ -241,7 +247,7 @@ struct MacroBench {
     /// starts from the baseline (fetch, verify, decode, apply every part,
     /// then look for logs after it: none), best of two rounds each.
     func coldStartFromBaseline(_ dir: URL, container: DirectoryContainer, replayedBy device: UInt64,
-                               logs: Int, perLog: Int, rowCount: Int) async throws -> Target {
+                               logs: Int, perLog: Int, seed: UInt64, rowCount: Int) async throws -> Target {
         let clock = ContinuousClock()
         var start = clock.now
         let source = try await store(dir, container: container, device: device, durability: .normal)
@@ -255,7 +261,7 @@ struct MacroBench {
         for round in 1...2 {
             var rows: [Row] = []
             rows.reserveCapacity(rowCount)
-            for l in 0..<logs { rows += Self.rows(perLog, seed: 7 &+ UInt64(l), start: l * perLog) }
+            for l in 0..<logs { rows += Self.logRows(l, perLog: perLog, seed: seed) }
             rawSeconds = min(rawSeconds, try Self.rawBulkLoad(rows, path: dir.appendingPathComponent("raw-cold-\(round).sqlite").path))
             rows = []
             sync()

@@ -147,8 +147,5 @@ public enum ContainerLayout {
         return ParsedLogName(store: store, device: device, first: first, last: last)
     }
 
-    static func hex16(_ v: UInt64) -> String {
-        let s = String(v, radix: 16)
-        return String(repeating: "0", count: 16 - s.count) + s
-    }
+    static func hex16(_ v: UInt64) -> String { v.paddedHex }
 }

@@ -9,7 +9,7 @@ extension Snapshot {
     /// Swift values, a few times their encoded size) stay modest in memory.
     public static let baselinePartBytes = 4 << 20
 
-    /// One encoded part of a baseline, as ``exportBaseline(partBytes:_:)``
+    /// One encoded part of a baseline, as ``BaselineExport/nextPart()``
     /// hands it out.
     public struct BaselinePart: Sendable {
         /// The snapshot's clock when the baseline was made; with ``device``
@@ -27,10 +27,9 @@ extension Snapshot {
         public var bytes: [UInt8]
     }
 
-    /// What a baseline covers, once exported or applied.
+    /// What an applied baseline covered.
     public struct BaselineSummary: Sendable, Hashable {
-        /// The snapshot's clock when it was made (export) or the newest
-        /// version in it (apply).
+        /// The newest version in it.
         public var clock: HybridTimestamp
         /// The device that made it.
         public var device: DeviceID
@@ -196,7 +195,8 @@ extension Snapshot {
     /// Applies the parts of one baseline; see ``Snapshot/baselineApplication()``.
     public struct BaselineApplication: Sendable {
         let snapshot: Snapshot
-        private var first: LogHeader?
+        /// Part 1's device; every later part must share it and the vector.
+        private var device: DeviceID?
         private var vector: [DeviceID: UInt64] = [:]
         private var maxClock = HybridTimestamp.zero
         private var records = 0
@@ -211,8 +211,9 @@ extension Snapshot {
         ///
         /// - Throws: ``ChronicleError/Code/misuse`` if the baseline is
         ///   complete already or `log` is not a baseline;
-        ///   ``ChronicleError/Code/storeMismatch`` for another store or
-        ///   schema; ``ChronicleError/Code/malformedBody`` for a part out of
+        ///   ``ChronicleError/Code/storeMismatch`` for another store;
+        ///   ``ChronicleError/Code/schemaMismatch`` for another schema;
+        ///   ``ChronicleError/Code/malformedBody`` for a part out of
         ///   order or one whose device or vector differs from part 1's;
         ///   ``ChronicleError/Code/applyFailed`` if it cannot be applied.
         ///   Nothing of a part that throws is applied.
@@ -225,22 +226,23 @@ extension Snapshot {
                 throw ChronicleError(.storeMismatch, "baseline part of store \(header.storeID); this snapshot is of \(snapshot.storeID)")
             }
             guard header.schemaHash == snapshot.schema.hash else {
-                throw ChronicleError(.schemaMismatch, "baseline part written for schema \(hex16(header.schemaHash)); this snapshot uses \(snapshot.schema.hashString)")
+                throw ChronicleError(.schemaMismatch, "baseline part written for schema \(header.schemaHash.paddedHex); this snapshot uses \(snapshot.schema.hashString)")
             }
             guard header.baselinePart == nextPart else {
                 throw ChronicleError(.malformedBody, "expected baseline part \(nextPart), got part \(header.baselinePart)")
             }
-            if let first {
-                guard header.deviceID == first.deviceID, part.vector == vector else {
+            if let device {
+                guard header.deviceID == device, part.vector == vector else {
                     throw ChronicleError(.malformedBody, "baseline part \(header.baselinePart) does not belong with part 1: its device or vector differs")
                 }
             } else {
-                first = header
+                device = header.deviceID
                 vector = part.vector
             }
             let final = header.isFinalBaselinePart
-            let events = try snapshot.applyBaselinePart(part, final: final, maxClock: max(maxClock, header.maxClock))
-            maxClock = max(maxClock, header.maxClock)
+            let clock = max(maxClock, header.maxClock)
+            let events = try snapshot.applyBaselinePart(part, final: final, maxClock: clock)
+            maxClock = clock
             records += part.records.count
             nextPart += 1
             if final {
@@ -337,9 +339,4 @@ struct BaselineWriter {
         bytes = 0
         return part
     }
-}
-
-private func hex16(_ v: UInt64) -> String {
-    let s = String(v, radix: 16)
-    return String(repeating: "0", count: 16 - s.count) + s
 }

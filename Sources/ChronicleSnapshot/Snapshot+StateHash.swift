@@ -28,8 +28,7 @@ extension Snapshot {
                 hash = w.withUnsafeBytes { XXH64.hash($0, seed: hash) }
             }
         }
-        let s = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - s.count) + s
+        return hash.paddedHex
     }
 
     /// The number of visible records per entity.

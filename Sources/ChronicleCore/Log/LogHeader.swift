@@ -213,9 +213,15 @@ func hex(_ bytes: UnsafeRawBufferPointer, _ n: Int) -> String {
     bytes.prefix(n).map { String(format2: $0) }.joined()
 }
 
-func hex64(_ v: UInt64) -> String {
-    let s = String(v, radix: 16)
-    return String(repeating: "0", count: 16 - s.count) + s
+func hex64(_ v: UInt64) -> String { v.paddedHex }
+
+extension UInt64 {
+    /// The value as 16 lowercase hex digits, zero-padded: how hashes,
+    /// clocks and sequences are spelled in names and messages.
+    public var paddedHex: String {
+        let s = String(self, radix: 16)
+        return String(repeating: "0", count: 16 - s.count) + s
+    }
 }
 
 extension String {

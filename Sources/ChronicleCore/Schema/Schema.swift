@@ -54,10 +54,7 @@ public struct Schema: Hashable, Sendable {
     public func entityIndex(named name: String) -> Int? { indexByName[name] }
 
     /// The hash as 16 lowercase hex digits.
-    public var hashString: String {
-        let s = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - s.count) + s
-    }
+    public var hashString: String { hash.paddedHex }
 
     public static func == (lhs: Schema, rhs: Schema) -> Bool {
         lhs.hash == rhs.hash && lhs.version == rhs.version && lhs.entities == rhs.entities
