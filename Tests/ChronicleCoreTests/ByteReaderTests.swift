@@ -25,6 +25,12 @@ import Testing
                 }
                 #expect(read == value, "value \(value), \(trailing) bytes after")
                 #expect(offset == length)
+                let skipped = try w.bytes.withUnsafeBytes { raw in
+                    var r = ByteReader(raw, context: "test")
+                    try r.skipVarint()
+                    return r.offset
+                }
+                #expect(skipped == length, "skipping value \(value), \(trailing) bytes after")
             }
         }
     }
@@ -46,6 +52,20 @@ import Testing
         expectError(.shortRead) { _ = try read([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80]) }
         expectError(.shortRead) { _ = try read([0x80]) }
         expectError(.shortRead) { _ = try read([]) }
+        // Skipping refuses exactly what reading refuses.
+        func skip(_ bytes: [UInt8]) throws -> Int {
+            try bytes.withUnsafeBytes { raw in
+                var r = ByteReader(raw, context: "test")
+                try r.skipVarint()
+                return r.offset
+            }
+        }
+        #expect(try skip([0x85, 0x80, 0x80, 0x00, 0xFF, 0xFF, 0xFF, 0xFF]) == 4)
+        #expect(try skip([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01]) == 10)
+        expectError(.shortRead) { _ = try skip([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02]) }
+        expectError(.shortRead) { _ = try skip([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]) }
+        expectError(.shortRead) { _ = try skip([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80]) }
+        expectError(.shortRead) { _ = try skip([]) }
     }
 
     /// A non-ASCII character, valid or not, at every position of strings of

@@ -2,47 +2,65 @@
 /// bounds-checked: running past the end throws ``ChronicleError/Code/shortRead``
 /// (or ``ChronicleError/Code/malformedBody`` inside a body); it never traps.
 ///
-/// The reader does not own its bytes; use it inside `withUnsafeBytes`.
+/// The reader does not own its bytes; use it inside `withUnsafeBytes`. It is
+/// three pointers and two constants, with no reference-counted member, so a
+/// walker that copies it into a local variable keeps it in registers.
 public struct ByteReader {
-    private let base: UnsafeRawPointer?
-    /// The total number of bytes.
-    public let count: Int
-    /// The read position.
-    public private(set) var offset: Int
+    /// The first byte (a private placeholder for an empty buffer, never read).
+    private let base: UnsafeRawPointer
+    /// The read position, from `base` to `end`. The body walker reads by
+    /// pointer on its hot path and sets this before calling a checked read.
+    var position: UnsafeRawPointer
+    /// One past the last byte.
+    let end: UnsafeRawPointer
     private let errorCode: ChronicleError.Code
-    private let context: String
+    private let context: StaticString
 
     /// Creates a reader over `buffer`. Errors are reported with `errorCode`
     /// and mention `context` (for example "header" or "body").
-    public init(_ buffer: UnsafeRawBufferPointer, errorCode: ChronicleError.Code = .shortRead, context: String) {
-        self.base = buffer.baseAddress
-        self.count = buffer.count
-        self.offset = 0
+    public init(_ buffer: UnsafeRawBufferPointer, errorCode: ChronicleError.Code = .shortRead, context: StaticString) {
+        let base = buffer.baseAddress ?? UnsafeRawPointer(emptyBufferPlaceholder)
+        self.base = base
+        self.position = base
+        self.end = base + buffer.count
         self.errorCode = errorCode
         self.context = context
     }
 
+    /// The total number of bytes.
+    public var count: Int { end - base }
+
+    /// The read position.
+    public var offset: Int { position - base }
+
     /// The number of bytes not yet read.
-    public var remaining: Int { count - offset }
+    public var remaining: Int { end - position }
 
     /// Whether every byte has been read.
-    public var isAtEnd: Bool { offset == count }
+    public var isAtEnd: Bool { position == end }
 
     /// Throws unless `n` more bytes are available.
     @inline(__always)
     public func require(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
-        if n < 0 || n > count - offset {
-            throw ChronicleError(
-                errorCode,
-                "\(context): needed \(n) bytes for \(what()) at offset \(offset), only \(count - offset) left")
+        // One unsigned compare also refuses a negative `n`.
+        if UInt(bitPattern: n) > UInt(bitPattern: end - position) {
+            throw Self.failure(errorCode, context, "needed \(n) bytes for \(what()) at offset \(offset), only \(remaining) left")
         }
+    }
+
+    /// Builds an error. Static and out of line, and given only scalars and
+    /// the message: a method would take `self` by address, and the optimizer
+    /// then copies the reader to the stack on the hot path, error or not.
+    @inline(never)
+    private static func failure(_ code: ChronicleError.Code, _ context: StaticString, _ message: String) -> ChronicleError {
+        ChronicleError(code, "\(context): \(message)")
     }
 
     @inline(__always)
     public mutating func readUInt8(_ what: @autoclosure () -> String = "a byte") throws(ChronicleError) -> UInt8 {
         try require(1, what())
-        let v = base!.load(fromByteOffset: offset, as: UInt8.self)
-        offset += 1
+        let v = position.load(as: UInt8.self)
+        position += 1
         return v
     }
 
@@ -64,8 +82,8 @@ public struct ByteReader {
     @inline(__always)
     private mutating func readFixed<T: FixedWidthInteger>(_: T.Type, _ what: String) throws(ChronicleError) -> T {
         try require(MemoryLayout<T>.size, what)
-        let v = base!.loadUnaligned(fromByteOffset: offset, as: T.self)
-        offset += MemoryLayout<T>.size
+        let v = position.loadUnaligned(as: T.self)
+        position += MemoryLayout<T>.size
         return T(bigEndian: v)
     }
 
@@ -73,17 +91,17 @@ public struct ByteReader {
     @inline(__always)
     public mutating func readVarint(_ what: @autoclosure () -> String = "a varint") throws(ChronicleError) -> UInt64 {
         // Most varints in a body (lengths, counts, small numbers) are one byte.
-        if offset < count {
-            let byte = base!.load(fromByteOffset: offset, as: UInt8.self)
+        if position < end {
+            let byte = position.load(as: UInt8.self)
             if byte < 0x80 {
-                offset += 1
+                position += 1
                 return UInt64(byte)
             }
         }
         // Up to 8 bytes (56 bits) at once: find the stop byte (high bit
         // clear) in one word, then pack the 7-bit groups in three steps.
-        if count - offset >= 8 {
-            let word = UInt64(littleEndian: base!.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+        if end - position >= 8 {
+            let word = UInt64(littleEndian: position.loadUnaligned(as: UInt64.self))
             let stops = ~word & 0x8080_8080_8080_8080
             if stops != 0 {
                 let length = (stops.trailingZeroBitCount + 1) >> 3
@@ -91,7 +109,7 @@ public struct ByteReader {
                 x = (x & 0x7F00_7F00_7F00_7F00) >> 1 | (x & 0x007F_007F_007F_007F)
                 x = (x & 0x3FFF_0000_3FFF_0000) >> 2 | (x & 0x0000_3FFF_0000_3FFF)
                 x = (x & 0x0FFF_FFFF_0000_0000) >> 4 | (x & 0x0000_0000_0FFF_FFFF)
-                offset += length
+                position += length
                 return x
             }
         }
@@ -104,13 +122,13 @@ public struct ByteReader {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
-            guard offset < count else {
-                throw ChronicleError(errorCode, "\(context): varint for \(what()) runs past the end at offset \(offset)")
+            guard position < end else {
+                throw Self.failure(errorCode, context, "varint for \(what()) runs past the end at offset \(offset)")
             }
-            let byte = base!.load(fromByteOffset: offset, as: UInt8.self)
-            offset += 1
+            let byte = position.load(as: UInt8.self)
+            position += 1
             if shift == 63 && byte > 1 {
-                throw ChronicleError(errorCode, "\(context): varint for \(what()) overflows 64 bits at offset \(offset - 1)")
+                throw Self.failure(errorCode, context, "varint for \(what()) overflows 64 bits at offset \(offset - 1)")
             }
             result |= UInt64(byte & 0x7F) << shift
             if byte < 0x80 { return result }
@@ -118,12 +136,35 @@ public struct ByteReader {
         }
     }
 
+    /// Skips a varint without decoding it: the checks of ``readVarint(_:)``
+    /// (which it falls back to near the end of the buffer or for 9 and 10
+    /// byte varints), with the length of one up to eight bytes found in one
+    /// word and no branch on it.
+    @inline(__always)
+    public mutating func skipVarint(_ what: @autoclosure () -> String = "a varint") throws(ChronicleError) {
+        if end - position >= 8 {
+            let stops = ~UInt64(littleEndian: position.loadUnaligned(as: UInt64.self)) & 0x8080_8080_8080_8080
+            if stops != 0 {
+                position += (stops.trailingZeroBitCount + 1) >> 3
+                return
+            }
+        }
+        _ = try readLongVarint(what())
+    }
+
+    /// Skips `n` bytes, or throws if fewer are left.
+    @inline(__always)
+    public mutating func skip(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
+        try require(n, what())
+        position += n
+    }
+
     /// Reads a varint that must fit `limit` (inclusive) and returns it as `Int`.
     @inline(__always)
     public mutating func readLength(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> Int {
         let v = try readVarint(what())
         guard v <= UInt64(limit) else {
-            throw ChronicleError(errorCode, "\(context): \(what()) of \(v) exceeds \(limit) at offset \(offset)")
+            throw Self.failure(errorCode, context, "\(what()) of \(v) exceeds \(limit) at offset \(offset)")
         }
         return Int(v)
     }
@@ -140,8 +181,8 @@ public struct ByteReader {
     @inline(__always)
     public mutating func readSlice(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> UnsafeRawBufferPointer {
         try require(n, what())
-        let slice = UnsafeRawBufferPointer(start: base.map { $0 + offset }, count: n)
-        offset += n
+        let slice = UnsafeRawBufferPointer(start: position, count: n)
+        position += n
         return slice
     }
 
@@ -158,22 +199,22 @@ public struct ByteReader {
     }
 
     /// The address of the read position and the bytes left from it, for
-    /// matching without copying; nil for an empty buffer.
+    /// matching without copying (nothing may be read when none are left).
     @inline(__always)
-    var cursor: (pointer: UnsafeRawPointer, available: Int)? {
-        base.map { ($0 + offset, count - offset) }
+    var cursor: (pointer: UnsafeRawPointer, available: Int) {
+        (position, end - position)
     }
 
     /// Skips `n` bytes already known to be available (see ``cursor``).
     @inline(__always)
     mutating func skip(knownAvailable n: Int) {
-        offset += n
+        position += n
     }
 
     /// The bytes from `start` to the read position.
     @inline(__always)
     public func slice(from start: Int) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: base.map { $0 + start }, count: offset - start)
+        UnsafeRawBufferPointer(start: base + start, count: offset - start)
     }
 
     /// Skips a length-prefixed string after checking that it is valid UTF-8.
@@ -181,7 +222,7 @@ public struct ByteReader {
     public mutating func skipString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
         let raw = try readLengthPrefixed(max: limit, what())
         guard UTF8Check.isValid(raw) else {
-            throw ChronicleError(errorCode, "\(context): \(what()) is not valid UTF-8 at offset \(offset - raw.count)")
+            throw Self.failure(errorCode, context, "\(what()) is not valid UTF-8 at offset \(offset - raw.count)")
         }
     }
 
@@ -196,8 +237,13 @@ public struct ByteReader {
     public mutating func readString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> String {
         let raw = try readLengthPrefixed(max: limit, what())
         guard UTF8Check.isValid(raw) else {
-            throw ChronicleError(errorCode, "\(context): \(what()) is not valid UTF-8 at offset \(offset - raw.count)")
+            throw Self.failure(errorCode, context, "\(what()) is not valid UTF-8 at offset \(offset - raw.count)")
         }
         return String(decoding: raw, as: UTF8.self)
     }
 }
+
+/// The base of a reader over an empty buffer: a real address, so that the
+/// reader's pointers are never nil, and never read (every read needs at least
+/// one byte to be available).
+nonisolated(unsafe) private let emptyBufferPlaceholder = UnsafeMutableRawPointer.allocate(byteCount: 8, alignment: 8)

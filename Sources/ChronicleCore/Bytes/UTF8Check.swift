@@ -42,6 +42,42 @@ enum UTF8Check {
         return true
     }
 
+    /// Whether the `count` bytes at `p` are valid UTF-8, when `readable`
+    /// bytes (at least `count`) may be loaded from `p`. ASCII is checked a
+    /// word at a time with overlapping loads instead of loops with tails: a
+    /// string of 8 to 16 bytes takes two loads, 17 to 32 four, longer ones
+    /// 32 bytes per step and then their last 32; one shorter than 8 takes one
+    /// masked load when 8 bytes are readable. Lengths of one field vary
+    /// little, so the branch on the length class predicts well.
+    @inline(__always)
+    static func isValid(_ p: UnsafeRawPointer, count: Int, readable: Int) -> Bool {
+        @inline(__always) func word(_ i: Int) -> UInt64 { p.loadUnaligned(fromByteOffset: i, as: UInt64.self) }
+        var any: UInt64
+        if count < 8 {
+            guard readable >= 8 else { return isValidNearEnd(p, count: count) }
+            any = word(0) & ((1 &<< UInt64(truncatingIfNeeded: count &* 8)) &- 1)
+        } else if count <= 16 {
+            any = word(0) | word(count &- 8)
+        } else if count <= 32 {
+            any = word(0) | word(8) | word(count &- 16) | word(count &- 8)
+        } else {
+            any = 0
+            var i = 0
+            while count &- i > 32 {
+                any |= word(i) | word(i &+ 8) | word(i &+ 16) | word(i &+ 24)
+                i &+= 32
+            }
+            any |= word(count &- 32) | word(count &- 24) | word(count &- 16) | word(count &- 8)
+        }
+        if any & 0x8080_8080_8080_8080 == 0 { return true }
+        return validateMultibyte(p, from: 0, count: count)
+    }
+
+    @inline(never)
+    private static func isValidNearEnd(_ p: UnsafeRawPointer, count: Int) -> Bool {
+        isValid(UnsafeRawBufferPointer(start: p, count: count))
+    }
+
     private static func validateMultibyte(_ base: UnsafeRawPointer, from start: Int, count: Int) -> Bool {
         var i = start
         @inline(__always) func byte(_ j: Int) -> UInt8 { base.load(fromByteOffset: j, as: UInt8.self) }

@@ -139,9 +139,7 @@ public struct VerifiedLog: Sendable {
             throw ChronicleError(.misuse, "walk visits transactions; this log is a \(header.kind)")
         }
         try body.withBytes { raw throws(ChronicleError) in
-            var walker = BodyWalker(schema: schema, header: header,
-                                    reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
-            try walker.walk(&visitor)
+            try BodyWalker(schema: schema, header: header, body: raw).walk(&visitor)
         }
     }
 
@@ -209,14 +207,16 @@ private struct MaterializingVisitor: LogVisitor {
 }
 
 /// Walks a decompressed transactions body, verifying as it goes.
+///
+/// The whole walk is one loop over a local ``ByteReader`` (three pointers,
+/// kept in registers): `change` is inlined into it, and errors are built
+/// out of line, so the loop body stays small.
 private struct BodyWalker {
     let schema: Schema?
     let header: LogHeader
-    var reader: ByteReader
+    let body: UnsafeRawBufferPointer
 
-    private var limit: Int { reader.count }
-
-    mutating func walk<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
+    func walk<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
         guard let table = schema?.nameTable else {
             try transactions(&visitor, table: nil)
             return
@@ -227,7 +227,9 @@ private struct BodyWalker {
         }
     }
 
-    private mutating func transactions<V: LogVisitor>(_ visitor: inout V, table: NameTable?) throws(ChronicleError) {
+    private func transactions<V: LogVisitor>(_ visitor: inout V, table: NameTable?) throws(ChronicleError) {
+        let view = table?.view
+        var reader = ByteReader(body, errorCode: .malformedBody, context: "body")
         var entity = 0
         for i in 0..<UInt64(header.count) {
             let sequence = try reader.readVarint("sequence")
@@ -241,34 +243,142 @@ private struct BodyWalker {
             let changeCount = try reader.readLength(max: reader.remaining, "change count")
             try visitor.beginTransaction(sequence: sequence, clock: clock, changeCount: changeCount)
             for _ in 0..<changeCount {
-                entity = try change(&visitor, table: table, entityHint: entity)
+                entity = try change(&visitor, &reader, table: view, entityHint: entity)
             }
         }
         guard reader.isAtEnd else { throw fail("\(reader.remaining) bytes after the last transaction") }
     }
 
     /// Walks one change and returns its entity index (the next change's hint).
-    private mutating func change<V: LogVisitor>(
-        _ visitor: inout V, table: NameTable?, entityHint: Int
+    @inline(__always)
+    private func change<V: LogVisitor>(
+        _ visitor: inout V, _ reader: inout ByteReader, table view: NameTable.View?, entityHint: Int
     ) throws(ChronicleError) -> Int {
-        let kindByte = try reader.readUInt8("change kind")
+        guard let view else { return try changeByName(&visitor, &reader) }
+        // The hot path: the change is read through a local pointer, which
+        // stays in a register; the reader is brought up to date only
+        // around the checked reads of the uncommon cases (a name not where
+        // the hint says, a long varint, a data, decimal or transformable
+        // value) and at the end. Every read is still bounds-checked.
+        var p = reader.position
+        let end = reader.end
+        guard p < end else { throw short(&reader, at: p, 1, "change kind") }
+        let kindByte = p.load(as: UInt8.self)
         guard let kind = ChangeKind(rawValue: kindByte) else {
-            throw fail("unknown change kind \(kindByte) at offset \(reader.offset - 1)")
+            reader.position = p
+            throw unknownKind(kindByte, at: reader.offset)
         }
-        let entity = try EntityRef.read(&reader, table: table, hint: entityHint)
-        let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
-        let count = try reader.readLength(max: entity.fields?.count ?? reader.remaining, "value count")
-        if kind == .delete && count != 0 { throw fail("a delete of \(id) carries \(count) values") }
-        try visitor.beginChange(kind, entity: entity.index, entityName: entity.name(in: table), recordID: id, valueCount: count)
+        p += 1
+        let entities = view.entities
+        var entity = entityHint
+        if entity < entities.count && entities.matches(entity, at: p, available: end - p) {
+            p += entities.length(entity)
+        } else {
+            reader.position = p
+            entity = try EntityRef.read(&reader, table: view.nameTable, hint: entityHint).index ?? 0
+            p = reader.position
+        }
+        guard end - p >= 16 else { throw short(&reader, at: p, 16, "record ID") }
+        let id = RecordID(bytes: UnsafeRawBufferPointer(start: p, count: 16))
+        p += 16
+        let fields = view.fields(of: entity)
+        let count: Int
+        if p < end, case let byte = p.load(as: UInt8.self), byte < 0x80, Int(byte) <= fields.count {
+            count = Int(byte)
+            p += 1
+        } else {
+            reader.position = p
+            count = try reader.readLength(max: fields.count, "value count")
+            p = reader.position
+        }
+        if kind == .delete && count != 0 { throw deleteWithValues(id, count) }
+        try visitor.beginChange(kind, entity: entity, entityName: view.nameTable.entityNames[entity], recordID: id, valueCount: count)
         var hint = 0
         for _ in 0..<count {
-            let field = try FieldRef.read(&reader, entity: entity, table: table, hint: hint)
-            let raw = try field.readValue(&reader, entity: entity, table: table, limit: limit)
-            try visitor.value(field: field.index, fieldName: field.name(in: entity, table: table), raw)
-            hint = (field.index ?? 0) + 1
+            var field = hint
+            if field < fields.count && fields.matches(field, at: p, available: end - p) {
+                p += fields.length(field)
+            } else {
+                reader.position = p
+                field = try FieldRef.read(&reader, entity: EntityRef(index: entity, fields: fields), table: view.nameTable, hint: hint).index ?? 0
+                p = reader.position
+            }
+            guard p < end else { throw short(&reader, at: p, 1, "value tag") }
+            let tag = p.load(as: UInt8.self)
+            guard tag < 16, (fields.tagMask(field) >> tag) & 1 == 1 else {
+                reader.position = p
+                throw FieldRef(index: field, mask: fields.tagMask(field))
+                    .tagError(tag, at: reader.offset, entity: EntityRef(index: entity, fields: fields), table: view.nameTable)
+            }
+            p += 1
+            let start = p
+            let shape = ValueCodec.payloadShape(tag)
+            if shape <= 2 {
+                // Fixed size: none, 8 or 16 bytes.
+                let n = Int(shape) &* 8
+                guard end - p >= n else { throw short(&reader, at: p, n, "value of tag \(tag)") }
+                p += n
+            } else if shape == 3, end - p >= 8,
+                      case let stops = ~UInt64(littleEndian: p.loadUnaligned(as: UInt64.self)) & 0x8080_8080_8080_8080,
+                      stops != 0 {
+                // A varint of up to eight bytes, its length found in one word.
+                p += (stops.trailingZeroBitCount &+ 1) >> 3
+            } else if shape == 4, p < end, case let length = Int(p.load(as: UInt8.self)), length < 0x80 {
+                // A string shorter than 128 bytes.
+                p += 1
+                guard end - p >= length else { throw short(&reader, at: p, length, "string value") }
+                guard UTF8Check.isValid(p, count: length, readable: end - p) else {
+                    reader.position = p
+                    throw fail("string value is not valid UTF-8 at offset \(reader.offset)")
+                }
+                p += length
+            } else {
+                reader.position = p
+                _ = try ValueCodec.skipPayload(tag: tag, from: &reader, limit: body.count)
+                p = reader.position
+            }
+            try visitor.value(field: field, fieldName: view.nameTable.fieldNames[fields.first + field],
+                              RawValue(tag: tag, payload: UnsafeRawBufferPointer(start: start, count: p - start)))
+            hint = field &+ 1
+        }
+        reader.position = p
+        try visitor.endChange()
+        return entity
+    }
+
+    /// A change read without a schema: names are checked UTF-8 and passed on as they are.
+    private func changeByName<V: LogVisitor>(_ visitor: inout V, _ reader: inout ByteReader) throws(ChronicleError) -> Int {
+        let kindByte = try reader.readUInt8("change kind")
+        guard let kind = ChangeKind(rawValue: kindByte) else { throw unknownKind(kindByte, at: reader.offset - 1) }
+        let entity = try EntityRef.read(&reader, table: nil)
+        let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
+        let count = try reader.readLength(max: reader.remaining, "value count")
+        if kind == .delete && count != 0 { throw deleteWithValues(id, count) }
+        try visitor.beginChange(kind, entity: nil, entityName: entity.name(in: nil), recordID: id, valueCount: count)
+        for _ in 0..<count {
+            let field = try FieldRef.read(&reader, entity: entity, table: nil)
+            let raw = try field.readValue(&reader, entity: entity, table: nil, limit: body.count)
+            try visitor.value(field: nil, fieldName: field.name(in: entity, table: nil), raw)
         }
         try visitor.endChange()
-        return entity.index ?? 0
+        return 0
+    }
+
+    /// The error for `n` bytes needed at `p` where fewer are left.
+    @inline(never)
+    private func short(_ reader: inout ByteReader, at p: UnsafeRawPointer, _ n: Int, _ what: String) -> ChronicleError {
+        reader.position = p
+        return fail("needed \(n) bytes for \(what) at offset \(reader.offset), only \(reader.remaining) left")
+    }
+
+    @inline(never)
+    private func unknownKind(_ kind: UInt8, at offset: Int) -> ChronicleError {
+        fail("unknown change kind \(kind) at offset \(offset)")
+    }
+
+    @inline(never)
+    private func deleteWithValues(_ id: RecordID, _ count: Int) -> ChronicleError {
+        fail("a delete of \(id) carries \(count) values")
     }
 
     private func fail(_ message: String) -> ChronicleError {
@@ -308,7 +418,8 @@ private struct EntityRef {
             return EntityRef(rawName: raw, index: nil, fields: nil)
         }
         let entities = table.entities
-        if let (p, available) = reader.cursor {
+        do {
+            let (p, available) = reader.cursor
             if hint < entities.count && entities.matches(hint, at: p, available: available) {
                 reader.skip(knownAvailable: entities.length(hint))
                 return EntityRef(index: hint, fields: table.fields(of: hint))
@@ -357,7 +468,8 @@ private struct FieldRef {
             guard UTF8Check.isValid(raw) else { throw ChronicleError(.malformedBody, "body: field name is not UTF-8") }
             return FieldRef(rawName: raw, index: nil, mask: 0x0FFF)
         }
-        if let (p, available) = reader.cursor {
+        do {
+            let (p, available) = reader.cursor
             if hint < fields.count && fields.matches(hint, at: p, available: available) {
                 reader.skip(knownAvailable: fields.length(hint))
                 return FieldRef(index: hint, mask: fields.tagMask(hint))
@@ -380,11 +492,16 @@ private struct FieldRef {
     func readValue(_ reader: inout ByteReader, entity: EntityRef, table: NameTable?, limit: Int) throws(ChronicleError) -> RawValue {
         let tag = try reader.readUInt8("value tag")
         guard tag < 16, (mask >> tag) & 1 == 1 else {
-            if tag > 11 { throw ChronicleError(.malformedBody, "body: unknown value tag \(tag) at offset \(reader.offset - 1)") }
-            throw ChronicleError(.malformedBody,
-                                 "body: a value with tag \(tag) does not fit \(entity.name(in: table)).\(name(in: entity, table: table))")
+            throw tagError(tag, at: reader.offset - 1, entity: entity, table: table)
         }
         return RawValue(tag: tag, payload: try ValueCodec.skipPayload(tag: tag, from: &reader, limit: limit))
+    }
+
+    @inline(never)
+    func tagError(_ tag: UInt8, at offset: Int, entity: EntityRef, table: NameTable?) -> ChronicleError {
+        if tag > 11 { return ChronicleError(.malformedBody, "body: unknown value tag \(tag) at offset \(offset)") }
+        return ChronicleError(.malformedBody,
+                              "body: a value with tag \(tag) does not fit \(entity.name(in: table)).\(name(in: entity, table: table))")
     }
 }
 

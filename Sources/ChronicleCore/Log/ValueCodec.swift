@@ -75,18 +75,43 @@ enum ValueCodec {
         return materialize(RawValue(tag: tag, payload: raw))
     }
 
+    /// The shape of each tag's payload, four bits per tag (tag 0 in the low
+    /// bits): 0, 1 and 2 are fixed sizes of 0, 8 and 16 bytes (null, the
+    /// booleans, double, uuid, reference), 3 a varint (int, date), 4 a string,
+    /// and 5 anything else (data, decimal, transformable, unknown tags).
+    /// The common payloads are skipped by shape, not by a jump on the tag
+    /// whose target would change with every field.
+    /// (A literal: a computed static costs no lazy-initialization check.)
+    static var payloadShapes: UInt64 { 0x5555_2525_5300_1340 }
+
+    /// The shape of `tag`'s payload (see ``payloadShapes``).
+    @inline(__always)
+    static func payloadShape(_ tag: UInt8) -> UInt64 {
+        tag < 16 ? payloadShapes >> (UInt64(tag) &* 4) & 0xF : 5
+    }
+
     /// Checks the payload of a value whose tag was already read and returns
     /// its bytes, without building a ``Value``: lengths, UTF-8 and decimal
     /// bounds are all verified, so ``materialize(_:)`` cannot fail.
     @inline(__always)
     static func skipPayload(tag: UInt8, from r: inout ByteReader, limit: Int) throws(ChronicleError) -> UnsafeRawBufferPointer {
         let start = r.offset
+        let shape = payloadShape(tag)
+        if shape <= 2 {
+            try r.skip(Int(shape) &* 8, "value of tag \(tag)")
+        } else if shape == 3 {
+            try r.skipVarint("value of tag \(tag)")
+        } else if shape == 4 {
+            try r.skipString(max: limit, "string value")
+        } else {
+            try skipUncommonPayload(tag: tag, from: &r, limit: limit)
+        }
+        return r.slice(from: start)
+    }
+
+    /// Data, decimal and transformable payloads, and unknown tags.
+    private static func skipUncommonPayload(tag: UInt8, from r: inout ByteReader, limit: Int) throws(ChronicleError) {
         switch tag {
-        case 0, 4, 5: break
-        case 1: try r.skipString(max: limit, "string value")
-        case 2: _ = try r.readVarint("int value")
-        case 3: _ = try r.readSlice(8, "double value")
-        case 6: _ = try r.readVarint("date value")
         case 7: _ = try r.readLengthPrefixed(max: limit, "data value")
         case 8:
             let sign = try r.readUInt8("decimal sign")
@@ -97,16 +122,13 @@ enum ValueCodec {
             guard UInt128(high) << 64 | UInt128(low) <= ChronicleDecimal.maxSignificand else {
                 throw ChronicleError(.malformedBody, "body: decimal significand has more than 38 digits at offset \(r.offset)")
             }
-        case 9: _ = try r.readSlice(16, "uuid value")
         case 10:
             try r.skipString(max: limit, "transformable type name")
             try r.skipString(max: limit, "transformable MIME type")
             _ = try r.readLengthPrefixed(max: limit, "transformable data")
-        case 11: _ = try r.readSlice(16, "reference value")
         default:
             throw ChronicleError(.malformedBody, "body: unknown value tag \(tag) at offset \(r.offset - 1)")
         }
-        return r.slice(from: start)
     }
 
     /// Builds the ``Value`` of a payload checked by ``skipPayload(tag:from:limit:)``.

@@ -74,16 +74,47 @@ final class NameTable: @unchecked Sendable {
 
     /// The slots of the fields of entity `e`.
     @inline(__always)
-    func fields(of e: Int) -> Slots {
-        let slot = entitySlots + e * Self.stride
-        let first = Int(slot.load(fromByteOffset: 76, as: UInt32.self))
-        let count = Int(slot.load(fromByteOffset: 74, as: UInt16.self))
-        return Slots(base: UnsafeRawPointer(fieldSlots + first * Self.stride), count: count, first: first)
-    }
+    func fields(of e: Int) -> Slots { view.fields(of: e) }
 
     /// The entity slots.
     @inline(__always)
     var entities: Slots { Slots(base: UnsafeRawPointer(entitySlots), count: entityCount, first: 0) }
+
+    /// The table as plain pointers, for a walker's hot loop: using a `View`
+    /// retains nothing. Valid only while the table is alive (use it inside
+    /// `withExtendedLifetime(table)`).
+    var view: View {
+        View(entities: entities, entitySlots: UnsafeRawPointer(entitySlots), fieldSlots: UnsafeRawPointer(fieldSlots),
+             table: Unmanaged.passUnretained(self))
+    }
+
+    /// See ``view``.
+    struct View {
+        /// The entity slots.
+        let entities: Slots
+        fileprivate let entitySlots: UnsafeRawPointer
+        fileprivate let fieldSlots: UnsafeRawPointer
+        private let table: Unmanaged<NameTable>
+
+        fileprivate init(entities: Slots, entitySlots: UnsafeRawPointer, fieldSlots: UnsafeRawPointer, table: Unmanaged<NameTable>) {
+            self.entities = entities
+            self.entitySlots = entitySlots
+            self.fieldSlots = fieldSlots
+            self.table = table
+        }
+
+        /// The slots of the fields of entity `e`.
+        @inline(__always)
+        func fields(of e: Int) -> Slots {
+            let slot = entitySlots + e &* NameTable.stride
+            let first = Int(slot.load(fromByteOffset: 76, as: UInt32.self))
+            let count = Int(slot.load(fromByteOffset: 74, as: UInt16.self))
+            return Slots(base: fieldSlots + first &* NameTable.stride, count: count, first: first)
+        }
+
+        /// The table itself, for the cold paths (names, error messages).
+        var nameTable: NameTable { table.takeUnretainedValue() }
+    }
 
     /// A run of slots; valid while the table is alive.
     struct Slots {
@@ -95,19 +126,19 @@ final class NameTable: @unchecked Sendable {
         /// The encoded length of slot `i`'s name.
         @inline(__always)
         func length(_ i: Int) -> Int {
-            Int(base.load(fromByteOffset: i * NameTable.stride + 72, as: UInt8.self))
+            Int(base.load(fromByteOffset: i &* NameTable.stride + 72, as: UInt8.self))
         }
 
         /// The tags field slot `i` accepts.
         @inline(__always)
         func tagMask(_ i: Int) -> UInt16 {
-            base.load(fromByteOffset: i * NameTable.stride + 74, as: UInt16.self)
+            base.load(fromByteOffset: i &* NameTable.stride + 74, as: UInt16.self)
         }
 
         /// Whether the `available` bytes at `p` begin with slot `i`'s encoded name.
         @inline(__always)
         func matches(_ i: Int, at p: UnsafeRawPointer, available: Int) -> Bool {
-            let slot = base + i * NameTable.stride
+            let slot = base + i &* NameTable.stride
             let length = Int(slot.load(fromByteOffset: 72, as: UInt8.self))
             if available >= 8 {
                 let first = p.loadUnaligned(as: UInt64.self)
@@ -134,7 +165,7 @@ final class NameTable: @unchecked Sendable {
 
         /// Whether slot `i`'s name (without its length prefix) is `utf8`.
         func hasName(_ i: Int, utf8: UnsafeRawBufferPointer) -> Bool {
-            let slot = base + i * NameTable.stride
+            let slot = base + i &* NameTable.stride
             guard length(i) == utf8.count + 1 else { return false }
             for j in 0..<utf8.count where slot.load(fromByteOffset: 1 + j, as: UInt8.self) != utf8[j] { return false }
             return true
