@@ -126,13 +126,13 @@ final class NameTable: @unchecked Sendable {
         /// The encoded length of slot `i`'s name.
         @inline(__always)
         func length(_ i: Int) -> Int {
-            Int(base.load(fromByteOffset: i &* NameTable.stride + 72, as: UInt8.self))
+            Int(base.load(fromByteOffset: i &* NameTable.stride &+ 72, as: UInt8.self))
         }
 
         /// The tags field slot `i` accepts.
         @inline(__always)
         func tagMask(_ i: Int) -> UInt16 {
-            base.load(fromByteOffset: i &* NameTable.stride + 74, as: UInt16.self)
+            base.load(fromByteOffset: i &* NameTable.stride &+ 74, as: UInt16.self)
         }
 
         /// Whether the `available` bytes at `p` begin with slot `i`'s encoded name.
