@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := liblz4-dev libsqlite3-dev pkg-config sqlite3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build release test demo bench clean
+.PHONY: all deps build release test demo bench fuzz clean
 
 all: build
 
@@ -44,6 +44,17 @@ demo: deps
 bench: deps
 	$(SWIFT) build -c release --product chronicle
 	$$($(SWIFT) build -c release --show-bin-path)/chronicle bench
+
+# Fuzz the log decoder with libFuzzer and AddressSanitizer for FUZZ_SECONDS
+# (see docs/log-format.md, "Fuzzing"). Findings land in Fuzz/.build/findings.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	cd Fuzz && $(SWIFT) build -c release --product fuzz-log-decoder -Xswiftc -sanitize=fuzzer,address -Xswiftc -use-ld=lld
+	bin="$$(cd Fuzz && $(SWIFT) build -c release --show-bin-path)/fuzz-log-decoder"; \
+	mkdir -p Fuzz/.build/corpus Fuzz/.build/findings && \
+	"$$bin" --write-seeds Fuzz/.build/corpus && \
+	SWIFT_BACKTRACE=enable=no "$$bin" Fuzz/.build/corpus -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+		-artifact_prefix=Fuzz/.build/findings/
 
 clean:
 	rm -rf .build

@@ -1,0 +1,24 @@
+// swift-tools-version:6.1
+// A libFuzzer target for the log decoder, kept out of the library's package
+// like Benchmarks/: it is built only with the fuzzer's flags (see `make
+// fuzz` in the top-level Makefile and docs/log-format.md). `Chronicle` is a
+// symbolic link to the repository root.
+import PackageDescription
+
+let package = Package(
+    name: "ChronicleFuzz",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(path: "Chronicle"),
+    ],
+    targets: [
+        // Declares libFuzzer's `LLVMFuzzerRunDriver`, which the Swift `main` calls.
+        .target(name: "CFuzzDriver", path: "Sources/CFuzzDriver"),
+        .executableTarget(
+            name: "fuzz-log-decoder",
+            dependencies: ["CFuzzDriver", .product(name: "ChronicleCore", package: "Chronicle")],
+            path: "Sources/FuzzLogDecoder"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
