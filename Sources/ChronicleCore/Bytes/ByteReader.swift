@@ -221,7 +221,8 @@ public struct ByteReader {
     @inline(__always)
     public mutating func skipString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
         let raw = try readLengthPrefixed(max: limit, what())
-        guard UTF8Check.isValid(raw) else {
+        // The bytes after the string up to the end may be read too (never used).
+        guard UTF8Check.isValid(position - raw.count, count: raw.count, readable: end - position + raw.count) else {
             throw Self.failure(errorCode, context, "\(what()) is not valid UTF-8 at offset \(offset - raw.count)")
         }
     }

@@ -1,45 +1,15 @@
 /// Strict UTF-8 validation, fast for the common all-ASCII case.
 ///
 /// `String(validating:as:)` is generic and unspecialized across modules, which
-/// made it a visible cost per decoded string; ASCII is checked eight bytes at
-/// a time here, and anything else goes through a strict validator
+/// made it a visible cost per decoded string; ASCII is checked a word at a
+/// time here, and anything else goes through a strict validator
 /// (no overlongs, no surrogates, nothing above U+10FFFF).
 enum UTF8Check {
+    /// Whether `bytes` are valid UTF-8, reading nothing outside them.
     @inline(__always)
     static func isValid(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress else { return true }
-        let count = bytes.count
-        var i = 0
-        // Four words at a time: most strings are ASCII, and one test per 32
-        // bytes keeps the loop short.
-        while i + 32 <= count {
-            let any = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-                | base.loadUnaligned(fromByteOffset: i + 8, as: UInt64.self)
-                | base.loadUnaligned(fromByteOffset: i + 16, as: UInt64.self)
-                | base.loadUnaligned(fromByteOffset: i + 24, as: UInt64.self)
-            if any & 0x8080_8080_8080_8080 != 0 { return validateMultibyte(base, from: i, count: count) }
-            i += 32
-        }
-        while i + 8 <= count {
-            if base.loadUnaligned(fromByteOffset: i, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 {
-                return validateMultibyte(base, from: i, count: count)
-            }
-            i += 8
-        }
-        // The last few bytes: one overlapping word when the string is long enough.
-        if i < count && count >= 8 {
-            if base.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self) & 0x8080_8080_8080_8080 != 0 {
-                return validateMultibyte(base, from: i, count: count)
-            }
-            return true
-        }
-        while i < count {
-            if base.load(fromByteOffset: i, as: UInt8.self) >= 0x80 {
-                return validateMultibyte(base, from: i, count: count)
-            }
-            i += 1
-        }
-        return true
+        return isValid(base, count: bytes.count, readable: bytes.count)
     }
 
     /// Whether the `count` bytes at `p` are valid UTF-8, when `readable`
@@ -54,7 +24,7 @@ enum UTF8Check {
         @inline(__always) func word(_ i: Int) -> UInt64 { p.loadUnaligned(fromByteOffset: i, as: UInt64.self) }
         var any: UInt64
         if count < 8 {
-            guard readable >= 8 else { return isValidNearEnd(p, count: count) }
+            guard readable >= 8 else { return isValidByteByByte(p, count: count) }
             any = word(0) & ((1 &<< UInt64(truncatingIfNeeded: count &* 8)) &- 1)
         } else if count <= 16 {
             any = word(0) | word(count &- 8)
@@ -73,9 +43,13 @@ enum UTF8Check {
         return validateMultibyte(p, from: 0, count: count)
     }
 
+    /// A string of fewer than 8 bytes with fewer than 8 readable.
     @inline(never)
-    private static func isValidNearEnd(_ p: UnsafeRawPointer, count: Int) -> Bool {
-        isValid(UnsafeRawBufferPointer(start: p, count: count))
+    private static func isValidByteByByte(_ p: UnsafeRawPointer, count: Int) -> Bool {
+        for i in 0..<count where p.load(fromByteOffset: i, as: UInt8.self) >= 0x80 {
+            return validateMultibyte(p, from: i, count: count)
+        }
+        return true
     }
 
     private static func validateMultibyte(_ base: UnsafeRawPointer, from start: Int, count: Int) -> Bool {
