@@ -1,5 +1,13 @@
 import Foundation
+import GRDB
 import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A Chronicle store on one device: the public API.
 ///
@@ -26,8 +34,14 @@ public actor Store {
     public struct Configuration: Sendable {
         /// The data model.
         public var schema: Schema
-        /// This device's stable ID.
-        public var deviceID: DeviceID
+        /// The device's ID when its folder is new; nil draws one. The ID is
+        /// kept in the folder (`device.json`) from then on, and the folder's
+        /// ID wins: if the device's files ever go back in time (restored
+        /// from an older copy, copied to a second machine, a lost snapshot),
+        /// the store continues under a new ID it records there (see
+        /// ``Store/deviceID``). Naming an ID the folder never had is a
+        /// ``ChronicleError/Code/storeMismatch``.
+        public var deviceID: DeviceID?
         /// The device's own folder, for its snapshot files.
         public var directory: URL
         /// The shared container.
@@ -48,15 +62,24 @@ public actor Store {
         public var knownStore: StoreID?
         /// Crash points for simulations; nil in production.
         public var crashInjector: CrashInjector?
+        /// How long ``Store/open(_:)`` waits for another process (or another
+        /// open store in this one) to let go of the device folder before it
+        /// throws ``ChronicleError/Code/deviceInUse``.
+        public var lockWait: Duration = .zero
+        /// How long a device that has imported nothing yet waits for the
+        /// store's newest baseline to be complete before it falls back to an
+        /// older baseline or to the logs (see ``Replayer/baselineWait``).
+        public var baselineWait: Duration = .seconds(60)
 
         /// Creates a configuration with sensible defaults: the system clock,
         /// a random seed, full durability and 64 MiB log bodies.
         public init(
-            schema: Schema, deviceID: DeviceID, directory: URL, container: any Container,
+            schema: Schema, deviceID: DeviceID? = nil, directory: URL, container: any Container,
             clock: any PhysicalClock = SystemClock(), seed: UInt64 = UInt64.random(in: 0...UInt64.max),
             logger: Logger, durability: Snapshot.Durability = .full, limits: DecodingLimits = DecodingLimits(),
-            knownStore: StoreID? = nil, crashInjector: CrashInjector? = nil
+            knownStore: StoreID? = nil, crashInjector: CrashInjector? = nil, lockWait: Duration = .zero
         ) {
+            self.lockWait = lockWait
             self.knownStore = knownStore
             self.crashInjector = crashInjector
             self.schema = schema
@@ -77,52 +100,202 @@ public actor Store {
         public var uploadedLogs: Int
         /// What the import pass did.
         public var imported: ImportReport
+        /// This device's own logs put back because the container lacked them
+        /// or held them damaged.
+        public var repairedLogs: [ContainerName] = []
+        /// Set when this sync found the device's files behind the container
+        /// and moved the device to a new ID.
+        public var identityChange: IdentityChange?
+
+        /// How the sync ended, from best to worst.
+        public enum Status: String, Sendable {
+            /// Everything visible was imported and every save uploaded.
+            case upToDate
+            /// Something is not visible yet (a log of another device, a
+            /// baseline being written): a later sync may bring it.
+            case waiting
+            /// Some log failed in a way a later sync will not clear by
+            /// itself: see ``ImportReport/permanentFailures``.
+            case failed
+        }
+
+        /// How the sync ended.
+        public var status: Status {
+            if !imported.permanentFailures.isEmpty { return .failed }
+            return imported.isWaiting ? .waiting : .upToDate
+        }
+    }
+
+    /// A move of this device to a new ID, because the container held
+    /// history under its old ID that its files did not (see ``deviceID``).
+    public struct IdentityChange: Sendable, Hashable {
+        /// One carried-over save: the sequence it had under the old ID and
+        /// the one it has now.
+        public struct CarriedSave: Sendable, Hashable {
+            /// Its sequence under ``IdentityChange/previous``.
+            public var old: UInt64
+            /// Its sequence under ``IdentityChange/current``.
+            public var new: UInt64
+        }
+        /// The ID given up.
+        public var previous: DeviceID
+        /// The ID the device has now.
+        public var current: DeviceID
+        /// What was found.
+        public var reason: String
+        /// The acknowledged saves the container lacked, saved again under
+        /// the new ID with their original clocks, in order.
+        public var carriedOver: [CarriedSave]
     }
 
     /// The configuration the store was opened with.
     public nonisolated let configuration: Configuration
     /// The active store's ID.
     public nonisolated let storeID: StoreID
-    /// The device's snapshot.
-    public nonisolated let snapshot: Snapshot
-    private let replayer: Replayer
+    /// The device's snapshot. It is replaced when the device moves to a new ID.
+    public nonisolated var snapshot: Snapshot { current.withLock { $0 } }
+    /// This device's ID: the one in its folder, which changes only if the
+    /// device's files are found behind the container (see ``IdentityChange``).
+    public nonisolated var deviceID: DeviceID { snapshot.deviceID }
+    /// The moves to a new ID this store made since it was opened, oldest first.
+    public private(set) var identityChanges: [IdentityChange] = []
+
+    private let current: Mutex<Snapshot>
+    private let folder: DeviceFolder
+    private var replayer: Replayer
     private var ids: RecordIDGenerator
     private let hub: EventHub
     private var syncTask: Task<Void, Never>?
+    /// Whether the container's history of this device was checked against its files.
+    private var historyChecked = false
+    /// A move to a new ID under way, which syncs wait for.
+    private var identityTask: Task<IdentityChange, any Error>?
+    /// Draws new device IDs and incarnations.
+    private var random: SeededRandom
 
-    private init(configuration: Configuration, storeID: StoreID, snapshot: Snapshot) {
+    private init(configuration: Configuration, storeID: StoreID, snapshot: Snapshot, folder: DeviceFolder) throws {
         self.configuration = configuration
         self.storeID = storeID
-        self.snapshot = snapshot
-        let hub = EventHub()
-        self.hub = hub
+        self.current = Mutex(snapshot)
+        self.folder = folder
+        self.hub = EventHub()
+        var random = SeededRandom(seed: configuration.seed ^ 0x1DE4_717F_0F_DE71CE)
+        self.replayer = try Self.makeReplayer(snapshot, configuration: configuration, hub: hub, random: &random)
+        self.random = random
+        self.ids = RecordIDGenerator(seed: configuration.seed)
+    }
+
+    private static func makeReplayer(_ snapshot: Snapshot, configuration: Configuration, hub: EventHub, random: inout SeededRandom) throws -> Replayer {
         var replayer = Replayer(snapshot: snapshot, container: configuration.container,
                                 limits: configuration.limits, logger: configuration.logger)
         // Subscribers see imported changes as each batch commits.
         replayer.eventSink = { [hub] events in hub.publish(events) }
-        self.replayer = replayer
-        self.ids = RecordIDGenerator(seed: configuration.seed)
+        replayer.clock = configuration.clock
+        replayer.baselineWait = configuration.baselineWait
+        replayer.incarnation = try snapshot.incarnation(orStore: random.next())
+        return replayer
     }
 
     /// Opens the container's active store on this device, creating the
     /// store (and the active-store pointer) if the container has none.
+    ///
+    /// The device folder is locked for as long as the store is open: a
+    /// second process, or a second `Store` in this one, gets
+    /// ``ChronicleError/Code/deviceInUse`` (after ``Configuration/lockWait``).
+    /// A folder opened for the first time gets its `device.json` (the
+    /// device's ID) before anything else, so concurrent first opens agree on
+    /// one ID. A snapshot SQLite reports as damaged is moved to the folder's
+    /// `retired/` and the device continues under a new ID, rebuilt from the
+    /// container.
     public static func open(_ configuration: Configuration) async throws -> Store {
-        let storeID = try await activeStore(in: configuration.container, seed: configuration.seed, clock: configuration.clock,
-                                            known: configuration.knownStore)
+        let folder = try await DeviceFolder(configuration.directory, wait: configuration.lockWait)
         do {
-            try FileManager.default.createDirectory(at: configuration.directory, withIntermediateDirectories: true)
+            var random = SeededRandom(seed: configuration.seed ^ 0xF01D_E2DE_71CE_0001)
+            var identity: DeviceFolder.Identity
+            if let existing = try folder.readIdentity() {
+                identity = existing
+                if let wanted = configuration.deviceID, wanted != identity.device, !(identity.retired ?? []).contains(wanted) {
+                    throw ChronicleError(.storeMismatch, "the device folder \(folder.url.path) belongs to device \(identity.device), not \(wanted)")
+                }
+            } else {
+                // The ID is on disk before anything is created under it.
+                identity = DeviceFolder.Identity(device: configuration.deviceID ?? .drawn(&random), store: nil, retired: nil)
+                try folder.writeIdentity(identity)
+            }
+            let storeID = try await activeStore(in: configuration.container, seed: configuration.seed, clock: configuration.clock,
+                                                known: configuration.knownStore ?? identity.store)
+            try finishIdentitySwitch(folder, store: storeID, identity: identity)
+            let path = folder.snapshotPath(storeID)
+            let snapshot: Snapshot
+            do {
+                snapshot = try openSnapshot(path, storeID: storeID, device: identity.device, configuration)
+            } catch let error as ChronicleError where Self.isDamage(error) {
+                // Whatever the damaged file held that the container lacks
+                // cannot be read back; keep it aside, start afresh under a new ID.
+                let retired = try folder.retire(path, device: identity.device, reason: "damaged")
+                configuration.logger.error("snapshot is damaged; moved aside, continuing under a new device ID", metadata: [
+                    "chronicle.snapshot": "\(retired)", "chronicle.error": "\(error)",
+                ])
+                identity.retired = (identity.retired ?? []) + [identity.device]
+                identity.device = .drawn(&random)
+                identity.store = storeID
+                try folder.writeIdentity(identity)
+                snapshot = try openSnapshot(path, storeID: storeID, device: identity.device, configuration)
+            }
+            if identity.store != storeID {
+                identity.store = storeID
+                try folder.writeIdentity(identity)
+            }
+            let store = try Store(configuration: configuration, storeID: storeID, snapshot: snapshot, folder: folder)
+            configuration.logger.info("opened store", metadata: [
+                "chronicle.store": "\(storeID)", "chronicle.device": "\(identity.device)",
+            ])
+            return store
         } catch {
-            throw ChronicleError(.io, "cannot create device directory \(configuration.directory.path): \(error.localizedDescription)")
+            folder.release()
+            throw error
         }
-        let path = configuration.directory.appendingPathComponent("\(storeID).sqlite").path
-        let snapshot = try Snapshot(path: path, schema: configuration.schema, storeID: storeID,
-                                    deviceID: configuration.deviceID, durability: configuration.durability,
-                                    crashInjector: configuration.crashInjector)
-        let store = Store(configuration: configuration, storeID: storeID, snapshot: snapshot)
-        configuration.logger.info("opened store", metadata: [
-            "chronicle.store": "\(storeID)", "chronicle.device": "\(configuration.deviceID)",
-        ])
-        return store
+    }
+
+    private static func openSnapshot(_ path: String, storeID: StoreID, device: DeviceID, _ configuration: Configuration) throws -> Snapshot {
+        try Snapshot(path: path, schema: configuration.schema, storeID: storeID, deviceID: device,
+                     durability: configuration.durability, crashInjector: configuration.crashInjector)
+    }
+
+    /// Whether opening a snapshot failed because its file is damaged (not,
+    /// say, unreadable for lack of permission).
+    private static func isDamage(_ error: ChronicleError) -> Bool {
+        guard error.code == .database, let db = error.underlying as? DatabaseError else { return false }
+        return db.resultCode == .SQLITE_CORRUPT || db.resultCode == .SQLITE_NOTADB
+    }
+
+    /// Completes a move to a new device ID that a crash interrupted: once
+    /// `device.json` names the new ID, the snapshot built for it replaces
+    /// the old one; before that, the half-built one is thrown away (the old
+    /// snapshot still holds every save, and the move starts again).
+    private static func finishIdentitySwitch(_ folder: DeviceFolder, store: StoreID, identity: DeviceFolder.Identity) throws {
+        let next = folder.nextSnapshotPath(store)
+        guard FileManager.default.fileExists(atPath: next) else { return }
+        let built = try? Snapshot.identity(at: next)
+        guard let built, built.device == identity.device, built.store == store else {
+            DeviceFolder.removeSnapshotFiles(next)
+            return
+        }
+        let path = folder.snapshotPath(store)
+        if FileManager.default.fileExists(atPath: path) {
+            let old = try? Snapshot.identity(at: path)
+            try folder.retire(path, device: old?.device, reason: "superseded")
+        }
+        try moveSnapshot(from: next, to: path)
+        DeviceFolder.syncDirectory(folder.url.path)
+    }
+
+    private static func moveSnapshot(from source: String, to target: String) throws {
+        for suffix in ["-wal", "-shm", ""] where FileManager.default.fileExists(atPath: source + suffix) {
+            guard rename(source + suffix, target + suffix) == 0 else {
+                throw ChronicleError(.io, "cannot move \(source + suffix) to \(target + suffix): \(String(cString: strerror(errno)))")
+            }
+        }
     }
 
     /// The store the container's active-store pointer names; creates one if none.
@@ -168,7 +341,9 @@ public actor Store {
     ///
     /// - Returns: what `body` returned.
     /// - Throws: what `body` throws, or a ``ChronicleError`` from validation
-    ///   (nothing is saved then).
+    ///   (nothing is saved then), among them ``ChronicleError/Code/sizeOverCap``
+    ///   for a save whose log would be larger than ``Configuration/limits``
+    ///   lets any device read.
     @discardableResult
     public func write<T>(_ body: (inout WriteTransaction) throws -> T) throws -> T {
         try writeReporting(body).value
@@ -185,7 +360,7 @@ public actor Store {
         let result = try body(&tx)
         ids = tx.generator
         guard !tx.changes.isEmpty else { return (result, nil) }
-        let saved = try snapshot.save(tx.changes, physicalMilliseconds: now)
+        let saved = try snapshot.save(tx.changes, physicalMilliseconds: now, maxBodyBytes: configuration.limits.maxBodyBytes)
         hub.publish(saved.events)
         return (result, saved)
     }
@@ -241,22 +416,41 @@ public actor Store {
 
     // MARK: Sync
 
-    /// Uploads pending saves, then imports what other devices wrote.
+    /// Uploads pending saves, puts back this device's own logs that the
+    /// container lacks or holds damaged (a bounded window per sync, so every
+    /// log is checked over successive syncs), then imports what other
+    /// devices wrote. See ``SyncReport/status`` for how it ended.
+    ///
+    /// If the container holds history under this device's ID that its files
+    /// did not write (they were restored from an older copy, copied to a
+    /// second machine, or lost), the device first moves to a new ID: see
+    /// ``SyncReport/identityChange``. No sequence number is ever written twice.
     @discardableResult
     public func sync() async throws -> SyncReport {
-        let uploaded = try await replayer.upload()
+        let change = try await ensureOwnHistory()
+        let uploaded = try await uploadMovingIfNeeded()
+        pruneRetiredSnapshots()
+        let repaired = try await repairWindow()
         let imported = try await replayer.importOnce()
-        return SyncReport(uploadedLogs: uploaded, imported: imported)
+        return SyncReport(uploadedLogs: uploaded.count, imported: imported, repairedLogs: repaired,
+                          identityChange: uploaded.change ?? change)
     }
 
     /// Uploads pending saves only.
     @discardableResult
-    public func upload() async throws -> Int { try await replayer.upload() }
+    public func upload() async throws -> Int {
+        _ = try await ensureOwnHistory()
+        return try await uploadMovingIfNeeded().count
+    }
 
-    /// Re-uploads this device's own logs that are damaged in the container
-    /// (see ``Replayer/repairOwnLogs()``).
+    /// Checks every one of this device's own logs in the container and puts
+    /// back those missing or damaged (see ``Replayer/repairOwnLogs()``).
+    /// ``sync()`` does the same a bounded window at a time.
     @discardableResult
-    public func repairOwnLogs() async throws -> [ContainerName] { try await replayer.repairOwnLogs() }
+    public func repairOwnLogs() async throws -> [ContainerName] {
+        _ = try await ensureOwnHistory()
+        return try await replayer.repairOwnLogs()
+    }
 
     /// Writes this device's state as a baseline of the store, so that a new
     /// device starts from it (one SQLite transaction per part) instead of
@@ -265,8 +459,161 @@ public actor Store {
     /// See ``Replayer/publishBaseline(partBytes:)``.
     @discardableResult
     public func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
-        try await replayer.upload()
+        _ = try await ensureOwnHistory()
+        _ = try await uploadMovingIfNeeded()
         return try await replayer.publishBaseline(partBytes: partBytes)
+    }
+
+    /// Removes the snapshots of this device's earlier IDs once every save
+    /// they handed over is uploaded (damaged ones, whose saves could not be
+    /// read, stay for a person to look at).
+    private func pruneRetiredSnapshots() {
+        guard (try? snapshot.pendingUploadCount()) == 0 else { return }
+        for path in folder.retiredSnapshots(of: storeID) where path.contains("-superseded") {
+            DeviceFolder.removeSnapshotFiles(path)
+        }
+    }
+
+    /// Where the next bounded repair pass starts, kept in the snapshot so
+    /// that one-shot processes (the CLI) still cover every log over time.
+    private func repairWindow() async throws -> [ContainerName] {
+        let key = "repair_cursor"
+        let cursor = try snapshot.metadata(key).flatMap { try? ContainerName($0) }
+        let pass: (repaired: [ContainerName], next: ContainerName?)
+        do {
+            pass = try await replayer.repairOwnLogs(from: cursor, budget: Replayer.RepairBudget())
+        } catch let error as ChronicleError where error.code == .identityConflict {
+            let change = try await moveToNewIdentity(reason: error.message)
+            configuration.logger.notice("moved to a new device ID while repairing", metadata: ["chronicle.device": "\(change.current)"])
+            return []
+        }
+        try snapshot.setMetadata(key, pass.next?.rawValue)
+        return pass.repaired
+    }
+
+    /// Uploads; if the container turns out to hold other saves under this
+    /// device's sequences, moves to a new ID and uploads under it.
+    private func uploadMovingIfNeeded() async throws -> (count: Int, change: IdentityChange?) {
+        do {
+            return (try await replayer.upload(), nil)
+        } catch let error as ChronicleError where error.code == .identityConflict {
+            let change = try await moveToNewIdentity(reason: error.message)
+            return (try await replayer.upload(), change)
+        }
+    }
+
+    /// Checks once per open store (and after every move) that the
+    /// container's history of this device's ID is this snapshot's own.
+    /// A container that does not answer leaves the check for the next sync:
+    /// nothing is uploaded before it passes.
+    private func ensureOwnHistory() async throws -> IdentityChange? {
+        if let identityTask { return try await identityTask.value }
+        guard !historyChecked else { return nil }
+        guard let reason = try await replayer.foreignHistory() else {
+            historyChecked = true
+            return nil
+        }
+        return try await moveToNewIdentity(reason: reason)
+    }
+
+    /// Moves this device to a new ID: builds a snapshot for the new ID from
+    /// the container, carries over every acknowledged save of the old ID
+    /// that the container lacks (same clock and changes, new sequence),
+    /// then makes it the device's snapshot. The old snapshot is kept in the
+    /// folder's `retired/` until the carried saves are uploaded.
+    ///
+    /// Crash-safe: `device.json` naming the new ID is the commit point.
+    /// Before it, the old snapshot is still the device's and the move starts
+    /// again at the next sync; after it, ``open(_:)`` finishes the swap.
+    private func moveToNewIdentity(reason: String) async throws -> IdentityChange {
+        if let identityTask { return try await identityTask.value }
+        let task = Task { try await self.performMove(reason: reason) }
+        identityTask = task
+        defer { identityTask = nil }
+        return try await task.value
+    }
+
+    private func performMove(reason: String) async throws -> IdentityChange {
+        let old = snapshot
+        let newID = DeviceID.drawn(&random)
+        configuration.logger.warning("this device's files are behind the container; continuing under a new device ID", metadata: [
+            "chronicle.device": "\(old.deviceID)", "chronicle.newDevice": "\(newID)", "chronicle.reason": "\(reason)",
+        ])
+        let nextPath = folder.nextSnapshotPath(storeID)
+        DeviceFolder.removeSnapshotFiles(nextPath)
+        let next = try Self.openSnapshot(nextPath, storeID: storeID, device: newID, configuration)
+        var mapping: [(old: UInt64, new: UInt64)] = []
+        do {
+            // What of the old ID's saves the container lacks.
+            var (carried, through) = try await savesMissingFromContainer(old)
+            // Everything the container holds, the old ID's logs included.
+            var builder = Replayer(snapshot: next, container: configuration.container, limits: configuration.limits, logger: configuration.logger)
+            builder.clock = configuration.clock
+            builder.baselineWait = .zero
+            _ = try await builder.importOnce()
+            // From here on nothing awaits: saves made on the old snapshot
+            // while the container was read are carried too.
+            let own = try old.ownSequence()
+            if own > through, let later = try old.ownTransactions(first: through + 1, last: own) {
+                carried += later
+                through = own
+            }
+            mapping = try next.adopt(carried)
+            try next.close()
+            var identity = try folder.readIdentity() ?? DeviceFolder.Identity(device: old.deviceID, store: storeID, retired: nil)
+            identity.retired = (identity.retired ?? []) + [old.deviceID]
+            identity.device = newID
+            identity.store = storeID
+            try folder.writeIdentity(identity)
+        } catch {
+            try? next.close()
+            DeviceFolder.removeSnapshotFiles(nextPath)
+            throw error
+        }
+        // Committed: swap the files and carry on with the new snapshot.
+        try? old.close()
+        try Self.finishIdentitySwitch(folder, store: storeID, identity: DeviceFolder.Identity(device: newID, store: storeID, retired: nil))
+        let fresh = try Self.openSnapshot(folder.snapshotPath(storeID), storeID: storeID, device: newID, configuration)
+        current.withLock { $0 = fresh }
+        replayer = try Self.makeReplayer(fresh, configuration: configuration, hub: hub, random: &random)
+        historyChecked = true
+        let change = IdentityChange(previous: old.deviceID, current: newID, reason: reason,
+                                    carriedOver: mapping.map { IdentityChange.CarriedSave(old: $0.old, new: $0.new) })
+        identityChanges.append(change)
+        return change
+    }
+
+    /// The old ID's saves (through its newest) that the container does not
+    /// hold as they were made: a log of the old ID with the same name the
+    /// outbox uploaded holds them; any other log of the old ID is read and
+    /// compared save by save. Returns them in order, and the newest sequence
+    /// considered.
+    private func savesMissingFromContainer(_ old: Snapshot) async throws -> ([Transaction], UInt64) {
+        let own = try old.ownSequence()
+        guard own > 0 else { return ([], 0) }
+        let device = old.deviceID
+        let uploaded = Set(try old.uploadedGroups().map { "\($0.0)-\($0.1)" })
+        let decoder = LogDecoder(schema: old.schema, limits: configuration.limits)
+        var present = IndexSet()
+        for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {
+            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.first <= own else { continue }
+            let last = min(parsed.last, own)
+            if uploaded.contains("\(parsed.first)-\(parsed.last)") {
+                present.insert(integersIn: Int(parsed.first)...Int(last))
+                continue
+            }
+            guard let stored = try? decoder.open(try await configuration.container.get(blob.name)).transactions(),
+                  let mine = try old.ownTransactions(first: parsed.first, last: last) else { continue }
+            let theirs = Dictionary(stored.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
+            for t in mine where theirs[t.sequence] == t { present.insert(Int(t.sequence)) }
+        }
+        var missing: [Transaction] = []
+        var gaps = IndexSet(integersIn: 1...Int(own))
+        gaps.subtract(present)
+        for range in gaps.rangeView {
+            missing += try old.ownTransactions(first: UInt64(range.lowerBound), last: UInt64(range.upperBound - 1)) ?? []
+        }
+        return (missing, own)
     }
 
     /// Imports other devices' logs only.
@@ -307,10 +654,21 @@ public actor Store {
         hub.subscribe(bufferingNewest: limit)
     }
 
-    /// Stops syncing, ends the change streams and closes the snapshot.
+    /// Stops syncing, ends the change streams, closes the snapshot and lets
+    /// go of the device folder.
     public func close() throws {
         stopAutomaticSync()
         hub.finish()
+        defer { folder.release() }
         try snapshot.close()
+    }
+}
+
+extension Store.Configuration {
+    /// This configuration with ``baselineWait`` set to `wait`.
+    public func waitingForBaselines(_ wait: Duration) -> Self {
+        var copy = self
+        copy.baselineWait = wait
+        return copy
     }
 }

@@ -10,7 +10,8 @@ struct ChronicleCommand: AsyncParsableCommand {
         discussion: """
             A device keeps its snapshot in a device directory; devices share a container directory.
             Every command takes --help; most take --json for machine-readable output.
-            Exit status: 0 on success, 1 when the command found a problem, 2 on bad usage.
+            Exit status: 0 on success, 1 when the command found a problem, 2 on bad usage;
+            `sync` exits 3 when something it needs is not visible in the container yet.
             """,
         subcommands: [Save.self, Sync.self, PublishBaseline.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
     )
@@ -27,23 +28,18 @@ struct DeviceOptions: ParsableArguments {
     @Option(name: .customLong("schema"), help: "The schema JSON file.")
     var schema: String
 
+    /// How long a command waits for another process that has the device folder open.
+    static let lockWait: Duration = .seconds(5)
+
     func open() async throws -> Store {
         let schema = try Schema(contentsOf: URL(fileURLWithPath: self.schema))
         let directory = URL(fileURLWithPath: deviceDirectory)
-        var identity = try DeviceFile.load(in: directory)
-        // The device ID must be on disk before anything (the snapshot) is
-        // created under it: a crash in between would otherwise leave a
-        // snapshot owned by an ID that is then forgotten.
-        try identity.save(in: directory)
         let container = try DirectoryContainer(root: URL(fileURLWithPath: self.container))
-        let store = try await Store.open(Store.Configuration(
-            schema: schema, deviceID: identity.device, directory: directory, container: container,
-            logger: CLILogging.logger, knownStore: identity.store))
-        if identity.store != store.storeID {
-            identity.store = store.storeID
-            try identity.save(in: directory)
-        }
-        return store
+        // The store keeps the device's ID and its store in the folder's
+        // device.json, and holds the folder's lock until it is closed.
+        return try await Store.open(Store.Configuration(
+            schema: schema, directory: directory, container: container,
+            logger: CLILogging.logger, lockWait: Self.lockWait))
     }
 }
 

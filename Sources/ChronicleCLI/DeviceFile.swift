@@ -1,51 +1,26 @@
 import Chronicle
-#if canImport(Glibc)
-import Glibc
-#endif
 import Foundation
 
-/// `device.json` in a device directory: the device's stable ID and the store
-/// it last opened (so `query` and `state-hash` find the snapshot).
+/// `device.json` in a device directory, as the store keeps it: the device's
+/// ID and the store it last opened. Commands that only read a snapshot
+/// (`query`, `state-hash`) find it through this file, without opening the
+/// store (and without its lock: SQLite lets readers in beside a writer).
 struct DeviceFile: Codable {
     var device: DeviceID
     var store: StoreID?
 
     static let name = "device.json"
 
-    /// Loads the file, or makes a new device ID if there is none yet.
+    /// Reads the file.
     static func load(in directory: URL) throws -> DeviceFile {
         let url = directory.appendingPathComponent(name)
         guard FileManager.default.fileExists(atPath: url.path) else {
-            return DeviceFile(device: DeviceID(UUID()), store: nil)
+            throw ChronicleError(.notFound, "\(directory.path) is not a device folder yet (run `chronicle save` or `chronicle sync` first)")
         }
         do {
             return try JSONDecoder().decode(DeviceFile.self, from: Data(contentsOf: url))
         } catch {
-            throw ChronicleError(.malformedBody, "\(url.path) is not a valid device file: \(error)")
-        }
-    }
-
-    /// Writes the file atomically and durably (temporary file, fsync, rename, directory fsync).
-    func save(in directory: URL) throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let data = try encoder.encode(self)
-        let final = directory.appendingPathComponent(DeviceFile.name).path
-        let temp = final + ".tmp-\(getpid())"
-        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw ChronicleError(.io, "cannot write \(temp): errno \(errno)") }
-        let written = data.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
-        let synced = fsync(fd)
-        close(fd)
-        guard written == data.count, synced == 0, rename(temp, final) == 0 else {
-            unlink(temp)
-            throw ChronicleError(.io, "cannot write \(final): errno \(errno)")
-        }
-        let dir = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dir >= 0 {
-            fsync(dir)
-            close(dir)
+            throw ChronicleError(.malformedBody, "\(url.path) is not a valid device file: \(error.localizedDescription)")
         }
     }
 

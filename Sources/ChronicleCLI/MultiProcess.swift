@@ -86,10 +86,9 @@ struct MultiProcessRun {
         var stores: [Store] = []
         for i in 0..<processes {
             let dir = root.appendingPathComponent("device-\(i)")
-            let identity = try DeviceFile.load(in: dir)
             stores.append(try await Store.open(Store.Configuration(
-                schema: schema, deviceID: identity.device, directory: dir, container: shared,
-                logger: Logger(label: "mp") { _ in SwiftLogNoOpLogHandler() }, knownStore: identity.store)))
+                schema: schema, directory: dir, container: shared,
+                logger: Logger(label: "mp") { _ in SwiftLogNoOpLogHandler() })))
         }
         for _ in 0..<3 { for s in stores { try await s.repairOwnLogs(); try await s.sync() } }
         var hashes = Set<String>()
@@ -145,7 +144,7 @@ struct SimulateWorker: AsyncParsableCommand {
                 continue
             }
             let notes = try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note ORDER BY id") }
-            let title = "d\(store.configuration.deviceID.description.prefix(8))-\(done)-\(getpid())-\(attempt)"
+            let title = "d\(store.deviceID.description.prefix(8))-\(done)-\(getpid())-\(attempt)"
             let words = Int64(random.next() % 10_000)
             let update = !notes.isEmpty && random.next() % 3 == 0
             let target = notes.isEmpty ? nil : notes[Int(random.next() % UInt64(notes.count))]

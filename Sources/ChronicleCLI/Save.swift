@@ -38,7 +38,7 @@ struct Save: AsyncParsableCommand {
             for (number, line) in lines {
                 parsed.append(try ParsedChange(line: String(line), number: number + 1, schema: schema))
             }
-            let inserted = try await store.write { tx -> [RecordID] in
+            let (inserted, saved) = try await store.writeReporting { tx -> [RecordID] in
                 var ids: [RecordID] = []
                 for change in parsed {
                     switch change.kind {
@@ -49,7 +49,8 @@ struct Save: AsyncParsableCommand {
                 }
                 return ids
             }
-            let sequence = try store.snapshot.vector()[store.configuration.deviceID] ?? 0
+            // The sequence this save committed as (nil: the input changed nothing).
+            let sequence = saved?.sequence ?? 0
             try await store.close()
             output.print(.object(["sequence": .int(Int64(sequence)), "inserted": .array(inserted.map { .string($0.description) })]),
                          text: "saved sequence \(sequence)" + inserted.map { "\ninserted \($0)" }.joined())

@@ -4,8 +4,18 @@ import Foundation
 
 struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Upload this device's pending saves and import other devices' logs, once.",
-        discussion: "Exits 1 if some log could not be imported (the others still are); each failure is named.")
+        abstract: "Upload this device's pending saves, put back its own logs the container lacks, and import other devices' logs, once.",
+        discussion: """
+            Exit status: 0 when everything visible was imported; 3 when something is not visible yet \
+            (another device's log or a baseline still arriving: run sync again later); 1 when some log \
+            failed in a way another sync will not clear (each is named; the others are still imported).
+            If the container holds saves under this device's ID that its files did not write (the folder \
+            was restored from an older copy or copied from another machine), the device continues under \
+            a new ID and carries over its saves the container lacks; the output says so.
+            """)
+
+    /// The exit status for a sync that left something to wait for.
+    static let waitingExitCode: Int32 = 3
 
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
@@ -15,23 +25,49 @@ struct Sync: AsyncParsableCommand {
             let store = try await device.open()
             let report = try await store.sync()
             let hash = try await store.stateHash()
+            let deviceID = store.deviceID
             try await store.close()
             let failures = report.imported.failures
+            let change = report.identityChange
+            var lines: [String] = []
+            if let change {
+                lines.append("this device's files were behind the container (\(change.reason)); it continues as device \(change.current) "
+                             + "(was \(change.previous)) and carried over \(change.carriedOver.count) save(s)")
+            }
+            if let b = report.imported.baseline {
+                lines.append("started from a baseline by device \(b.device): \(b.parts) part(s), \(b.records) record state(s)")
+            }
+            lines.append("uploaded \(report.uploadedLogs) log(s), imported \(report.imported.appliedLogs) log(s) with \(report.imported.appliedTransactions) transaction(s)"
+                         + (report.repairedLogs.isEmpty ? "" : ", put back \(report.repairedLogs.count) of its own"))
+            for gap in report.imported.gaps { lines.append("waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet") }
+            if let waiting = report.imported.waitingForBaseline { lines.append("waiting: baseline \(waiting) is still being written") }
+            for f in failures { lines.append("\(f.error.code.isTransient || f.error.code == .shortRead ? "waiting" : "failed"): \(f.name): \(f.error.code): \(f.error.message)") }
+            lines.append("state hash \(hash)")
             output.print(.object([
+                "status": .string(report.status.rawValue),
+                "device": .string(deviceID.description),
                 "uploadedLogs": .int(Int64(report.uploadedLogs)),
+                "repairedLogs": .array(report.repairedLogs.map { .string($0.rawValue) }),
                 "importedLogs": .int(Int64(report.imported.appliedLogs)),
                 "importedTransactions": .int(Int64(report.imported.appliedTransactions)),
                 "waitingForLogs": .array(report.imported.gaps.map { .string("\($0.device) needs \($0.expected)") }),
-                "failures": .array(failures.map { .object(["name": .string($0.name), "code": .string($0.error.code.name), "message": .string($0.error.message)]) }),
+                "waitingForBaseline": report.imported.waitingForBaseline.map { .string($0) } ?? .null,
+                "failures": .array(failures.map { .object(["name": .string($0.name), "code": .string($0.error.code.name), "message": .string($0.error.message),
+                                                           "transient": .bool($0.error.code.isTransient || $0.error.code == .shortRead)]) }),
+                "identityChange": change.map { c in .object([
+                    "previous": .string(c.previous.description), "current": .string(c.current.description),
+                    "reason": .string(c.reason), "carriedOver": .int(Int64(c.carriedOver.count)),
+                ]) } ?? .null,
                 "stateHash": .string(hash),
                 "startedFromBaseline": report.imported.baseline.map { b in
                     .object(["device": .string(b.device.description), "parts": .int(Int64(b.parts)), "records": .int(Int64(b.records))])
                 } ?? .null,
-            ]), text: (report.imported.baseline.map { "started from a baseline by device \($0.device): \($0.parts) part(s), \($0.records) record state(s)\n" } ?? "") + """
-                uploaded \(report.uploadedLogs) log(s), imported \(report.imported.appliedLogs) log(s) with \(report.imported.appliedTransactions) transaction(s)
-                state hash \(hash)
-                """ + failures.map { "\nfailed: \($0.name): \($0.error.code): \($0.error.message)" }.joined())
-            if !failures.isEmpty { throw ExitCode.failure }
+            ]), text: lines.joined(separator: "\n"))
+            switch report.status {
+            case .upToDate: break
+            case .waiting: throw ExitCode(Self.waitingExitCode)
+            case .failed: throw ExitCode.failure
+            }
         }
     }
 }

@@ -153,7 +153,8 @@ public final class Simulation {
         let store = try await Store.open(Store.Configuration(
             schema: Self.schema, deviceID: d.id, directory: d.root.appendingPathComponent("account-\(d.account)"),
             container: accounts[d.account].view(for: d.id), clock: clock, seed: seed &+ UInt64(d.index) &* 31 &+ UInt64(d.syncs),
-            logger: logger, durability: .normal, knownStore: d.knownStore[d.account], crashInjector: injector))
+            logger: logger, durability: .normal, knownStore: d.knownStore[d.account], crashInjector: injector)
+            .waitingForBaselines(.seconds(5)))
         d.knownStore[d.account] = store.storeID
         d.store = store
     }
@@ -325,7 +326,7 @@ public final class Simulation {
             if round >= 2 { accounts[0].settle() }
             for d in devices {
                 if options.devicesRepairTheirLogs { _ = try? await d.store?.repairOwnLogs() }
-                _ = try? await d.store?.sync()
+                do { _ = try await d.store?.sync() } catch { note("device \(d.index + 1) quiescing sync failed: \(error)") }
             }
             var hashes = Set<String>()
             var failures = 0
@@ -409,7 +410,7 @@ public final class Simulation {
         let joiner = try await Store.open(Store.Configuration(
             schema: Self.schema, deviceID: DeviceID(index: 998), directory: root.appendingPathComponent("joiner"),
             container: accounts[0].everything, clock: clock, seed: 2, logger: logger, durability: .normal,
-            knownStore: stores[0].storeID))
+            knownStore: stores[0].storeID).waitingForBaselines(.zero))
         let joined = try await joiner.importLogs()
         summary.newDeviceStartedFromBaseline = joined.baseline != nil
         let joinerHash = try await joiner.stateHash()
@@ -432,7 +433,7 @@ public final class Simulation {
         let storeID = stores[0].storeID
         _ = try await pristine.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(storeID)\"}".utf8))
         for s in stores {
-            let device = s.configuration.deviceID
+            let device = s.deviceID
             guard let last = try s.snapshot.vector()[device], last > 0,
                   let transactions = try s.snapshot.outboxTransactions(first: 1, last: last) else { continue }
             let bytes = try LogEncoder(storeID: storeID).encode(bodies: transactions, device: device, schemaHash: Self.schema.hash)

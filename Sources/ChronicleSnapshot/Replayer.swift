@@ -41,15 +41,27 @@ public struct Replayer: Sendable {
 
     /// Uploads every pending save, grouped into logs. Returns the number of
     /// logs put. Safe to call again after any failure.
+    ///
+    /// - Throws: ``ChronicleError/Code/identityConflict`` if the container
+    ///   already holds a different log for these sequences of this device
+    ///   (another copy of this device's files uploaded first): the caller
+    ///   must continue under a new device ID (``Store`` does).
     @discardableResult
     public func upload() async throws -> Int {
         let encoder = LogEncoder(storeID: snapshot.storeID)
         try await register()
         var count = 0
-        while let plan = try snapshot.nextUpload() {
+        // Groups stay under the cap every reader applies (a single save is
+        // checked against it when it is made).
+        let maxBytes = min(4 << 20, max(1, decoder.limits.maxBodyBytes / 2))
+        while let plan = try snapshot.nextUpload(maxBytes: maxBytes) {
             let bytes = try encoder.encode(bodies: plan.transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
             let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: plan.first, last: plan.last)
-            try await container.put(name, bytes)
+            do {
+                try await container.put(name, bytes)
+            } catch let error as ChronicleError where error.code == .blobConflict {
+                throw ChronicleError(.identityConflict, "the container already holds other saves as sequences \(plan.first)...\(plan.last) of device \(snapshot.deviceID): \(error.message)", underlying: error)
+            }
             try snapshot.crashInjector?.check(.uploadAfterPut)
             try snapshot.markUploaded(plan)
             logger.debug("uploaded log", metadata: ["chronicle.log": "\(name)", "chronicle.bytes": "\(bytes.count)"])
@@ -58,49 +70,134 @@ public struct Replayer: Sendable {
         return count
     }
 
-    /// Checks this device's own logs in the container and re-uploads any that
-    /// are damaged (bit rot, a torn copy) from the outbox, which keeps every
-    /// saved body. Other devices never applied a damaged log (imports are all
-    /// or nothing), so replacing it with the bytes it should have is safe.
-    /// Returns the names repaired.
+    /// Whether the container holds history of this device's ID that this
+    /// snapshot did not write: a registration naming another incarnation
+    /// (``Snapshot/incarnation(orStore:)``), or logs of this device after the
+    /// last one this snapshot uploaded (other than the one it planned next).
+    /// Returns why, or nil when the history is this snapshot's own.
+    public func foreignHistory() async throws -> String? {
+        let device = snapshot.deviceID
+        if let incarnation, let marker = try await container.readMarker(ContainerLayout.deviceRegistration(store: snapshot.storeID, device: device)),
+           let registered = DeviceRegistration(bytes: marker.bytes)?.incarnation, registered != incarnation {
+            return "the container's registration of device \(device) names another copy of its files (\(registered.paddedHex), this one is \(incarnation.paddedHex))"
+        }
+        let frontier = try snapshot.uploadFrontier()
+        let own = try snapshot.ownSequence()
+        var cursor = frontier.lastUploaded.map { ContainerLayout.log(store: snapshot.storeID, device: device, first: $0.first, last: $0.last) }
+        let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: device)
+        while true {
+            let page = try await container.list(prefix: prefix, after: cursor, limit: pageSize)
+            for blob in page {
+                cursor = blob.name
+                guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device else { continue }
+                if let planned = frontier.planned, planned.first == parsed.first, planned.last == parsed.last { continue }
+                return "the container holds sequences \(parsed.first)...\(parsed.last) of device \(device), which these files did not upload (they saved through \(own))"
+            }
+            if page.count < pageSize { return nil }
+        }
+    }
+
+    /// This snapshot's incarnation, recorded in its registration. Set by
+    /// ``Store``; nil registers without one.
+    public var incarnation: UInt64?
+
+    /// Checks this device's own logs in the container and puts back, from
+    /// the outbox (which keeps every saved body), any that are missing (an
+    /// upload that never arrived, a wiped or pruned container) or damaged
+    /// (bit rot, a torn copy). Other devices never applied a damaged log
+    /// (imports are all or nothing), so replacing it with the bytes it should
+    /// have is safe. Returns the names repaired.
+    ///
+    /// This checks every log; ``repairOwnLogs(from:budget:)`` checks a bounded
+    /// window per call, which is what each sync does.
     public func repairOwnLogs() async throws -> [ContainerName] {
-        let encoder = LogEncoder(storeID: snapshot.storeID)
-        let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: snapshot.deviceID)
         var repaired: [ContainerName] = []
-        let listed = try await container.listAll(prefix: prefix)
-        // Logs the outbox uploaded that the container does not have (an upload
-        // that never arrived, a wiped container): put them again.
-        let present = Set(listed.map(\.name))
-        try await register()
-        for (first, last) in try snapshot.uploadedGroups() {
-            let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: first, last: last)
+        var cursor: ContainerName?
+        repeat {
+            let pass = try await repairOwnLogs(from: cursor, budget: RepairBudget(listed: pageSize, verifiedBytes: .max))
+            repaired += pass.repaired
+            cursor = pass.next
+        } while cursor != nil
+        return repaired
+    }
+
+    /// How much one bounded repair pass may do.
+    public struct RepairBudget: Sendable, Hashable {
+        /// Log names listed.
+        public var listed: Int
+        /// Bytes of logs read back and verified.
+        public var verifiedBytes: Int
+
+        /// Creates a budget.
+        public init(listed: Int = 256, verifiedBytes: Int = 4 << 20) {
+            self.listed = listed
+            self.verifiedBytes = verifiedBytes
+        }
+    }
+
+    /// One bounded repair pass over this device's own logs, starting after
+    /// `cursor` (nil: from the first). Lists at most `budget.listed` names,
+    /// puts back every log of that window the outbox uploaded but the
+    /// container lacks, and reads back at most `budget.verifiedBytes` of
+    /// them, replacing any that do not verify. Returns what it repaired and
+    /// where the next pass starts (nil once it reached the end).
+    public func repairOwnLogs(from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
+        let encoder = LogEncoder(storeID: snapshot.storeID)
+        let device = snapshot.deviceID
+        let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: device)
+        let page = try await container.list(prefix: prefix, after: cursor, limit: max(1, budget.listed))
+        let reachedEnd = page.count < max(1, budget.listed)
+        let start = cursor.flatMap(ContainerLayout.parseLog)?.first ?? 0
+        let end = reachedEnd ? UInt64.max : (page.last.flatMap { ContainerLayout.parseLog($0.name) }?.first ?? UInt64.max)
+        var repaired: [ContainerName] = []
+        // Missing: uploaded groups in this window that the listing lacks.
+        let present = Set(page.map(\.name))
+        var registered = false
+        for (first, last) in try snapshot.uploadedGroups() where first > start && first <= end {
+            let name = ContainerLayout.log(store: snapshot.storeID, device: device, first: first, last: last)
             guard !present.contains(name), let transactions = try snapshot.outboxTransactions(first: first, last: last) else { continue }
-            try await container.put(name, try encoder.encode(bodies: transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash))
+            if !registered { try await register(); registered = true }
+            do {
+                try await container.put(name, try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash))
+            } catch let error as ChronicleError where error.code == .blobConflict {
+                throw ChronicleError(.identityConflict, "the container holds other saves where this device's log \(name) belongs: \(error.message)", underlying: error)
+            }
             logger.notice("re-uploaded missing log", metadata: ["chronicle.log": "\(name)"])
             repaired.append(name)
         }
-        for blob in listed {
-            guard let parsed = ContainerLayout.parseLog(blob.name) else { continue }
+        // Damaged: read back what the byte budget allows, and put back what does not verify.
+        var verified = 0
+        for blob in page where verified < budget.verifiedBytes {
+            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device,
+                  let transactions = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last) else { continue }
+            verified += blob.size
             let stored = try? await container.get(blob.name)
             if let stored, (try? decoder.open(stored)) != nil { continue }
-            guard let transactions = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last) else { continue }
-            let bytes = try encoder.encode(bodies: transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
+            let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
             guard bytes != stored else { continue }
             try await container.delete(blob.name)
             try await container.put(blob.name, bytes)
             logger.notice("repaired own log", metadata: ["chronicle.log": "\(blob.name)"])
             repaired.append(blob.name)
         }
-        return repaired
+        return (repaired, reachedEnd ? nil : page.last?.name)
     }
 
     /// Makes sure this device is listed in the store's device registrations,
-    /// which is how other devices find its logs.
+    /// which is how other devices find its logs. A registration made
+    /// without an incarnation is given this snapshot's.
     public func register() async throws {
         let name = ContainerLayout.deviceRegistration(store: snapshot.storeID, device: snapshot.deviceID)
-        if try await container.readMarker(name) != nil { return }
+        let registration = DeviceRegistration(device: snapshot.deviceID, incarnation: incarnation)
+        if let marker = try await container.readMarker(name) {
+            if let incarnation, DeviceRegistration(bytes: marker.bytes)?.incarnation == nil {
+                _ = try? await container.replaceMarker(name, DeviceRegistration(device: snapshot.deviceID, incarnation: incarnation).bytes,
+                                                       expected: marker.version)
+            }
+            return
+        }
         do {
-            _ = try await container.createMarker(name, Array("{\"device\":\"\(snapshot.deviceID)\"}".utf8))
+            _ = try await container.createMarker(name, registration.bytes)
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Registered concurrently: what we wanted.
         }
@@ -124,13 +221,28 @@ public struct Replayer: Sendable {
         var report = ImportReport()
         var vector = try snapshot.vector()
         if startsFromBaseline, !vector.contains(where: { $0.key != snapshot.deviceID && $0.value > 0 }) {
-            if try await applyNewestBaseline(into: &report) { vector = try snapshot.vector() }
+            switch try await applyNewestBaseline(into: &report) {
+            case .applied: vector = try snapshot.vector()
+            case .waiting: return report
+            case .none: break
+            }
         }
         for device in try await devices() {
             try await importLogs(of: device, after: vector[device] ?? 0, into: &report)
         }
         return report
     }
+
+    /// How long a device that starts from nothing waits for the store's
+    /// newest baseline to be complete (its publisher still writing parts, or
+    /// a sync service still copying them) before it falls back to an older
+    /// baseline or to the logs. Measured from the clock in the baseline's
+    /// name (the publisher's), so a publisher that died mid-way holds no one
+    /// up for longer than this.
+    public var baselineWait: Duration = .seconds(60)
+
+    /// The clock ``baselineWait`` is measured on.
+    public var clock: any PhysicalClock = SystemClock()
 
     /// Writes this device's snapshot as a baseline of the store: every part,
     /// then the final one, so a reader that sees the final part and every
@@ -172,16 +284,22 @@ public struct Replayer: Sendable {
         }
     }
 
+    private enum BaselineStart { case applied, waiting, none }
+
     /// Applies the newest baseline that applies whole; a baseline that fails
-    /// (a part missing, not final, damaged) is recorded and the next older
-    /// one is tried. Returns whether one was applied.
-    private func applyNewestBaseline(into report: inout ImportReport) async throws -> Bool {
+    /// (a part damaged, or parts that do not match their names) is recorded
+    /// and the next older one is tried. A baseline still incomplete is waited
+    /// for while it is younger than ``baselineWait`` (the pass then imports
+    /// nothing: logs applied now would make the baseline useless), then
+    /// passed over. This device's own baselines are never applied to it: it
+    /// holds everything they hold.
+    private func applyNewestBaseline(into report: inout ImportReport) async throws -> BaselineStart {
         let candidates: [[ContainerName]]
         do {
-            candidates = try await baselines()
+            candidates = try await baselines().filter { ContainerLayout.parseBaselinePart($0[0])?.device != snapshot.deviceID }
         } catch let error as ChronicleError {
             report.failures.append(.init(name: ContainerLayout.baselinesPrefix(store: snapshot.storeID), device: snapshot.deviceID, error: error))
-            return false
+            return .none
         }
         candidates: for names in candidates {
             // Check the last part first: a baseline still being written (or
@@ -194,6 +312,15 @@ public struct Replayer: Sendable {
                 guard header.kind == .baseline, header.isFinalBaselinePart, header.baselinePart == UInt64(names.count) else {
                     throw ChronicleError(.incompleteBaseline, "\(last) is not the final part of its baseline: parts are missing or still arriving")
                 }
+            } catch let error as ChronicleError where error.code == .incompleteBaseline || error.code == .shortRead {
+                let published = ContainerLayout.parseBaselinePart(last)?.clock.milliseconds ?? 0
+                let age = clock.nowMilliseconds() &- min(published, clock.nowMilliseconds())
+                if age < UInt64(baselineWait.components.seconds) * 1000 {
+                    report.waitingForBaseline = names[0].rawValue
+                    return .waiting
+                }
+                report.passedOverBaselines.append(names[0].rawValue)
+                continue
             } catch let error as ChronicleError {
                 recordFailure(last.rawValue, device: snapshot.deviceID, error, into: &report)
                 continue
@@ -219,9 +346,9 @@ public struct Replayer: Sendable {
             guard let summary = application.summary else { continue }
             report.baseline = summary
             logger.info("started from baseline", metadata: ["chronicle.baseline": "\(names[0])", "chronicle.records": "\(summary.records)"])
-            return true
+            return .applied
         }
-        return false
+        return .none
     }
 
     /// The most logs, and bytes of log bodies, applied in one SQLite transaction.
@@ -375,6 +502,26 @@ public struct ImportReport: Sendable {
     public var gaps: [Gap] = []
     /// The baseline the pass started from, if it applied one.
     public var baseline: Snapshot.BaselineSummary?
+    /// The incomplete baseline the pass is waiting for (see
+    /// ``Replayer/baselineWait``): it imported nothing else.
+    public var waitingForBaseline: String?
+    /// Incomplete baselines older than ``Replayer/baselineWait`` that the
+    /// pass passed over (a publisher that died mid-way; for the health
+    /// monitor to clean up).
+    public var passedOverBaselines: [String] = []
+
+    /// Whether the pass left something to wait for: a log not visible yet
+    /// (a gap, a blob still arriving, a container not answering) or a
+    /// baseline still being written. A later pass may clear it.
+    public var isWaiting: Bool {
+        !gaps.isEmpty || waitingForBaseline != nil || failures.contains { $0.error.code.isTransient || $0.error.code == .shortRead }
+    }
+
+    /// The failures a later pass will not clear by itself: damaged or
+    /// foreign logs that only their owner (or the health monitor) can repair.
+    public var permanentFailures: [Failure] {
+        failures.filter { !$0.error.code.isTransient && $0.error.code != .shortRead }
+    }
 
     /// Creates an empty report.
     public init() {}

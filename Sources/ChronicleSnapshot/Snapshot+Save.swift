@@ -23,8 +23,10 @@ extension Snapshot {
     ///   ``ChronicleError/Code/missingValue``, ``ChronicleError/Code/uniqueViolation``,
     ///   ``ChronicleError/Code/recordNotFound``, ``ChronicleError/Code/deleteDenied``,
     ///   ``ChronicleError/Code/unknownEntity`` or ``ChronicleError/Code/unknownAttribute``;
-    ///   nothing is written then.
-    public func save(_ changes: [Change], physicalMilliseconds: UInt64) throws -> SaveResult {
+    ///   ``ChronicleError/Code/sizeOverCap`` if the save's log would be larger
+    ///   than `maxBodyBytes`, which every reader refuses; nothing is written then.
+    public func save(_ changes: [Change], physicalMilliseconds: UInt64,
+                     maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes) throws -> SaveResult {
         guard !changes.isEmpty else { throw ChronicleError(.misuse, "a save needs at least one change") }
         do {
             return try pool.write { db in
@@ -43,7 +45,14 @@ extension Snapshot {
                 }
                 let transaction = Transaction(deviceID: deviceID, sequence: sequence, clock: clock,
                                               schemaHash: schema.hash, changes: normalized)
-                try db.cachedStatement(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)").execute(arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(LogEncoder.body(of: transaction))])
+                let body = LogEncoder.body(of: transaction)
+                // Readers refuse a log whose body (compressed or not) is over
+                // the cap; a save whose own body is over it could never be
+                // imported, and every later save would wait behind it.
+                guard Self.fitsInOneLog(body.count, maxBodyBytes: maxBodyBytes) else {
+                    throw ChronicleError(.sizeOverCap, "this save's log would be \(body.count) bytes, over the \(maxBodyBytes)-byte limit every device reads; save large values in smaller pieces")
+                }
+                try db.cachedStatement(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)").execute(arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(body)])
                 try setApplied(db, deviceID, sequence: sequence, clock: clock)
                 try db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'").execute(arguments: [Int64(bitPattern: hlc.last.rawValue)])
                 try crashInjector?.check(.saveBeforeCommit)
@@ -56,6 +65,13 @@ extension Snapshot {
         } catch {
             throw ChronicleError(.database, "save failed: \(error)")
         }
+    }
+
+    /// Whether a body of `count` bytes stays under `maxBodyBytes` both as is
+    /// and after LZ4, whose output for incompressible data is at most
+    /// `count + count / 255 + 16` bytes.
+    public static func fitsInOneLog(_ count: Int, maxBodyBytes: Int) -> Bool {
+        count <= maxBodyBytes && count + count / 255 + 16 <= maxBodyBytes
     }
 
     /// Checks one change against the schema and the current state; returns

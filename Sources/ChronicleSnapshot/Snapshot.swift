@@ -88,7 +88,7 @@ public final class Snapshot: Sendable {
         } catch let error as ChronicleError {
             throw error
         } catch {
-            throw ChronicleError(.database, "cannot open snapshot \(path): \(error)")
+            throw ChronicleError(.database, "cannot open snapshot \(path): \(error)", underlying: error)
         }
     }
 

@@ -107,6 +107,14 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         public static let database = Code("database")
         /// The API was used in a way it does not allow.
         public static let misuse = Code("misuse")
+        /// Another process, or another open ``Store`` in this process, holds
+        /// the device folder. The message names the process when it can.
+        public static let deviceInUse = Code("deviceInUse", transient: true)
+        /// The container holds history for this device that the device's own
+        /// files do not (its folder was restored from an older copy, copied
+        /// to a second machine, or lost its snapshot). The device continues
+        /// under a new device ID; this code names the reason in reports.
+        public static let identityConflict = Code("identityConflict")
         /// A simulation made the device crash here (never raised in production).
         public static let simulatedCrash = Code("simulatedCrash")
     }

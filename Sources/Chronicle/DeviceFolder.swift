@@ -1,0 +1,229 @@
+import ChronicleCore
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A device's own folder: its snapshots, the file naming the device, and
+/// the lock that keeps a second process out.
+///
+/// ```
+/// <folder>/chronicle.lock         flock(2)ed while a Store has the folder open; holds the owner's PID
+/// <folder>/device.json            {"device": ..., "store": ..., "retired": [...]}: who this device is
+/// <folder>/<store>.sqlite         the snapshot of each store the device has opened
+/// <folder>/<store>.next.sqlite    a snapshot being built for a new device ID (see Store)
+/// <folder>/retired/               snapshots of earlier device IDs, kept until their saves are uploaded
+/// ```
+///
+/// Everything is created under the lock, so a folder that many processes
+/// open at once for the first time still gets one device ID: the first
+/// process writes `device.json` (atomically: temporary file, fsync, rename,
+/// directory fsync) before any snapshot exists, the others read it.
+final class DeviceFolder: @unchecked Sendable {
+    // Unchecked: `fd` is set once in init and closed once in `release`,
+    // which the owning Store calls from its actor (or deinit).
+
+    /// The folder.
+    let url: URL
+    private var fd: Int32
+
+    /// What `device.json` says.
+    struct Identity: Codable, Equatable {
+        /// The device's current ID.
+        var device: DeviceID
+        /// The store it last opened.
+        var store: StoreID?
+        /// Earlier IDs of this device, oldest first: IDs it gave up because
+        /// its files went back in time (see ``Store``).
+        var retired: [DeviceID]?
+    }
+
+    static let identityFile = "device.json"
+    static let lockFile = "chronicle.lock"
+    static let retiredFolder = "retired"
+
+    /// Creates the folder if needed and locks it, waiting up to `wait` for
+    /// another holder to let go.
+    ///
+    /// - Throws: ``ChronicleError/Code/deviceInUse`` naming the holder's
+    ///   process if the lock stays taken; ``ChronicleError/Code/io`` if the
+    ///   folder cannot be created or is not a folder.
+    init(_ url: URL, wait: Duration) async throws {
+        self.url = url
+        do {
+            try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        } catch {
+            throw ChronicleError(.io, "cannot create the device folder \(url.path): \(Self.describe(error))")
+        }
+        let lockPath = url.appendingPathComponent(Self.lockFile).path
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else {
+            throw ChronicleError(.io, "cannot open \(lockPath): \(String(cString: strerror(errno)))")
+        }
+        let deadline = ContinuousClock.now.advanced(by: wait)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let err = errno
+            guard err == EWOULDBLOCK || err == EINTR else {
+                close(fd)
+                throw ChronicleError(.io, "cannot lock \(lockPath): \(String(cString: strerror(err)))")
+            }
+            if ContinuousClock.now >= deadline {
+                let holder = Self.readHolder(fd)
+                close(fd)
+                throw ChronicleError(.deviceInUse, "the device folder \(url.path) is in use by \(holder.map { "process \($0)" } ?? "another process"); "
+                    + "one folder serves one open store at a time")
+            }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        self.fd = fd
+        // Name the holder for whoever waits next.
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+    }
+
+    private static func readHolder(_ fd: Int32) -> Int32? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        return Int32(String(decoding: buffer[0..<n], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// Lets go of the lock. Safe to call twice.
+    func release() {
+        guard fd >= 0 else { return }
+        flock(fd, LOCK_UN)
+        close(fd)
+        fd = -1
+    }
+
+    deinit { release() }
+
+    // MARK: Identity
+
+    /// Reads `device.json`, or nil if the folder has none yet.
+    func readIdentity() throws -> Identity? {
+        let path = url.appendingPathComponent(Self.identityFile).path
+        guard let data = FileManager.default.contents(atPath: path) else {
+            if FileManager.default.fileExists(atPath: path) {
+                throw ChronicleError(.io, "cannot read \(path)")
+            }
+            return nil
+        }
+        do {
+            return try JSONDecoder().decode(Identity.self, from: data)
+        } catch {
+            throw ChronicleError(.malformedBody, "\(path) is not a valid device file (it names the device's ID): \(Self.describe(error)). "
+                + "Restore it from a backup, or move the folder aside to start this device afresh")
+        }
+    }
+
+    /// Writes `device.json` atomically and durably.
+    func writeIdentity(_ identity: Identity) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let data: Data
+        do { data = try encoder.encode(identity) } catch { throw ChronicleError(.misuse, "cannot encode the device file: \(error)") }
+        try Self.writeAtomically(Array(data), to: url.appendingPathComponent(Self.identityFile).path, directory: url.path)
+    }
+
+    /// Writes `bytes` to `path` through a temporary file, fsync, rename and
+    /// a directory fsync: readers see the old file or the new one.
+    static func writeAtomically(_ bytes: [UInt8], to path: String, directory: String) throws {
+        let temp = path + ".tmp-\(getpid())"
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard fd >= 0 else { throw ChronicleError(.io, "cannot write \(temp): \(String(cString: strerror(errno)))") }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            written += n
+        }
+        let err = errno
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == bytes.count, synced, rename(temp, path) == 0 else {
+            let reason = String(cString: strerror(written == bytes.count && synced ? errno : err))
+            unlink(temp)
+            throw ChronicleError(.io, "cannot write \(path): \(reason)")
+        }
+        syncDirectory(directory)
+    }
+
+    static func syncDirectory(_ path: String) {
+        let dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 {
+            fsync(dir)
+            close(dir)
+        }
+    }
+
+    // MARK: Snapshot files
+
+    /// The snapshot of `store`.
+    func snapshotPath(_ store: StoreID) -> String { url.appendingPathComponent("\(store).sqlite").path }
+
+    /// Where a snapshot for a new device ID is built before it replaces the current one.
+    func nextSnapshotPath(_ store: StoreID) -> String { url.appendingPathComponent("\(store).next.sqlite").path }
+
+    /// Removes a snapshot file and its `-wal` and `-shm`.
+    static func removeSnapshotFiles(_ path: String) {
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+    }
+
+    /// Moves a snapshot (with its `-wal` and `-shm`, if any) into `retired/`
+    /// under a name that says which device it belonged to. Returns the new path.
+    @discardableResult
+    func retire(_ path: String, device: DeviceID?, reason: String) throws -> String {
+        let folder = url.appendingPathComponent(Self.retiredFolder)
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw ChronicleError(.io, "cannot create \(folder.path): \(Self.describe(error))")
+        }
+        let base = (path as NSString).lastPathComponent.replacingOccurrences(of: ".sqlite", with: "")
+        var target = folder.appendingPathComponent("\(base)-\(device.map { "\($0)" } ?? "unknown")-\(reason).sqlite").path
+        var n = 1
+        while FileManager.default.fileExists(atPath: target) {
+            n += 1
+            target = folder.appendingPathComponent("\(base)-\(device.map { "\($0)" } ?? "unknown")-\(reason)-\(n).sqlite").path
+        }
+        for suffix in ["-wal", "-shm", ""] where FileManager.default.fileExists(atPath: path + suffix) {
+            guard rename(path + suffix, target + suffix) == 0 else {
+                throw ChronicleError(.io, "cannot move \(path + suffix) to \(target + suffix): \(String(cString: strerror(errno)))")
+            }
+        }
+        Self.syncDirectory(folder.path)
+        Self.syncDirectory(url.path)
+        return target
+    }
+
+    /// Retired snapshots of `store`.
+    func retiredSnapshots(of store: StoreID) -> [String] {
+        let folder = url.appendingPathComponent(Self.retiredFolder)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasPrefix("\(store)") && $0.hasSuffix(".sqlite") }.sorted().map { folder.appendingPathComponent($0).path }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? CocoaError, let underlying = error.underlying as? POSIXError {
+            return String(cString: strerror(underlying.code.rawValue))
+        }
+        return (error as NSError).localizedDescription
+    }
+}
+
+extension DeviceID {
+    /// A random-looking device ID drawn from `random` (a version-4 UUID's layout).
+    static func drawn(_ random: inout SeededRandom) -> DeviceID {
+        let high = (random.next() & 0xFFFF_FFFF_FFFF_0FFF) | 0x0000_0000_0000_4000
+        let low = (random.next() & 0x3FFF_FFFF_FFFF_FFFF) | 0x8000_0000_0000_0000
+        return DeviceID(RecordID(high: high, low: low))
+    }
+}

@@ -1,0 +1,125 @@
+import ChronicleCore
+import Foundation
+import GRDB
+
+/// What a snapshot knows about its own place in the container's history,
+/// and how a device that must continue under a new ID carries its saves over.
+extension Snapshot {
+    /// A random number drawn when the snapshot was made (or first asked
+    /// for): it tells two snapshots of one device ID apart. The device's
+    /// registration in the container records it, so a snapshot that finds
+    /// another incarnation registered knows its files are not the ones that
+    /// wrote under this ID (a lost or rebuilt snapshot).
+    ///
+    /// - Parameter candidate: stored and returned if the snapshot has none yet.
+    public func incarnation(orStore candidate: UInt64) throws -> UInt64 {
+        try pool.write { db in
+            if let stored = try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'incarnation'"),
+               let value = UInt64(stored, radix: 16) {
+                return value
+            }
+            try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_identity (key, value) VALUES ('incarnation', ?)",
+                           arguments: [candidate.paddedHex])
+            return candidate
+        }
+    }
+
+    /// A small value Chronicle keeps in the snapshot under `key`, or nil.
+    public func metadata(_ key: String) throws -> String? {
+        try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = ?", arguments: ["meta." + key]) }
+    }
+
+    /// Sets (or with nil, removes) a small value kept in the snapshot.
+    public func setMetadata(_ key: String, _ value: String?) throws {
+        try pool.write { db in
+            if let value {
+                try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_identity (key, value) VALUES (?, ?)", arguments: ["meta." + key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM _chronicle_identity WHERE key = ?", arguments: ["meta." + key])
+            }
+        }
+    }
+
+    /// The highest sequence this device has saved (0 if none).
+    public func ownSequence() throws -> UInt64 {
+        try pool.read { db in try appliedSequence(db, deviceID) }
+    }
+
+    /// The newest log the outbox knows is in the container, and the log it
+    /// planned next but has not seen stored yet (a put that may or may not
+    /// have happened before a crash).
+    public func uploadFrontier() throws -> (lastUploaded: (first: UInt64, last: UInt64)?, planned: (first: UInt64, last: UInt64)?) {
+        try pool.read { db in
+            let uploaded = try Row.fetchOne(db, sql: """
+                SELECT log_first, log_last FROM _chronicle_outbox
+                WHERE uploaded = 1 AND log_first IS NOT NULL ORDER BY sequence DESC LIMIT 1
+                """).map { (UInt64($0[0] as Int64), UInt64($0[1] as Int64)) }
+            let planned = try Row.fetchOne(db, sql: """
+                SELECT log_first, log_last FROM _chronicle_outbox
+                WHERE uploaded = 0 AND log_first IS NOT NULL ORDER BY sequence LIMIT 1
+                """).map { (UInt64($0[0] as Int64), UInt64($0[1] as Int64)) }
+            return (uploaded, planned)
+        }
+    }
+
+    /// This device's saves `first...last` as transactions, decoded from the
+    /// outbox (which keeps every saved body), or nil if any is missing.
+    public func ownTransactions(first: UInt64, last: UInt64) throws -> [Transaction]? {
+        guard first <= last, let encoded = try outboxTransactions(first: first, last: last) else { return nil }
+        return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
+    }
+
+    /// Decodes pre-encoded bodies of `device` into transactions.
+    static func transactions(_ encoded: [LogEncoder.EncodedTransaction], device: DeviceID, schema: Schema, storeID: StoreID) throws -> [Transaction] {
+        guard !encoded.isEmpty else { return [] }
+        let bytes = try LogEncoder(storeID: storeID, compresses: false).encode(bodies: encoded, device: device, schemaHash: schema.hash)
+        // The outbox was written by this snapshot: no cap applies to reading it back.
+        return try LogDecoder(schema: schema, limits: DecodingLimits(maxBodyBytes: .max)).open(bytes).transactions()
+    }
+
+    /// Saves `transactions` (another device ID's saves, carried over) as
+    /// this device's own, in order, in one SQLite transaction: each keeps
+    /// its clock and changes and gets this device's next sequence. Nothing
+    /// is validated (the saves were acknowledged once already); they merge
+    /// as an import would. Returns each carried save's old and new sequence.
+    public func adopt(_ transactions: [Transaction]) throws -> [(old: UInt64, new: UInt64)] {
+        guard !transactions.isEmpty else { return [] }
+        do {
+            return try pool.write { db in
+                var mapping: [(old: UInt64, new: UInt64)] = []
+                var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
+                var hlc = HybridTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0))
+                for t in transactions {
+                    let sequence = try appliedSequence(db, deviceID) + 1
+                    let version = Version(clock: t.clock, device: deviceID)
+                    for change in t.changes {
+                        guard let entity = schema.entityIndex(named: change.entity) else {
+                            throw ChronicleError(.unknownEntity, "a carried-over save names entity \(change.entity), which the schema does not have")
+                        }
+                        var values: [(field: Int, value: Value)] = []
+                        for fv in change.values {
+                            guard let i = schema.entities[entity].fieldIndex(named: fv.name) else {
+                                throw ChronicleError(.unknownAttribute, "a carried-over save names \(change.entity).\(fv.name), which the schema does not have")
+                            }
+                            values.append((i, fv.value))
+                        }
+                        try engine.apply(change.kind, entity: entity, id: change.recordID, values: values, version: version)
+                    }
+                    try engine.settle()
+                    let carried = Transaction(deviceID: deviceID, sequence: sequence, clock: t.clock, schemaHash: schema.hash, changes: t.changes)
+                    try db.execute(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)",
+                                   arguments: [Int64(sequence), Int64(bitPattern: t.clock.rawValue), Data(LogEncoder.body(of: carried))])
+                    try setApplied(db, deviceID, sequence: sequence, clock: t.clock)
+                    if t.clock > hlc { hlc = t.clock }
+                    mapping.append((t.sequence, sequence))
+                }
+                try db.execute(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'", arguments: [Int64(bitPattern: hlc.rawValue)])
+                return mapping
+            }
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError(.database, "carrying saves over failed: \(error)", underlying: error)
+        }
+    }
+}
