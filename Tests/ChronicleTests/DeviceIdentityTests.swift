@@ -1,0 +1,331 @@
+import Chronicle
+import Foundation
+import Logging
+import Testing
+
+/// A device's files going back in time (restored from a copy, copied to a
+/// second machine, a lost or damaged snapshot) never make it write a
+/// sequence number twice or lose an acknowledged save: it continues under a
+/// new device ID and carries over what the container lacks.
+@Suite struct DeviceIdentityTests {
+    static let schema = try! Schema(version: 1, entities: [
+        Entity("Note", attributes: [Attribute("title", .string), Attribute("body", .string, optional: true)]),
+    ])
+
+    /// A shared container, a manual clock and device folders in a temporary directory.
+    final class World: @unchecked Sendable {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-identity-\(UUID().uuidString)")
+        let container: DirectoryContainer
+        let clock = ManualClock()
+        var seed: UInt64 = 0
+
+        init() throws {
+            container = try DirectoryContainer(root: root.appendingPathComponent("container"))
+        }
+
+        func folder(_ name: String) -> URL { root.appendingPathComponent(name) }
+
+        func open(_ name: String, device: DeviceID? = nil, limits: DecodingLimits = DecodingLimits(),
+                  baselineWait: Duration = .seconds(60)) async throws -> Store {
+            seed += 1
+            return try await Store.open(Store.Configuration(
+                schema: DeviceIdentityTests.schema, deviceID: device, directory: folder(name), container: container,
+                clock: clock, seed: seed, logger: Logger(label: "test"), durability: .normal, limits: limits)
+                .waitingForBaselines(baselineWait))
+        }
+
+        /// Saves `count` notes titled `prefix-i`; returns their IDs.
+        func save(_ store: Store, _ prefix: String, _ count: Int) async throws -> [RecordID] {
+            var ids: [RecordID] = []
+            for i in 0..<count {
+                clock.advance(byMilliseconds: 3)
+                ids.append(try await store.write { tx in tx.insert("Note", ["title": .string("\(prefix)-\(i)")]) })
+            }
+            return ids
+        }
+
+        /// Copies a closed device folder.
+        func copy(_ from: String, to: String) throws {
+            try FileManager.default.copyItem(at: folder(from), to: folder(to))
+        }
+
+        /// Replaces folder `name` with `backup`.
+        func restore(_ name: String, from backup: String) throws {
+            try FileManager.default.removeItem(at: folder(name))
+            try copy(backup, to: name)
+        }
+
+        /// Every log's device and range in the container.
+        func logRanges() async throws -> [DeviceID: [ClosedRange<UInt64>]] {
+            var result: [DeviceID: [ClosedRange<UInt64>]] = [:]
+            for blob in try await container.listAll(prefix: "") {
+                guard let parsed = ContainerLayout.parseLog(blob.name) else { continue }
+                result[parsed.device, default: []].append(parsed.first...parsed.last)
+            }
+            return result
+        }
+    }
+
+    /// Three syncs on every store, then their hashes must agree, every note
+    /// acknowledged must be visible everywhere, and no device may have two
+    /// logs covering one sequence.
+    static func expectConverged(_ world: World, _ stores: [Store], notes: [RecordID]) async throws {
+        for _ in 0..<3 { for s in stores { try await s.sync() } }
+        var hashes = Set<String>()
+        for s in stores { hashes.insert(try await s.stateHash()) }
+        #expect(hashes.count == 1, "devices hold \(hashes.count) states")
+        for s in stores {
+            let visible = Set(try await s.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note") })
+            let missing = notes.filter { !visible.contains($0) }
+            #expect(missing.isEmpty, "device \(s.deviceID) lacks \(missing.count) acknowledged notes")
+        }
+        for (device, ranges) in try await world.logRanges() {
+            let sorted = ranges.sorted { $0.lowerBound < $1.lowerBound }
+            for (a, b) in zip(sorted, sorted.dropFirst()) {
+                #expect(a.upperBound < b.lowerBound, "device \(device) has overlapping logs \(a) and \(b)")
+            }
+        }
+        // A fresh device replaying everything agrees.
+        let fresh = try await world.open("fresh-\(UUID().uuidString)", baselineWait: .zero)
+        _ = try await fresh.sync()
+        #expect(try await fresh.stateHash() == hashes.first)
+        try await fresh.close()
+    }
+
+    /// The new user's check: restore a device folder from a copy taken ten
+    /// saves earlier, then save and sync on it and on two other devices.
+    @Test func aFolderRestoredFromAnOlderCopyMovesToANewIDAndLosesNothing() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        let b = try await world.open("b")
+        let c = try await world.open("c")
+        var notes = try await world.save(a, "a", 5)
+        try await a.sync()
+        try await a.close()
+        try world.copy("a", to: "a-backup")
+        a = try await world.open("a")
+        let firstID = a.deviceID
+        notes += try await world.save(a, "a-late", 10)
+        try await a.sync()
+        try await a.close()
+
+        try world.restore("a", from: "a-backup")
+        a = try await world.open("a")
+        #expect(a.deviceID == firstID, "the restored folder names its old ID until it meets the container")
+        // The restored device saves before it syncs: those saves reuse
+        // sequences the container already holds for its old ID.
+        notes += try await world.save(a, "a-restored", 3)
+        notes += try await world.save(b, "b", 4)
+        notes += try await world.save(c, "c", 4)
+        let report = try await a.sync()
+        let change = try #require(report.identityChange)
+        #expect(change.previous == firstID)
+        #expect(change.current == a.deviceID && a.deviceID != firstID)
+        #expect(change.carriedOver.map(\.new) == [1, 2, 3], "the three saves made after the restore are carried over")
+        #expect(change.carriedOver.map(\.old) == [6, 7, 8])
+        try await Self.expectConverged(world, [a, b, c], notes: notes)
+        // The folder keeps its new ID; a reopen does not move again.
+        try await a.close()
+        a = try await world.open("a", device: firstID)
+        #expect(a.deviceID == change.current)
+        #expect(try await a.sync().identityChange == nil)
+        for s in [a, b, c] { try await s.close() }
+    }
+
+    /// Two live copies of one folder: the copy that uploads second is
+    /// refused by the container, moves to a new ID, and carries its saves.
+    @Test func aCopiedFolderRunningBesideTheOriginalNeverReusesASequence() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        var notes = try await world.save(a, "a", 3)
+        try await a.sync()
+        try await a.close()
+        try world.copy("a", to: "twin")
+        a = try await world.open("a")
+        let twin = try await world.open("twin")
+        #expect(a.deviceID == twin.deviceID)
+        notes += try await world.save(a, "a-after", 2)
+        notes += try await world.save(twin, "twin-after", 3)
+        #expect(try await a.sync().identityChange == nil)
+        let moved = try #require(try await twin.sync().identityChange)
+        #expect(moved.carriedOver.count == 3)
+        #expect(twin.deviceID != a.deviceID)
+        try await Self.expectConverged(world, [a, twin], notes: notes)
+        for s in [a, twin] { try await s.close() }
+    }
+
+    /// A snapshot that lost its `-wal` (here: the main file copied while the
+    /// store was open, so it holds none of what the WAL held) is behind the
+    /// container for its ID.
+    @Test func aSnapshotThatLostItsWALMovesToANewID() async throws {
+        let world = try World()
+        let a = try await world.open("a")
+        var notes = try await world.save(a, "a", 4)
+        try await a.sync()
+        // Copy the folder without the WAL while the store is open: as if the
+        // machine lost the -wal file.
+        let lost = world.folder("lost")
+        try FileManager.default.createDirectory(at: lost, withIntermediateDirectories: true)
+        for name in try FileManager.default.contentsOfDirectory(atPath: world.folder("a").path)
+        where !name.hasSuffix("-wal") && !name.hasSuffix("-shm") && name != "chronicle.lock" {
+            try FileManager.default.copyItem(at: world.folder("a").appendingPathComponent(name), to: lost.appendingPathComponent(name))
+        }
+        notes += try await world.save(a, "a-more", 2)
+        try await a.close()
+        let restored = try await world.open("lost")
+        notes += try await world.save(restored, "lost", 2)
+        let change = try #require(try await restored.sync().identityChange)
+        #expect(change.carriedOver.count == 2)
+        let reopened = try await world.open("a")
+        try await Self.expectConverged(world, [reopened, restored], notes: notes)
+        for s in [reopened, restored] { try await s.close() }
+    }
+
+    /// A deleted snapshot (device.json kept) starts afresh under a new ID;
+    /// a damaged one is moved to retired/ first.
+    @Test func aDeletedOrDamagedSnapshotStartsUnderANewID() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        let notes = try await world.save(a, "a", 3)
+        try await a.sync()
+        let storeID = a.storeID
+        let first = a.deviceID
+        try await a.close()
+        let path = world.folder("a").appendingPathComponent("\(storeID).sqlite").path
+        try FileManager.default.removeItem(atPath: path)
+        a = try await world.open("a")
+        #expect(a.deviceID == first)
+        let change = try #require(try await a.sync().identityChange, "a fresh snapshot must not reuse the ID's sequences")
+        #expect(change.carriedOver.isEmpty)
+        _ = try await world.save(a, "again", 1)
+        try await a.sync()
+        try await a.close()
+
+        // Damage the snapshot's header and cut it short: SQLite reports it
+        // is not a database.
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.truncate(atOffset: 1000)
+        try handle.seek(toOffset: 0)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: 100))
+        try handle.close()
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        a = try await world.open("a")
+        #expect(a.deviceID != change.current, "a damaged snapshot is not reused")
+        let retired = try FileManager.default.contentsOfDirectory(atPath: world.folder("a").appendingPathComponent("retired").path)
+        #expect(retired.contains { $0.contains("damaged") })
+        try await Self.expectConverged(world, [a], notes: notes)
+        try await a.close()
+    }
+
+    /// One process per device folder, and a new folder opened many times at
+    /// once still gets one device ID.
+    @Test func aDeviceFolderIsHeldByOneStoreAtATime() async throws {
+        let world = try World()
+        let a = try await world.open("a")
+        let second = await #expect(throws: ChronicleError.self) { _ = try await world.open("a") }
+        #expect(second?.code == .deviceInUse)
+        try await a.close()
+        let again = try await world.open("a")
+        try await again.close()
+
+        // Eight concurrent first opens of a new folder, each waiting its turn.
+        let ids = try await withThrowingTaskGroup(of: DeviceID.self) { group in
+            for i in 0..<8 {
+                group.addTask {
+                    let store = try await Store.open(Store.Configuration(
+                        schema: Self.schema, directory: world.folder("new"), container: world.container, seed: UInt64(100 + i),
+                        logger: Logger(label: "test"), durability: .normal, lockWait: .seconds(30)))
+                    _ = try await store.write { tx in tx.insert("Note", ["title": "x"]) }
+                    let id = store.deviceID
+                    try await store.close()
+                    return id
+                }
+            }
+            return try await group.reduce(into: Set<DeviceID>()) { $0.insert($1) }
+        }
+        #expect(ids.count == 1)
+    }
+
+    /// A save whose log no device would read is refused, nothing is saved,
+    /// and the saves after it upload.
+    @Test func aSaveOverTheReadersLimitIsRefused() async throws {
+        let world = try World()
+        let limits = DecodingLimits(maxBodyBytes: 64 * 1024)
+        let a = try await world.open("a", limits: limits)
+        let b = try await world.open("b", limits: limits)
+        let big = String(repeating: "x", count: 70 * 1024)
+        let refused = await #expect(throws: ChronicleError.self) {
+            _ = try await a.write { tx in tx.insert("Note", ["title": "big", "body": .string(big)]) }
+        }
+        #expect(refused?.code == .sizeOverCap)
+        #expect(try await a.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Note") } == 0)
+        // Many saves just under the limit still upload, in logs readers accept.
+        let fits = String(repeating: "y", count: 20 * 1024)
+        var notes: [RecordID] = []
+        for _ in 0..<8 { notes.append(try await a.write { tx in tx.insert("Note", ["title": "ok", "body": .string(fits)]) }) }
+        try await Self.expectConverged(world, [a, b], notes: notes)
+        for s in [a, b] { try await s.close() }
+    }
+
+    /// The owner puts back its own logs that vanished from, or were damaged
+    /// in, the container, as part of an ordinary sync; the devices waiting
+    /// on them then catch up.
+    @Test func syncPutsBackOwnLogsThatAreMissingOrDamaged() async throws {
+        let world = try World()
+        let a = try await world.open("a")
+        let b = try await world.open("b")
+        var notes: [RecordID] = []
+        for round in 0..<3 {
+            notes += try await world.save(a, "a\(round)", 1)
+            try await a.sync()
+        }
+        let logs = try await world.container.listAll(prefix: ContainerLayout.logPrefix(store: a.storeID, device: a.deviceID))
+        #expect(logs.count == 3)
+        try await world.container.delete(logs[0].name)
+        let second = world.root.appendingPathComponent("container/blobs/\(logs[1].name.rawValue)")
+        var bytes = try Data(contentsOf: second)
+        bytes[bytes.count - 1] ^= 0x40
+        try bytes.write(to: second)
+
+        let waiting = try await b.sync()
+        #expect(waiting.status == .waiting, "b waits for a's first log")
+        let repair = try await a.sync()
+        #expect(Set(repair.repairedLogs) == Set([logs[0].name, logs[1].name]))
+        let caught = try await b.sync()
+        #expect(caught.status == .upToDate)
+        #expect(caught.imported.appliedLogs == 3)
+        try await Self.expectConverged(world, [a, b], notes: notes)
+        for s in [a, b] { try await s.close() }
+    }
+
+    /// A device never re-applies its own baseline, and an incomplete newest
+    /// baseline is waited for only so long, then passed over.
+    @Test func baselinesOwnAndIncomplete() async throws {
+        let world = try World()
+        let a = try await world.open("a")
+        var notes = try await world.save(a, "a", 20)
+        try await a.publishBaseline(partBytes: 1024)
+        let own = try await a.sync()
+        #expect(own.imported.baseline == nil, "its own baseline is not applied to the device that made it")
+        #expect(own.status == .upToDate)
+
+        // A second baseline whose last part never arrives.
+        notes += try await world.save(a, "b", 5)
+        let published = try await a.publishBaseline(partBytes: 1024)
+        let parts = try await world.container.listAll(prefix: published.prefix)
+        try await world.container.delete(parts[parts.count - 1].name)
+
+        let fresh = try await world.open("fresh", baselineWait: .seconds(30))
+        let early = try await fresh.sync()
+        #expect(early.status == .waiting)
+        #expect(early.imported.waitingForBaseline != nil)
+        #expect(early.imported.failures.isEmpty)
+        world.clock.advance(byMilliseconds: 31_000)
+        let late = try await fresh.sync()
+        #expect(late.status == .upToDate, "\(late.imported.failures.map(\.error))")
+        #expect(late.imported.passedOverBaselines.count == 1)
+        #expect(late.imported.baseline != nil, "the older, complete baseline is used")
+        try await Self.expectConverged(world, [a, fresh], notes: notes)
+        for s in [a, fresh] { try await s.close() }
+    }
+}
