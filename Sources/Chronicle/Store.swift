@@ -550,6 +550,8 @@ public actor Store {
             var builder = Replayer(snapshot: next, container: configuration.container, limits: configuration.limits, logger: configuration.logger)
             builder.clock = configuration.clock
             builder.baselineWait = .zero
+            // What the container adds to what the app saw is news to it.
+            builder.eventSink = { [hub] events in hub.publish(events) }
             _ = try await builder.importOnce()
             // From here on nothing awaits: saves made on the old snapshot
             // while the container was read are carried too.
