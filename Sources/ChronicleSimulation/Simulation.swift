@@ -250,6 +250,7 @@ public final class Simulation {
         do {
             if options.devicesRepairTheirLogs && d.syncs % 4 == 0 { try await store.repairOwnLogs() }
             let report = try await store.sync()
+            if let change = report.identityChange { note("device \(d.index + 1) moved to a new ID: \(change.reason); carried \(change.carriedOver.count)") }
             note("device \(d.index + 1) synced: up \(report.uploadedLogs), in \(report.imported.appliedLogs)"
                  + (report.imported.failures.isEmpty ? "" : ", \(report.imported.failures.count) failed (\(report.imported.failures.map(\.error.code.name).joined(separator: ",")))"))
         } catch let error as ChronicleError where error.code == .simulatedCrash {

@@ -57,17 +57,44 @@ public struct Replayer: Sendable {
         while let plan = try snapshot.nextUpload(maxBytes: maxBytes) {
             let bytes = try encoder.encode(bodies: plan.transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
             let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: plan.first, last: plan.last)
-            do {
-                try await container.put(name, bytes)
-            } catch let error as ChronicleError where error.code == .blobConflict {
-                throw ChronicleError(.identityConflict, "the container already holds other saves as sequences \(plan.first)...\(plan.last) of device \(snapshot.deviceID): \(error.message)", underlying: error)
-            }
+            try await putOwnLog(name, bytes)
             try snapshot.crashInjector?.check(.uploadAfterPut)
             try snapshot.markUploaded(plan)
             logger.debug("uploaded log", metadata: ["chronicle.log": "\(name)", "chronicle.bytes": "\(bytes.count)"])
             count += 1
         }
         return count
+    }
+
+    /// Puts one of this device's logs. A blob already at its name that does
+    /// not verify is this device's own log, damaged (a torn copy): it is
+    /// replaced. One that verifies, or another log overlapping these
+    /// sequences, holds other saves under this device's sequences:
+    /// ``ChronicleError/Code/identityConflict``.
+    private func putOwnLog(_ name: ContainerName, _ bytes: [UInt8]) async throws {
+        do {
+            try await container.put(name, bytes)
+        } catch let error as ChronicleError where error.code == .blobConflict {
+            // Nothing at the name: the conflict is another log overlapping
+            // these sequences (a container refuses those too).
+            let existing = try? await container.get(name)
+            if let existing, let log = try? decoder.open(existing), let parsed = ContainerLayout.parseLog(name),
+               try sameSaves(log, first: parsed.first, last: parsed.last) {
+                return
+            }
+            if existing == nil || (try? decoder.open(existing!)) != nil {
+                throw ChronicleError(.identityConflict, "the container already holds other saves where this device's log \(name.lastComponent) belongs", underlying: error)
+            }
+            try await container.delete(name)
+            try await container.put(name, bytes)
+            logger.notice("replaced a damaged copy of own log", metadata: ["chronicle.log": "\(name)"])
+        }
+    }
+
+    /// Whether a verified log holds exactly this device's saves `first...last`.
+    private func sameSaves(_ log: VerifiedLog, first: UInt64, last: UInt64) throws -> Bool {
+        guard log.header.deviceID == snapshot.deviceID, let mine = try snapshot.ownTransactions(first: first, last: last) else { return false }
+        return (try? log.transactions()) == mine
     }
 
     /// Whether the container holds history of this device's ID that this
@@ -157,11 +184,7 @@ public struct Replayer: Sendable {
             let name = ContainerLayout.log(store: snapshot.storeID, device: device, first: first, last: last)
             guard !present.contains(name), let transactions = try snapshot.outboxTransactions(first: first, last: last) else { continue }
             if !registered { try await register(); registered = true }
-            do {
-                try await container.put(name, try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash))
-            } catch let error as ChronicleError where error.code == .blobConflict {
-                throw ChronicleError(.identityConflict, "the container holds other saves where this device's log \(name) belongs: \(error.message)", underlying: error)
-            }
+            try await putOwnLog(name, try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash))
             logger.notice("re-uploaded missing log", metadata: ["chronicle.log": "\(name)"])
             repaired.append(name)
         }
@@ -172,9 +195,15 @@ public struct Replayer: Sendable {
                   let transactions = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last) else { continue }
             verified += blob.size
             let stored = try? await container.get(blob.name)
-            if let stored, (try? decoder.open(stored)) != nil { continue }
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
-            guard bytes != stored else { continue }
+            // Encoding is deterministic: this device's log is exactly these bytes.
+            if stored == bytes { continue }
+            if let stored, let log = try? decoder.open(stored) {
+                // Other bytes that verify: the same saves encoded otherwise
+                // (another LZ4 build), or someone else's saves.
+                if try sameSaves(log, first: parsed.first, last: parsed.last) { continue }
+                throw ChronicleError(.identityConflict, "the container holds other saves where this device's log \(blob.name.lastComponent) belongs")
+            }
             try await container.delete(blob.name)
             try await container.put(blob.name, bytes)
             logger.notice("repaired own log", metadata: ["chronicle.log": "\(blob.name)"])

@@ -217,6 +217,38 @@ import Testing
         try await a.close()
     }
 
+    /// A torn copy of the device's own log at the name it uploads to (a put
+    /// cut short before a crash, a sync service's partial copy) is its own
+    /// log damaged, not another device's history: it is replaced, and the
+    /// device keeps its ID.
+    @Test func aTornCopyOfAnOwnLogIsReplacedNotTakenForAnotherDevice() async throws {
+        let world = try World()
+        // The device dies right after its put; then the stored copy turns
+        // out cut short.
+        let crash = try await Store.open(Store.Configuration(
+            schema: Self.schema, directory: world.folder("a"), container: world.container, clock: world.clock, seed: 7,
+            logger: Logger(label: "test"), durability: .normal, crashInjector: CrashInjector { $0 == .uploadAfterPut }))
+        let notes = try await world.save(crash, "a", 1)
+        let died = await #expect(throws: ChronicleError.self) { try await crash.sync() }
+        #expect(died?.code == .simulatedCrash)
+        let id = crash.deviceID
+        try await crash.close()
+        let name = ContainerLayout.log(store: crash.storeID, device: id, first: 1, last: 1)
+        let path = world.root.appendingPathComponent("container/blobs/\(name.rawValue)").path
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.truncate(atOffset: 40)
+        try handle.close()
+
+        let a = try await world.open("a")
+        let b = try await world.open("b")
+        let report = try await a.sync()
+        #expect(report.identityChange == nil)
+        #expect(a.deviceID == id)
+        #expect(report.uploadedLogs == 1)
+        try await Self.expectConverged(world, [a, b], notes: notes)
+        for s in [a, b] { try await s.close() }
+    }
+
     /// One process per device folder, and a new folder opened many times at
     /// once still gets one device ID.
     @Test func aDeviceFolderIsHeldByOneStoreAtATime() async throws {
