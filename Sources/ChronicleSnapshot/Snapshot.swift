@@ -210,7 +210,7 @@ public final class Snapshot: Sendable {
     }
 
     /// Checkpoints the WAL into the main file, then closes the database. The
-    /// snapshot cannot be used afterwards.
+    /// snapshot cannot be used afterwards; closing it again does nothing.
     ///
     /// After a clean close the main `.sqlite` file holds every save and the
     /// `-wal` file is empty, so the snapshot can be copied or backed up as
@@ -229,6 +229,8 @@ public final class Snapshot: Sendable {
             // when the last connection closes, but GRDB closes the writer
             // before the read-only readers, and a reader cannot checkpoint.
             try pool.writeWithoutTransaction { db in
+                // Closed already (a second close): nothing to do, as before.
+                guard db.sqliteConnection != nil else { return }
                 try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             }
         } catch {

@@ -109,6 +109,7 @@ import Testing
             _ = try await store.write { tx in tx.insert("Note", ["title": .string("note \(i)"), "pages": .int(Int64(i))]) }
         }
         try await store.close()
+        try store.snapshot.close()  // a second close does nothing
         let walSize = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
         #expect(walSize == 0)
         // The main file alone, without its -wal and -shm, holds the saves.
