@@ -90,9 +90,17 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleSimulation"]),
+        // Tests only: a SQLite VFS that wraps the system's default one and
+        // counts each file's syncs. Whether a returned save reached the disk
+        // cannot be seen from SQL (a PRAGMA can be overridden after it is
+        // set); counting the syncs of N saves can.
+        .target(name: "CSyncCountingVFS", dependencies: ["CSQLite"], path: "Tests/CSyncCountingVFS"),
         .testTarget(
             name: "ChronicleTests",
-            dependencies: ["Chronicle", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "Chronicle", "ChronicleSnapshot", "CSyncCountingVFS",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -31,12 +31,32 @@ public final class Snapshot: Sendable {
     /// Where a simulation may make this device crash.
     public let crashInjector: CrashInjector?
 
-    /// How hard a commit pushes data to disk.
+    /// How hard a commit pushes data to disk. The snapshot is always in WAL
+    /// mode: a commit appends the transaction to the `-wal` file, and a
+    /// checkpoint later copies it into the main file.
     public enum Durability: String, Sendable, CaseIterable {
-        /// `synchronous = FULL`: a save that returned survives power loss.
+        /// `synchronous = FULL`: every commit syncs the WAL (`fdatasync`)
+        /// before it returns, so a save that returned survives a crash of the
+        /// process, of the operating system, and a power loss. Costs one
+        /// sync per save.
         case full
-        /// `synchronous = NORMAL`: survives a crash of the process, not of the machine.
+        /// `synchronous = NORMAL`: a commit is written to the WAL but not
+        /// synced; the WAL is synced only at checkpoints (SQLite's automatic
+        /// one, about every 1,000 pages, and ``Snapshot/close()``). A save
+        /// that returned survives a crash of the process, since the operating
+        /// system holds its writes. A crash of the operating system or a power
+        /// loss can lose the saves committed since the last checkpoint: each
+        /// is lost whole (the database stays consistent, with the state before
+        /// them), but the app was told they succeeded, and one that `sync()`
+        /// already uploaded is in the container while this device has
+        /// forgotten it and will reuse its sequence numbers. Use it only
+        /// where the machine's crash is not a concern (simulations,
+        /// benchmarks, data that can be rebuilt).
         case normal
+
+        /// The value of SQLite's `PRAGMA synchronous` for this setting
+        /// (FULL is 2, NORMAL is 1).
+        public var sqliteSynchronous: Int { self == .full ? 2 : 1 }
     }
 
     /// Opens the snapshot at `path`, creating it if it does not exist.
@@ -55,12 +75,26 @@ public final class Snapshot: Sendable {
         var config = Configuration()
         config.journalMode = .wal
         config.busyMode = .timeout(10)
-        let synchronous = durability == .full ? "FULL" : "NORMAL"
+        // `PRAGMA synchronous` is per connection, and GRDB's DatabasePool
+        // runs its WAL set-up on the writer after `prepareDatabase`, setting
+        // NORMAL there. So it is set twice: here, for any connection GRDB
+        // opens (no WAL set-up follows one opened later), and on the writer
+        // once the pool is open, read back to be sure. Readers do not commit,
+        // so their setting does not matter.
+        let synchronous = durability.sqliteSynchronous
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
         }
         do {
             pool = try DatabasePool(path: path, configuration: config)
+            // Outside a transaction: SQLite refuses to change it inside one.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+                let actual = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+                guard actual == synchronous else {
+                    throw ChronicleError(.database, "cannot open snapshot \(path): PRAGMA synchronous is \(actual.map(String.init) ?? "unknown") on the writing connection, not \(synchronous) (\(durability.rawValue) durability)")
+                }
+            }
             try pool.write { db in
                 // The writer's page cache (a per-connection setting): imports
                 // of other devices' records insert all over the B-trees, and
@@ -175,8 +209,40 @@ public final class Snapshot: Sendable {
         }
     }
 
-    /// Closes the database. The snapshot cannot be used afterwards.
+    /// Checkpoints the WAL into the main file, then closes the database. The
+    /// snapshot cannot be used afterwards; closing it again does nothing.
+    ///
+    /// After a clean close the main `.sqlite` file holds every save and the
+    /// `-wal` file is empty, so the snapshot can be copied or backed up as
+    /// that one file. If another connection (another process) is reading at
+    /// that moment, the part of the WAL it still needs stays in the `-wal`
+    /// file, synced, and the next checkpoint moves it.
+    ///
+    /// - Throws: ``ChronicleError/Code/database`` if the checkpoint or the
+    ///   close fails; the database is closed in either case unless SQLite
+    ///   refused to close it.
     public func close() throws {
-        try pool.close()
+        var failure: (any Error)?
+        do {
+            // TRUNCATE: copy every frame into the main file, sync it, and cut
+            // the WAL to zero bytes. SQLite would checkpoint on its own only
+            // when the last connection closes, but GRDB closes the writer
+            // before the read-only readers, and a reader cannot checkpoint.
+            try pool.writeWithoutTransaction { db in
+                // Closed already (a second close): nothing to do, as before.
+                guard db.sqliteConnection != nil else { return }
+                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+        } catch {
+            failure = error
+        }
+        do {
+            try pool.close()
+        } catch {
+            failure = failure ?? error
+        }
+        if let failure {
+            throw failure as? ChronicleError ?? ChronicleError(.database, "cannot close snapshot \(path): \(failure)")
+        }
     }
 }
