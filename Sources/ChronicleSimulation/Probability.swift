@@ -5,8 +5,8 @@ import Foundation
 ///
 /// ```swift
 /// var options = SimulationOptions()
-/// options.crashProbability = 0.1                      // a literal, checked at compile-time use
-/// options.wipeProbability = try Probability(0.002)     // a computed value, checked at run time
+/// options.crashProbability = 0.1                          // a literal (outside 0...1 traps)
+/// options.wipeProbability = try Probability(rate / 100)   // a value, checked: throws outside 0...1
 /// ```
 ///
 /// Encodes as a bare number; decoding a number outside 0...1 fails.

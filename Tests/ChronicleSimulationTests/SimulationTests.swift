@@ -49,10 +49,7 @@ import Testing
         for seed in 1...UInt64(count) {
             let summary = try await Simulation(seed: 10_000 + seed, options: options).run()
             #expect(summary.passed, "seed \(10_000 + seed): \(summary.violations) — reproduce: chronicle simulate --seed \(10_000 + seed) --saves 12")
-            let f = summary.faults
-            totals.delayedBlobs += f.delayedBlobs; totals.tornBlobs += f.tornBlobs; totals.lostUploads += f.lostUploads
-            totals.bitFlips += f.bitFlips; totals.outages += f.outages; totals.wipes += f.wipes; totals.crashes += f.crashes
-            totals.offlinePeriods += f.offlinePeriods; totals.accountSwitches += f.accountSwitches
+            totals = totals + summary.faults
         }
         // Every fault kind actually happened somewhere in the sweep.
         for (kind, n) in [("delayed", totals.delayedBlobs), ("torn", totals.tornBlobs), ("lost", totals.lostUploads),
@@ -60,5 +57,7 @@ import Testing
                           ("crashes", totals.crashes), ("offline", totals.offlinePeriods), ("account switches", totals.accountSwitches)] {
             #expect(n > 0, "no \(kind) in \(count) seeds")
         }
+        // The device-folder faults are off by default.
+        #expect(totals.folderRestores + totals.folderTwins + totals.lostWALs == 0)
     }
 }

@@ -51,6 +51,25 @@ struct QuiescedState {
     /// Account A's container.
     var container: SimulatedContainer { accounts[0] }
 
+    /// Opens a store of a device that joins account A's store now, in a
+    /// folder of its own (never one a checker used before), runs `body` on
+    /// it, then closes it and removes its folder.
+    func withNewDevice<T>(_ device: DeviceID, container: any Container, _ body: (Store) async throws -> T) async throws -> T {
+        let directory = workDirectory.appendingPathComponent("checker-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try await Store.open(Store.Configuration(
+            schema: Simulation.schema, deviceID: device, directory: directory, container: container, clock: clock,
+            seed: 1, logger: logger, durability: .normal, knownStore: stores[0].storeID))
+        do {
+            let result = try await body(store)
+            try await store.close()
+            return result
+        } catch {
+            try? await store.close()
+            throw error
+        }
+    }
+
     /// Whether every device applied every sequence of every device: those
     /// the devices made under their current IDs and every log the container
     /// holds (under any ID, current or past).

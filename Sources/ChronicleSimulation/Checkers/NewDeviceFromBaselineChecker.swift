@@ -9,14 +9,10 @@ struct NewDeviceFromBaselineChecker: InvariantChecker {
     func check(_ state: QuiescedState, _ report: inout CheckReport) async throws {
         let stores = state.stores
         let expected = try await stores[0].stateHash()
-        let joiner = try await Store.open(Store.Configuration(
-            schema: Simulation.schema, deviceID: DeviceID(index: 998), directory: state.workDirectory.appendingPathComponent("joiner"),
-            container: state.container.everything, clock: state.clock, seed: 2, logger: state.logger, durability: .normal,
-            knownStore: stores[0].storeID))
-        let joined = try await joiner.importLogs()
+        let (joined, joinerHash) = try await state.withNewDevice(DeviceID(index: 998), container: state.container.everything) { joiner in
+            (try await joiner.importLogs(), try await joiner.stateHash())
+        }
         report.newDeviceStartedFromBaseline = joined.baseline != nil
-        let joinerHash = try await joiner.stateHash()
-        try await joiner.close()
         if joinerHash != expected {
             report.violation("baseline: a new device reaches \(joinerHash) (baseline: \(joined.baseline.map { "\($0.parts) parts by \($0.device)" } ?? "none")), devices \(expected)")
         }

@@ -36,12 +36,9 @@ struct OrderIndependenceChecker: InvariantChecker {
             try await pristine.put(ContainerLayout.log(store: storeID, device: device, first: 1, last: last), bytes)
             _ = try await pristine.createMarker(ContainerLayout.deviceRegistration(store: storeID, device: device), [])
         }
-        let fresh = try await Store.open(Store.Configuration(
-            schema: Simulation.schema, deviceID: DeviceID(index: 999), directory: state.workDirectory.appendingPathComponent("reference"),
-            container: pristine, clock: state.clock, seed: 1, logger: state.logger, durability: .normal))
-        try await fresh.importLogs()
-        let hash = try await fresh.stateHash()
-        try await fresh.close()
-        return hash
+        return try await state.withNewDevice(DeviceID(index: 999), container: pristine) { fresh in
+            try await fresh.importLogs()
+            return try await fresh.stateHash()
+        }
     }
 }
