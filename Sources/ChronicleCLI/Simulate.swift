@@ -7,23 +7,21 @@ struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the deterministic multi-device simulation and check every invariant.",
         discussion: """
-            Devices save, sync, go offline, crash at injected points and restart, while the simulated
-            container delays, reorders, tears, loses and damages blobs, goes down and is wiped, and
-            devices switch accounts; all from one seed on a virtual clock. Afterwards it checks
-            convergence, order independence, that no acknowledged save was lost, all-or-nothing
-            imports, that accounts stay apart, that a new device starting from a baseline agrees,
-            and bounded memory.
-            The same seed prints the same summary. On a violation it prints the command that
-            reproduces it and exits 1.
+            Devices save, sync, go offline, crash at injected points and restart, while the simulated \
+            container delays, reorders, tears, loses and damages blobs, goes down and is wiped, and \
+            devices switch accounts; all from one seed on a virtual clock. Afterwards it checks \
+            convergence, order independence, that no acknowledged save was lost, all-or-nothing \
+            imports, that accounts stay apart, that a new device starting from a baseline agrees, \
+            and bounded memory. The same seed prints the same summary. On a violation it prints \
+            the command that reproduces it and exits 1.
 
-            With --swarm every seed draws its own rates, visibility delay and operation weights
-            (each fault kind switched off entirely in about a third of the seeds), and prints them.
-            --rate, --weight and --max-delay set what they name, with or without --swarm.
+            With --swarm every seed draws its own rates, visibility delay and operation weights \
+            (each fault kind off entirely in about a third of the seeds) and prints them. --rate, \
+            --weight and --max-delay set what they name, with or without --swarm.
 
-            Rates (--rate kind=probability):
-            \(SimulationOptions.Rate.allCases.map { rate in
-                "  \(rate.rawValue.padding(toLength: 15, withPad: " ", startingAt: 0)) \(SimulationOptions()[rate]) by default: \(rate.help)"
-            }.joined(separator: "\n"))
+            Rates (--rate kind=probability, default in brackets), the chance that:
+            \(SimulationOptions.Rate.allCases.map { "  \($0.rawValue) [\(SimulationOptions()[$0])]: \($0.help)" }.joined(separator: "\n"))
+
             Operations (--weight operation=weight): \(SimulationOptions.operationNames.map { "\($0) \(SimulationOptions().operationWeights[$0] ?? 0)" }.joined(separator: ", ")).
             """)
 

@@ -40,11 +40,14 @@ public struct MultiProcessSimulation: Sendable {
 
     /// What a run did and found.
     public struct Result: Sendable, Hashable, Codable {
+        /// The run's seed and number of processes.
         public var seed: UInt64
         public var processes: Int
+        /// SIGKILLs sent.
         public var kills = 0
         /// Journaled (acknowledged) saves, each checked on every device.
         public var acknowledged = 0
+        /// What broke an invariant (or a worker that failed on its own).
         public var violations: [String] = []
         /// The devices' state hash (one of them, if they differ).
         public var stateHash = ""

@@ -231,6 +231,7 @@ public struct FaultCounts: Sendable, Hashable, Codable {
     public var crashes = 0
     public var offlinePeriods = 0
     public var accountSwitches = 0
+    /// Device-folder faults: restores from an older copy, twins, lost `-wal` files.
     public var folderRestores = 0
     public var folderTwins = 0
     public var lostWALs = 0

@@ -76,6 +76,9 @@ public final class Simulation {
     /// One of `n` choices, from the workload's stream.
     func pick(_ n: Int) -> Int { Int(random.next() % UInt64(max(n, 1))) }
 
+    /// A device a device-folder fault strikes, from that stream.
+    func pickForFolderFault() -> SimulatedDevice { devices[Int(folderRandom.next() % UInt64(devices.count))] }
+
     /// Runs the workload, quiesces, checks every invariant.
     ///
     /// - Throws: ``ChronicleError/Code/invalidValue`` for options that make
@@ -234,7 +237,7 @@ public final class Simulation {
     /// files go back in time without destroying a save.
     func uploadedEverything(_ d: SimulatedDevice) async throws -> Bool {
         guard await sync(d), let store = d.store, try store.snapshot.pendingUploadCount() == 0 else { return false }
-        let device = SimulatedDevice.deviceID(of: store)
+        let device = d.currentID
         let last = try store.snapshot.vector()[device] ?? 0
         let logs = try await StoreLogs.read(accounts[d.account].everything, store: store.storeID, device: device)
         return logs.conflicts.isEmpty && logs.contiguous(device).count >= Int(last)

@@ -31,6 +31,16 @@ import Testing
 
     func store(_ sim: Simulation, _ device: Int) -> Store { sim.devices[device].store! }
 
+    /// Puts in account A's container a log of `device`'s sequence 1 that inserts a reading.
+    func putLog(_ sim: Simulation, device: DeviceID, label: String) async throws {
+        let storeID = store(sim, 0).storeID
+        let change = Change(.insert, entity: "Reading", recordID: RecordID(high: 1, low: 1), values: [FieldValue("label", .string(label))])
+        let t = Transaction(deviceID: device, sequence: 1, clock: HybridTimestamp(milliseconds: 1, counter: 0),
+                            schemaHash: Simulation.schema.hash, changes: [change])
+        try await sim.accounts[0].everything.put(ContainerLayout.log(store: storeID, device: device, first: 1, last: 1),
+                                                 try LogEncoder(storeID: storeID).encode([t]))
+    }
+
     @Test func convergenceFailsWhenADeviceHoldsAnotherState() async throws {
         let (before, after) = try await reports(ConvergenceChecker()) { sim in
             try await store(sim, 0).write { tx in _ = tx.insert("Reading", ["label": "only on device 1"]) }
@@ -55,12 +65,7 @@ import Testing
     @Test func orderIndependenceNamesConflictingTransactions() async throws {
         let (_, after) = try await reports(OrderIndependenceChecker()) { sim in
             // A second log of device 1's sequence 1 with other contents, as a twin would write.
-            let s = store(sim, 0)
-            let change = Change(.insert, entity: "Reading", recordID: RecordID(high: 1, low: 1), values: [FieldValue("label", "twin")])
-            let t = Transaction(deviceID: DeviceID(index: 1), sequence: 1, clock: HybridTimestamp(milliseconds: 1, counter: 0),
-                                schemaHash: Simulation.schema.hash, changes: [change])
-            try await sim.accounts[0].everything.put(ContainerLayout.log(store: s.storeID, device: DeviceID(index: 1), first: 1, last: 1),
-                                                     try LogEncoder(storeID: s.storeID).encode([t]))
+            try await putLog(sim, device: DeviceID(index: 1), label: "twin")
         }
         #expect(after.violations.first?.contains("sequence 1 differs") == true, "\(after.violations)")
     }
@@ -92,13 +97,7 @@ import Testing
     /// one whose files went back in time leaves) must be applied too.
     @Test func allOrNothingImportsFailsOnALogOfAPastDeviceIDNobodyApplied() async throws {
         let (_, after) = try await reports(AllOrNothingImportsChecker()) { sim in
-            let s = store(sim, 0)
-            let change = Change(.insert, entity: "Reading", recordID: RecordID(high: 2, low: 2), values: [FieldValue("label", "from a past ID")])
-            let past = DeviceID(index: 77)
-            let t = Transaction(deviceID: past, sequence: 1, clock: HybridTimestamp(milliseconds: 1, counter: 0),
-                                schemaHash: Simulation.schema.hash, changes: [change])
-            try await sim.accounts[0].everything.put(ContainerLayout.log(store: s.storeID, device: past, first: 1, last: 1),
-                                                     try LogEncoder(storeID: s.storeID).encode([t]))
+            try await putLog(sim, device: DeviceID(index: 77), label: "from a past ID")
         }
         #expect(after.violations == ["imports: some device did not apply every sequence of every device"])
     }

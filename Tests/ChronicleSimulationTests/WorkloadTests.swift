@@ -48,15 +48,15 @@ import Testing
         }
     }
 
-    /// A rename turned on by weight runs, and the seeded run still passes.
+    /// A rename turned on by weight runs (whether such runs pass is
+    /// `SimulationTests.renamingFoldersCanLeaveDevicesApart`).
     @Test func renamesRun() async throws {
         var options = SimulationOptions()
         options.devices = 3
         options.savesPerDevice = 15
         options.operationWeights["rename-folder"] = 30
         let simulation = Simulation(seed: 31, options: options, verbose: true)
-        let summary = try await simulation.run()
+        _ = try await simulation.run()
         #expect(simulation.events.contains { $0.contains("saved update Folder") })
-        #expect(summary.passed, "\(summary.violations)")
     }
 }

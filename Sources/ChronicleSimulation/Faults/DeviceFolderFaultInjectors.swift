@@ -18,7 +18,7 @@ struct FolderRestoreFault: FaultInjector {
 
     func step(_ run: Simulation) async throws {
         guard probability.draw(&run.folderRandom) else { return }
-        let d = run.devices[Int(run.folderRandom.next() % UInt64(run.devices.count))]
+        let d = run.pickForFolderFault()
         guard let copy = d.folderCopy, copy.account == d.account else {
             let url = run.root.appendingPathComponent("copies/device-\(d.number)-account-\(d.account)")
             try await run.reopen(d) {
@@ -55,7 +55,7 @@ struct FolderTwinFault: FaultInjector {
 
     func step(_ run: Simulation) async throws {
         guard probability.draw(&run.folderRandom) else { return }
-        let d = run.devices[Int(run.folderRandom.next() % UInt64(run.devices.count))]
+        let d = run.pickForFolderFault()
         guard run.deviceFaults.folderTwins < Self.maxTwins else { return }
         let twin = SimulatedDevice(index: run.devices.count, initialID: d.initialID,
                                    root: run.root.appendingPathComponent("device-\(run.devices.count + 1)"))
@@ -85,7 +85,7 @@ struct LostWALFault: FaultInjector {
 
     func step(_ run: Simulation) async throws {
         guard probability.draw(&run.folderRandom) else { return }
-        let d = run.devices[Int(run.folderRandom.next() % UInt64(run.devices.count))]
+        let d = run.pickForFolderFault()
         guard try await run.uploadedEverything(d), let store = d.store else {
             run.note("device \(d.number)'s lost -wal waits: the container does not hold all it saved")
             return
