@@ -136,6 +136,8 @@ public actor Store {
             public var old: UInt64
             /// Its sequence under ``IdentityChange/current``.
             public var new: UInt64
+            /// Its clock, which it keeps.
+            public var clock: HybridTimestamp
         }
         /// The ID given up.
         public var previous: DeviceID
@@ -542,7 +544,7 @@ public actor Store {
         let nextPath = folder.nextSnapshotPath(storeID)
         DeviceFolder.removeSnapshotFiles(nextPath)
         let next = try Self.openSnapshot(nextPath, storeID: storeID, device: newID, configuration)
-        var mapping: [(old: UInt64, new: UInt64)] = []
+        var mapping: [IdentityChange.CarriedSave] = []
         do {
             // What of the old ID's saves the container lacks.
             var (carried, through) = try await savesMissingFromContainer(old)
@@ -560,7 +562,8 @@ public actor Store {
                 carried += later
                 through = own
             }
-            mapping = try next.adopt(carried)
+            let clocks = Dictionary(carried.map { ($0.sequence, $0.clock) }, uniquingKeysWith: { a, _ in a })
+            mapping = try next.adopt(carried).map { IdentityChange.CarriedSave(old: $0.old, new: $0.new, clock: clocks[$0.old] ?? .zero) }
             try next.close()
             var identity = try folder.readIdentity() ?? DeviceFolder.Identity(device: old.deviceID, store: storeID, retired: nil)
             identity.retired = (identity.retired ?? []) + [old.deviceID]
@@ -580,7 +583,7 @@ public actor Store {
         replayer = try Self.makeReplayer(fresh, configuration: configuration, hub: hub, random: &random)
         historyChecked = true
         let change = IdentityChange(previous: old.deviceID, current: newID, reason: reason,
-                                    carriedOver: mapping.map { IdentityChange.CarriedSave(old: $0.old, new: $0.new) })
+                                    carriedOver: mapping)
         identityChanges.append(change)
         return change
     }

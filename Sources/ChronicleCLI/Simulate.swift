@@ -7,13 +7,22 @@ struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the deterministic multi-device simulation and check every invariant.",
         discussion: """
-            Devices save, sync, go offline, crash at injected points and restart, while the simulated
-            container delays, reorders, tears, loses and damages blobs, goes down and is wiped, and
-            devices switch accounts; all from one seed on a virtual clock. Afterwards it checks
-            convergence, order independence, that no acknowledged save was lost, all-or-nothing
-            imports, that accounts stay apart, and bounded memory.
-            The same seed prints the same summary. On a violation it prints the command that
-            reproduces it and exits 1.
+            Devices save, sync, go offline, crash at injected points and restart, while the simulated \
+            container delays, reorders, tears, loses and damages blobs, goes down and is wiped, and \
+            devices switch accounts; all from one seed on a virtual clock. Afterwards it checks \
+            convergence, order independence, that no acknowledged save was lost, all-or-nothing \
+            imports, that accounts stay apart, that a new device starting from a baseline agrees, \
+            and bounded memory. The same seed prints the same summary. On a violation it prints \
+            the command that reproduces it and exits 1.
+
+            With --swarm every seed draws its own rates, visibility delay and operation weights \
+            (each fault kind off entirely in about a third of the seeds) and prints them. --rate, \
+            --weight and --max-delay set what they name, with or without --swarm.
+
+            Rates (--rate kind=probability, default in brackets), the chance that:
+            \(SimulationOptions.Rate.allCases.map { "  \($0.rawValue) [\(SimulationOptions()[$0])]: \($0.help)" }.joined(separator: "\n"))
+
+            Operations (--weight operation=weight): \(SimulationOptions.operationNames.map { "\($0) \(SimulationOptions().operationWeights[$0] ?? 0)" }.joined(separator: ", ")).
             """)
 
     @Option(help: "The seed (decimal or 0x hex).", transform: Simulate.parseSeed)
@@ -27,6 +36,18 @@ struct Simulate: AsyncParsableCommand {
 
     @Option(help: "Save attempts per device.")
     var saves: Int = 20
+
+    @Option(name: .customLong("rate"), help: ArgumentHelp("Set rates: kind=probability items, comma-separated or repeated (kinds below).", valueName: "kind=p"))
+    var rates: [String] = []
+
+    @Option(name: .customLong("weight"), help: ArgumentHelp("Set operation weights: operation=weight items, comma-separated or repeated.", valueName: "operation=w"))
+    var weights: [String] = []
+
+    @Option(name: .customLong("max-delay"), help: "The longest delay before another device sees a blob (400ms, 2s, 0).")
+    var maxDelay: String?
+
+    @Flag(help: "Draw each seed's rates, delay and operation weights from the seed (swarm testing).")
+    var swarm = false
 
     @Option(help: "Run this many real OS processes as devices on one DirectoryContainer, killing and restarting them at random.")
     var processes: Int?
@@ -48,10 +69,57 @@ struct Simulate: AsyncParsableCommand {
     func validate() throws {
         guard devices >= 1, devices <= 64 else { throw ValidationError("--devices takes 1 to 64") }
         guard saves >= 0, seeds >= 1 else { throw ValidationError("--saves and --seeds must be positive") }
+        guard !(swarm && calm) else { throw ValidationError("--swarm draws the rates and --calm turns them off: give one of them") }
+        if processes != nil && (swarm || calm || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
+            throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves and --verbose")
+        }
+        do {
+            try options(for: seed, try overrides()).validate()
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 
-    func reproduce(_ seed: UInt64) -> String {
-        "chronicle simulate --seed 0x\(String(seed, radix: 16)) --devices \(devices) --saves \(saves)\(calm ? " --calm" : "") --verbose"
+    func overrides() throws(ChronicleError) -> SimulationOverrides {
+        try SimulationOverrides(rates: rates, weights: weights, maxDelay: maxDelay)
+    }
+
+    /// The options of one seed: the defaults (or calm ones, or the seed's
+    /// swarm draw), then what the command line sets.
+    func options(for seed: UInt64, _ overrides: SimulationOverrides) -> SimulationOptions {
+        var base = calm ? SimulationOptions.calm : SimulationOptions()
+        base.devices = devices
+        base.savesPerDevice = saves
+        var options = swarm ? SimulationOptions.swarm(seed: seed, base: base) : base
+        overrides.apply(to: &options)
+        return options
+    }
+
+    func reproduce(_ seed: UInt64, _ overrides: SimulationOverrides) -> String {
+        (["chronicle", "simulate", "--seed", "0x\(String(seed, radix: 16))"] + (swarm ? ["--swarm"] : []) + (calm ? ["--calm"] : [])
+            + ["--devices", String(devices), "--saves", String(saves)] + overrides.arguments + ["--verbose"]).joined(separator: " ")
+    }
+
+    /// A sweep's JSON: one value, the same shape for one seed or many.
+    struct Report<Result: Encodable>: Encodable {
+        struct Failure: Encodable {
+            var seed: UInt64
+            var reproduce: String
+            var violations: [String]
+        }
+
+        var seeds: Int
+        var passed: Int
+        var failed: Int
+        var swarm: Bool
+        var results: [Result]
+        var failures: [Failure]
+
+        func print() throws {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            Swift.print(String(decoding: try encoder.encode(self), as: UTF8.self))
+        }
     }
 
     func run() async throws {
@@ -60,68 +128,94 @@ struct Simulate: AsyncParsableCommand {
             return
         }
         try await reportingErrors(output) {
-            var options = calm ? SimulationOptions.calm : SimulationOptions()
-            options.devices = devices
-            options.savesPerDevice = saves
-            var failed: [(UInt64, SimulationSummary)] = []
+            let overrides = try self.overrides()
+            var failed: [SimulationSummary] = []
             var summaries: [SimulationSummary] = []
             for i in 0..<seeds {
                 let s = seed &+ UInt64(i)
-                let simulation = Simulation(seed: s, options: options, verbose: verbose)
+                let simulation = Simulation(seed: s, options: options(for: s, overrides), verbose: verbose)
                 let summary = try await simulation.run()
-                if verbose { simulation.events.forEach { print($0) } }
+                if verbose {
+                    let events = simulation.events.joined(separator: "\n") + "\n"
+                    if output.json { FileHandle.standardError.write(Data(events.utf8)) } else { print(events, terminator: "") }
+                }
                 summaries.append(summary)
-                if !summary.passed { failed.append((s, summary)) }
+                if !summary.passed { failed.append(summary) }
                 if seeds > 1 && !output.json {
                     FileHandle.standardError.write(Data("\rseed \(i + 1)/\(seeds), \(failed.count) failed".utf8))
                 }
             }
             if seeds > 1 && !output.json { FileHandle.standardError.write(Data("\n".utf8)) }
             if output.json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                print(String(decoding: try encoder.encode(seeds == 1 ? AnyEncodable(summaries[0]) : AnyEncodable(summaries)), as: UTF8.self))
+                try Report(seeds: seeds, passed: seeds - failed.count, failed: failed.count, swarm: swarm, results: summaries,
+                           failures: failed.map { .init(seed: $0.seed, reproduce: reproduce($0.seed, overrides), violations: $0.violations) }).print()
             } else if seeds == 1 {
                 print(Self.text(summaries[0]))
+                if swarm || !overrides.isEmpty {
+                    print("rates: \(summaries[0].options.rateSummary)")
+                    print("reproduce: \(reproduce(seed, overrides))")
+                }
             } else {
-                let acknowledged = summaries.reduce(0) { $0 + $1.savesAcknowledged }
-                let attempted = summaries.reduce(0) { $0 + $1.savesAttempted }
-                let syncs = summaries.reduce(0) { $0 + $1.syncs }
-                let logs = summaries.reduce(0) { $0 + $1.logs }
-                let faults = summaries.reduce(FaultCounts()) { $0 + $1.faults }
-                print("""
-                    \(seeds) seeds × \(devices) devices: \(seeds - failed.count) passed, \(failed.count) failed; \(acknowledged) acknowledged saves checked
-                    in all: \(attempted) saves attempted, \(syncs) syncs, \(logs) logs, \(summaries.reduce(0) { $0 + $1.baselinesPublished }) baselines published; the final check's new device started from one in \(summaries.filter(\.newDeviceStartedFromBaseline).count) seeds
-                    faults in all: \(faults.summary)
-                    """)
+                print(sweepText(summaries, failed: failed.count))
             }
-            for (s, summary) in failed {
-                FileHandle.standardError.write(Data(("seed 0x\(String(s, radix: 16)) violated: " + summary.violations.joined(separator: "; ")
-                                                     + "\n  reproduce: \(reproduce(s))\n").utf8))
+            for summary in failed {
+                var lines = ["seed 0x\(String(summary.seed, radix: 16)) violated: " + summary.violations.joined(separator: "; ")]
+                if swarm || !overrides.isEmpty { lines.append("  rates: \(summary.options.rateSummary)") }
+                lines.append("  reproduce: \(reproduce(summary.seed, overrides))")
+                FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
             }
             if !failed.isEmpty { throw ExitCode.failure }
         }
     }
 
+    func sweepText(_ summaries: [SimulationSummary], failed: Int) -> String {
+        let acknowledged = summaries.reduce(0) { $0 + $1.savesAcknowledged }
+        let attempted = summaries.reduce(0) { $0 + $1.savesAttempted }
+        let syncs = summaries.reduce(0) { $0 + $1.syncs }
+        let logs = summaries.reduce(0) { $0 + $1.logs }
+        let faults = summaries.reduce(FaultCounts()) { $0 + $1.faults }
+        var text = """
+            \(seeds) seeds × \(devices) devices: \(seeds - failed) passed, \(failed) failed; \(acknowledged) acknowledged saves checked
+            in all: \(attempted) saves attempted, \(syncs) syncs, \(logs) logs, \(summaries.reduce(0) { $0 + $1.baselinesPublished }) baselines published; the final check's new device started from one in \(summaries.filter(\.newDeviceStartedFromBaseline).count) seeds
+            faults in all: \(faults.summary)
+            """
+        if swarm {
+            let off = SimulationOptions.Rate.allCases.filter { $0.swarmRange != nil }.map { rate in
+                "\(rate.rawValue) \(summaries.filter { $0.options[rate].isNever }.count)"
+            }
+            text += "\nswarm: seeds with a rate off: " + off.joined(separator: ", ")
+        }
+        return text
+    }
+
     func runProcesses(_ processes: Int) async throws {
         try await reportingErrors(output) {
-            guard processes >= 1, processes <= 32 else { throw ValidationError("--processes takes 1 to 32") }
-            let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
-            var failures = 0
+            let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            var results: [MultiProcessSimulation.Result] = []
             for i in 0..<seeds {
                 let s = seed &+ UInt64(i)
-                let result = try await MultiProcessRun(processes: processes, saves: saves, seed: s, binary: binary, verbose: verbose).run()
-                let line = "run \(i + 1)/\(seeds) seed \(s): \(processes) processes, \(result.kills) kills, \(result.acknowledged) acknowledged saves checked, state \(result.hash): "
-                    + (result.violations.isEmpty ? "all invariants hold" : "VIOLATIONS: " + result.violations.prefix(5).joined(separator: "; "))
-                output.print(.object(["seed": .int(Int64(s)), "kills": .int(Int64(result.kills)), "acknowledged": .int(Int64(result.acknowledged)),
-                                      "violations": .array(result.violations.map { .string($0) })]), text: line)
-                if !result.violations.isEmpty {
-                    failures += 1
-                    FileHandle.standardError.write(Data("  reproduce: chronicle simulate --processes \(processes) --seed \(s) --saves \(saves) --verbose\n".utf8))
+                let result = try await MultiProcessSimulation(processes: processes, saves: saves, seed: s, executable: binary).run()
+                results.append(result)
+                if !output.json {
+                    if verbose { result.events.forEach { print($0) } }
+                    print("run \(i + 1)/\(seeds) seed \(s): \(processes) processes, \(result.kills) kills, \(result.acknowledged) acknowledged saves checked, state \(result.stateHash): "
+                          + (result.passed ? "all invariants hold" : "VIOLATIONS: " + result.violations.prefix(5).joined(separator: "; ")))
+                }
+                if !result.passed {
+                    FileHandle.standardError.write(Data("  reproduce: \(reproduceProcesses(processes, s))\n".utf8))
                 }
             }
-            if failures > 0 { throw ExitCode.failure }
+            let failed = results.filter { !$0.passed }
+            if output.json {
+                try Report(seeds: seeds, passed: seeds - failed.count, failed: failed.count, swarm: false, results: results,
+                           failures: failed.map { .init(seed: $0.seed, reproduce: reproduceProcesses(processes, $0.seed), violations: $0.violations) }).print()
+            }
+            if !failed.isEmpty { throw ExitCode.failure }
         }
+    }
+
+    func reproduceProcesses(_ processes: Int, _ seed: UInt64) -> String {
+        "chronicle simulate --processes \(processes) --seed \(seed) --saves \(saves) --verbose"
     }
 
     static func text(_ s: SimulationSummary) -> String {
@@ -136,11 +230,4 @@ struct Simulate: AsyncParsableCommand {
             \(s.passed ? "all invariants hold" : "VIOLATIONS:\n  " + s.violations.joined(separator: "\n  "))
             """
     }
-}
-
-/// Erases the type of an encodable value.
-struct AnyEncodable: Encodable {
-    let value: any Encodable
-    init(_ value: any Encodable) { self.value = value }
-    func encode(to encoder: any Encoder) throws { try value.encode(to: encoder) }
 }

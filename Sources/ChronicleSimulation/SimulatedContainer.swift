@@ -4,12 +4,12 @@ import Synchronization
 
 /// The fault options of a simulated container, as probabilities per event.
 public struct ContainerFaults: Sendable, Hashable, Codable {
-    /// The longest delay, in virtual milliseconds, before another device sees a blob.
-    public var maxVisibilityDelayMilliseconds: UInt64 = 400
+    /// The longest delay, in virtual time, before another device sees a blob.
+    public var maxVisibilityDelay: Duration = .milliseconds(400)
     /// Chance that a blob is first visible torn (a prefix) for a while.
-    public var tornProbability: Double = 0.05
+    public var tornProbability: Probability = 0.05
     /// Chance that an upload reports success but never arrives.
-    public var lostUploadProbability: Double = 0.03
+    public var lostUploadProbability: Probability = 0.03
 
     /// Creates fault options.
     public init() {}
@@ -17,7 +17,7 @@ public struct ContainerFaults: Sendable, Hashable, Codable {
     /// No faults and no delay.
     public static let none: ContainerFaults = {
         var f = ContainerFaults()
-        f.maxVisibilityDelayMilliseconds = 0
+        f.maxVisibilityDelay = .zero
         f.tornProbability = 0
         f.lostUploadProbability = 0
         return f
@@ -129,10 +129,11 @@ public final class SimulatedContainer: Sendable {
             try checkAvailable()
             let now = container.clock.nowMilliseconds()
             let faults = container.faults
+            let maxDelay = faults.maxVisibilityDelay.wholeMilliseconds
             let (lost, delays, tear) = container.state.withLock { s -> (Bool, UInt64, (UInt64, Int)?) in
-                let lost = Double(s.random.next() % 10_000) / 10_000 < faults.lostUploadProbability
-                let delay = faults.maxVisibilityDelayMilliseconds == 0 ? 0 : s.random.next() % (faults.maxVisibilityDelayMilliseconds + 1)
-                let torn = Double(s.random.next() % 10_000) / 10_000 < faults.tornProbability && bytes.count > 1
+                let lost = Double(s.random.next() % 10_000) / 10_000 < faults.lostUploadProbability.value
+                let delay = maxDelay == 0 ? 0 : s.random.next() % (maxDelay + 1)
+                let torn = Double(s.random.next() % 10_000) / 10_000 < faults.tornProbability.value && bytes.count > 1
                 return (lost, delay, torn ? (now + delay + 1 + s.random.next() % 300, Int(s.random.next() % UInt64(bytes.count))) : nil)
             }
             if lost {
@@ -230,6 +231,10 @@ public struct FaultCounts: Sendable, Hashable, Codable {
     public var crashes = 0
     public var offlinePeriods = 0
     public var accountSwitches = 0
+    /// Device-folder faults: restores from an older copy, twins, lost `-wal` files.
+    public var folderRestores = 0
+    public var folderTwins = 0
+    public var lostWALs = 0
 
     /// Creates zero counts.
     public init() {}
@@ -247,11 +252,14 @@ public struct FaultCounts: Sendable, Hashable, Codable {
         c.crashes = a.crashes + b.crashes
         c.offlinePeriods = a.offlinePeriods + b.offlinePeriods
         c.accountSwitches = a.accountSwitches + b.accountSwitches
+        c.folderRestores = a.folderRestores + b.folderRestores
+        c.folderTwins = a.folderTwins + b.folderTwins
+        c.lostWALs = a.lostWALs + b.lostWALs
         return c
     }
 
     /// One line naming every count.
     public var summary: String {
-        "\(delayedBlobs) delayed, \(tornBlobs) torn, \(lostUploads) lost uploads, \(bitFlips) bit flips, \(outages) outages (\(unavailableErrors) failed calls), \(wipes) wipes, \(crashes) crashes, \(offlinePeriods) offline periods, \(accountSwitches) account switches"
+        "\(delayedBlobs) delayed, \(tornBlobs) torn, \(lostUploads) lost uploads, \(bitFlips) bit flips, \(outages) outages (\(unavailableErrors) failed calls), \(wipes) wipes, \(crashes) crashes, \(offlinePeriods) offline periods, \(accountSwitches) account switches, \(folderRestores) folder restores, \(folderTwins) folder twins, \(lostWALs) lost WALs"
     }
 }

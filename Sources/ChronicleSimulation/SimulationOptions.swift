@@ -1,83 +1,201 @@
+import Chronicle
 import Foundation
 
 /// Everything a simulation run depends on besides its seed.
+///
+/// Every rate is a ``Probability`` per step of the workload (or per crash
+/// point, for crashes); ``Rate`` names each one for the command line and for
+/// swarm testing (``swarm(seed:base:)``).
 public struct SimulationOptions: Sendable, Hashable, Codable {
     /// Devices on the account.
     public var devices = 5
     /// Save attempts per device.
     public var savesPerDevice = 20
+    /// How often each workload operation is chosen, by operation name (see
+    /// ``operationNames``); a weight of 0 turns an operation off.
+    public var operationWeights: [String: Int] = Workload.standardWeights
+    /// Chance per step that the chosen device syncs instead of saving.
+    public var syncProbability: Probability = 0.25
     /// Container faults.
     public var container = ContainerFaults()
     /// Chance per step that a device goes offline (or comes back).
-    public var offlineProbability = 0.04
+    public var offlineProbability: Probability = 0.04
     /// Chance at each crash point that the device crashes there.
-    public var crashProbability = 0.03
-    /// Chance per step that a stored log gets a bit flip.
-    public var bitFlipProbability = 0.01
+    public var crashProbability: Probability = 0.03
+    /// Chance per step that a stored log gets a bit flip (and, drawn
+    /// separately, that a baseline part does).
+    public var bitFlipProbability: Probability = 0.01
     /// Chance per step that the container becomes unavailable for a while.
-    public var outageProbability = 0.01
+    public var outageProbability: Probability = 0.01
     /// Chance per step that the whole container is wiped.
-    public var wipeProbability = 0.002
+    public var wipeProbability: Probability = 0.002
     /// Chance per step that a device switches to another account for a while.
-    public var accountSwitchProbability = 0.005
+    public var accountSwitchProbability: Probability = 0.005
 
     /// Chance per step that a device publishes a baseline (in small parts,
     /// so that faults hit some of them). Drawn from a random stream of its
     /// own, so the other choices of a seed stay what they were.
-    public var baselineProbability = 0.03
+    public var baselineProbability: Probability = 0.03
+
+    /// Chance per step that a device's folder is copied (when it has no copy
+    /// yet) or, once everything it saved is in the container, replaced by
+    /// that older copy, as a backup restore does. Off by default.
+    public var folderRestoreProbability: Probability = 0
+    /// Chance per step that a device's folder is copied to a new device that
+    /// opens it (the same device ID on disk) and runs the workload beside the
+    /// original. Off by default.
+    public var folderTwinProbability: Probability = 0
+    /// Chance per step that a device, once everything it saved is in the
+    /// container, loses its snapshot's `-wal` file (and `-shm`). Off by default.
+    public var lostWALProbability: Probability = 0
 
     /// Whether devices check their own uploads and put back what is missing or
     /// damaged. Turning it off makes lost uploads unrecoverable: the checkers
     /// must then report violations (a control for the checkers themselves).
     public var devicesRepairTheirLogs = true
 
-    /// Creates the default options: every fault kind on.
+    /// Creates the default options: every fault kind on except the
+    /// device-folder ones.
     public init() {}
 
     /// No faults at all.
     public static var calm: SimulationOptions {
         var o = SimulationOptions()
-        o.container = .none
-        o.offlineProbability = 0
-        o.crashProbability = 0
-        o.bitFlipProbability = 0
-        o.outageProbability = 0
-        o.wipeProbability = 0
-        o.accountSwitchProbability = 0
+        for rate in Rate.allCases where rate.isFault { o[rate] = .never }
+        o.container.maxVisibilityDelay = .zero
         return o
+    }
+
+    /// The workload's operations, in the order their weights are laid out.
+    public static var operationNames: [String] { Workload.operations.map(\.name) }
+
+    /// The probability of `rate`.
+    public subscript(rate: Rate) -> Probability {
+        get { self[keyPath: rate.keyPath] }
+        set { self[keyPath: rate.keyPath] = newValue }
+    }
+
+    /// Checks the options a run needs to make sense.
+    ///
+    /// - Throws: ``ChronicleError/Code/invalidValue`` naming the option.
+    public func validate() throws(ChronicleError) {
+        guard (1...64).contains(devices) else {
+            throw ChronicleError(.invalidValue, "devices takes 1 to 64, not \(devices)")
+        }
+        guard savesPerDevice >= 0 else {
+            throw ChronicleError(.invalidValue, "saves per device cannot be negative (\(savesPerDevice))")
+        }
+        guard container.maxVisibilityDelay >= .zero else {
+            throw ChronicleError(.invalidValue, "the visibility delay cannot be negative")
+        }
+        let known = Set(Self.operationNames)
+        for (name, weight) in operationWeights {
+            guard known.contains(name) else {
+                throw ChronicleError(.invalidValue, "no workload operation named \(name) (there are \(Self.operationNames.joined(separator: ", ")))")
+            }
+            guard weight >= 0, weight <= 1_000_000 else {
+                throw ChronicleError(.invalidValue, "operation weights take 0 to 1000000, not \(weight) for \(name)")
+            }
+        }
+        guard operationWeights.values.reduce(0, +) > 0 else {
+            throw ChronicleError(.invalidValue, "at least one workload operation needs a weight above 0")
+        }
+    }
+
+    /// The rates, delay and operation weights on one line, as `--swarm` prints them.
+    public var rateSummary: String {
+        let rates = Rate.allCases.map { "\($0.rawValue) \(self[$0].isNever ? "off" : self[$0].description)" }
+        let weights = Self.operationNames.map { "\($0) \(operationWeights[$0] ?? 0)" }
+        return rates.joined(separator: ", ") + "; max delay \(container.maxVisibilityDelay.wholeMilliseconds) ms; weights "
+            + weights.joined(separator: ", ")
     }
 }
 
-/// What a run did and what it checked.
-public struct SimulationSummary: Sendable, Hashable, Codable {
-    /// The seed.
-    public var seed: UInt64
-    /// The options.
-    public var options: SimulationOptions
-    /// Saves attempted, acknowledged, and refused by validation.
-    public var savesAttempted = 0
-    public var savesAcknowledged = 0
-    public var savesRefused = 0
-    /// Syncs run and logs in the container at the end.
-    public var syncs = 0
-    public var logs = 0
-    /// Faults injected.
-    public var faults = FaultCounts()
-    /// Baselines published, and whether the new device of the final check
-    /// started from one.
-    public var baselinesPublished = 0
-    public var newDeviceStartedFromBaseline = false
-    /// Virtual milliseconds the workload took, and quiescence after it.
-    public var virtualMilliseconds: UInt64 = 0
-    public var convergenceMilliseconds: UInt64 = 0
-    /// Invariants checked, and the violations found.
-    public var invariantsChecked: [String] = []
-    public var violations: [String] = []
-    /// The converged state hash of the account's devices.
-    public var stateHash = ""
-    /// Records visible at the end, per entity.
-    public var records: [String: Int] = [:]
+extension SimulationOptions {
+    /// A rate of the simulation, by the name the command line uses.
+    public enum Rate: String, CaseIterable, Sendable, Codable {
+        case sync
+        case baseline
+        case offline
+        case crash
+        case bitFlip = "bit-flip"
+        case outage
+        case wipe
+        case accountSwitch = "account-switch"
+        case torn
+        case lostUpload = "lost-upload"
+        case folderRestore = "folder-restore"
+        case folderTwin = "folder-twin"
+        case lostWAL = "lost-wal"
 
-    /// Whether every invariant held.
-    public var passed: Bool { violations.isEmpty }
+        /// Where the rate lives in the options.
+        var keyPath: WritableKeyPath<SimulationOptions, Probability> {
+            switch self {
+            case .sync: \.syncProbability
+            case .baseline: \.baselineProbability
+            case .offline: \.offlineProbability
+            case .crash: \.crashProbability
+            case .bitFlip: \.bitFlipProbability
+            case .outage: \.outageProbability
+            case .wipe: \.wipeProbability
+            case .accountSwitch: \.accountSwitchProbability
+            case .torn: \.container.tornProbability
+            case .lostUpload: \.container.lostUploadProbability
+            case .folderRestore: \.folderRestoreProbability
+            case .folderTwin: \.folderTwinProbability
+            case .lostWAL: \.lostWALProbability
+            }
+        }
+
+        /// Whether it is a fault (the workload's own rates, syncing and
+        /// publishing baselines, are not).
+        public var isFault: Bool { self != .sync && self != .baseline }
+
+        /// What it is the chance of.
+        public var help: String {
+            switch self {
+            case .sync: "a step syncs the chosen device instead of saving"
+            case .baseline: "a device publishes a baseline, per step"
+            case .offline: "a device goes offline or comes back, per step"
+            case .crash: "a device crashes, per crash point"
+            case .bitFlip: "a stored log (and, drawn apart, a baseline part) gets a bit flip, per step"
+            case .outage: "the container is unavailable for 50 to 550 ms, per step"
+            case .wipe: "the container is wiped, per step"
+            case .accountSwitch: "a device switches accounts, per step"
+            case .torn: "another device first reads a blob torn, per upload"
+            case .lostUpload: "an upload reports success and never arrives, per upload"
+            case .folderRestore: "a device's folder is copied, or restored from its older copy, per step"
+            case .folderTwin: "a device's folder is copied to a twin device that runs beside it, per step"
+            case .lostWAL: "a device loses its snapshot's -wal file, per step"
+            }
+        }
+
+        /// The range `--swarm` draws the rate from, or nil when swarm mode
+        /// keeps the rate as given (the device-folder faults, until they are
+        /// enabled by default).
+        public var swarmRange: ClosedRange<Double>? {
+            switch self {
+            case .sync: 0.05...0.6
+            case .baseline: 0...0.1
+            case .offline: 0...0.15
+            case .crash: 0...0.25
+            case .bitFlip: 0...0.05
+            case .outage: 0...0.05
+            case .wipe: 0...0.01
+            case .accountSwitch: 0...0.02
+            case .torn: 0...0.2
+            case .lostUpload: 0...0.1
+            case .folderRestore, .folderTwin, .lostWAL: nil
+            }
+        }
+    }
+}
+
+extension Duration {
+    /// The whole milliseconds in the duration (0 for a negative one).
+    var wholeMilliseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1_000 + UInt64(attoseconds / 1_000_000_000_000_000)
+    }
 }

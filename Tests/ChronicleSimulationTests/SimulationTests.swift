@@ -14,6 +14,24 @@ import Testing
         #expect(summary.passed, "seed \(seed): \(summary.violations)")
     }
 
+    /// Renaming folders (an update of a unique key) can leave devices
+    /// apart, without any fault: found by the first `--swarm` sweep (7 of
+    /// 300 seeds failed, each with rename-folder on; all 300 pass with it
+    /// pinned to 0). Reproduce: `chronicle simulate --seed 0x84 --calm
+    /// --devices 3 --saves 10 --weight rename-folder=30 --verbose`. A known
+    /// issue until the merge handles it: then this test fails, and the seed
+    /// moves to `regressionSeeds`.
+    @Test func renamingFoldersCanLeaveDevicesApart() async throws {
+        var options = SimulationOptions.calm
+        options.devices = 3
+        options.savesPerDevice = 10
+        options.operationWeights["rename-folder"] = 30
+        let summary = try await Simulation(seed: 0x84, options: options).run()
+        withKnownIssue("renames of a unique key do not converge yet") {
+            #expect(summary.passed, "\(summary.violations)")
+        }
+    }
+
     @Test func theSameSeedGivesTheSameRun() async throws {
         let a = try await Simulation(seed: 77, options: SimulationOptions()).run()
         let b = try await Simulation(seed: 77, options: SimulationOptions()).run()
@@ -49,10 +67,7 @@ import Testing
         for seed in 1...UInt64(count) {
             let summary = try await Simulation(seed: 10_000 + seed, options: options).run()
             #expect(summary.passed, "seed \(10_000 + seed): \(summary.violations) — reproduce: chronicle simulate --seed \(10_000 + seed) --saves 12")
-            let f = summary.faults
-            totals.delayedBlobs += f.delayedBlobs; totals.tornBlobs += f.tornBlobs; totals.lostUploads += f.lostUploads
-            totals.bitFlips += f.bitFlips; totals.outages += f.outages; totals.wipes += f.wipes; totals.crashes += f.crashes
-            totals.offlinePeriods += f.offlinePeriods; totals.accountSwitches += f.accountSwitches
+            totals = totals + summary.faults
         }
         // Every fault kind actually happened somewhere in the sweep.
         for (kind, n) in [("delayed", totals.delayedBlobs), ("torn", totals.tornBlobs), ("lost", totals.lostUploads),
@@ -60,5 +75,7 @@ import Testing
                           ("crashes", totals.crashes), ("offline", totals.offlinePeriods), ("account switches", totals.accountSwitches)] {
             #expect(n > 0, "no \(kind) in \(count) seeds")
         }
+        // The device-folder faults are off by default.
+        #expect(totals.folderRestores + totals.folderTwins + totals.lostWALs == 0)
     }
 }

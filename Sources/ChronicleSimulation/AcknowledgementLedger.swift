@@ -1,0 +1,60 @@
+import Chronicle
+
+/// Every change of every save that returned success, with the version it
+/// got: what "no acknowledged save lost" and "accounts stay apart" check.
+///
+/// A version is (clock, device). A device whose files went back in time
+/// continues under a new device ID and re-submits the saves the container
+/// lacks with their original clocks and new sequence numbers; the store
+/// reports that as a mapping, which ``resubmitted(old:new:sequences:in:)``
+/// applies so that each entry expects the version the save has now.
+struct AcknowledgementLedger {
+    struct Entry {
+        var kind: ChangeKind
+        var entity: String
+        var id: RecordID
+        var fields: [String]
+        /// The save's clock, which a re-submission keeps.
+        var clock: HybridTimestamp
+        /// The device ID and sequence the save has in the container.
+        var device: DeviceID
+        var sequence: UInt64
+        /// The account (0 is A) and store it was saved in.
+        var account: Int
+        var store: StoreID
+
+        /// The version every device must hold the change at, or supersede.
+        var version: Version { Version(clock: clock, device: device) }
+    }
+
+    private(set) var entries: [Entry] = []
+
+    /// Records the changes of an acknowledged save.
+    mutating func acknowledged(_ written: [Workload.Written], clock: HybridTimestamp, device: DeviceID, sequence: UInt64,
+                               account: Int, store: StoreID) {
+        for w in written {
+            entries.append(Entry(kind: w.kind, entity: w.entity, id: w.id, fields: w.fields, clock: clock, device: device,
+                                 sequence: sequence, account: account, store: store))
+        }
+    }
+
+    /// The saves of device `old` listed in `sequences` were re-submitted by
+    /// device `new` (same clocks, new sequences) in `store` (every store
+    /// when nil): from now on they are expected at their new version.
+    /// `clocks` (by old sequence) tells apart two saves that copies of one
+    /// folder made under the same ID and sequence: only the one with that
+    /// clock moved.
+    mutating func resubmitted(old: DeviceID, new: DeviceID, sequences: [(old: UInt64, new: UInt64)],
+                              clocks: [UInt64: HybridTimestamp] = [:], in store: StoreID? = nil) {
+        let moved = Dictionary(sequences.map { ($0.old, $0.new) }, uniquingKeysWith: { first, _ in first })
+        for i in entries.indices where entries[i].device == old && (store == nil || entries[i].store == store) {
+            guard let sequence = moved[entries[i].sequence] else { continue }
+            if let clock = clocks[entries[i].sequence], clock != entries[i].clock { continue }
+            entries[i].device = new
+            entries[i].sequence = sequence
+        }
+    }
+
+    /// The entries saved under `account`.
+    func entries(account: Int) -> [Entry] { entries.filter { $0.account == account } }
+}

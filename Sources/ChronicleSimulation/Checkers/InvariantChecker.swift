@@ -1,0 +1,103 @@
+import Chronicle
+import Foundation
+import Logging
+
+/// One invariant, checked once the run has quiesced.
+///
+/// A checker reads the quiesced devices, their containers and the
+/// acknowledgement ledger, and reports what breaks its invariant; it never
+/// changes the devices' state. To add one: a type here and an entry in
+/// ``InvariantCheckers/standard`` (its ``invariant`` joins every summary's
+/// list of invariants checked).
+protocol InvariantChecker: Sendable {
+    /// The invariant's name, as summaries list it.
+    var invariant: String { get }
+    /// Reports every violation found (and what the summary shows of the
+    /// final state) into `report`.
+    func check(_ state: QuiescedState, _ report: inout CheckReport) async throws
+}
+
+enum InvariantCheckers {
+    /// Every invariant, in the order the summary lists them.
+    static let standard: [any InvariantChecker] = [
+        ConvergenceChecker(),
+        OrderIndependenceChecker(),
+        NoAcknowledgedSaveLostChecker(),
+        AllOrNothingImportsChecker(),
+        AccountsStayApartChecker(),
+        NewDeviceFromBaselineChecker(),
+        BoundedMemoryChecker(),
+    ]
+}
+
+/// What the checkers see after quiescence: every device on account A with
+/// its store open, both accounts' containers, every acknowledged save.
+struct QuiescedState {
+    let devices: [SimulatedDevice]
+    let accounts: [SimulatedContainer]
+    let ledger: AcknowledgementLedger
+    let clock: ManualClock
+    /// Where checkers may open stores of their own.
+    let workDirectory: URL
+    let logger: Logger
+
+    var stores: [Store] {
+        devices.map { d in
+            guard let store = d.store else { preconditionFailure("device \(d.number) has no open store after quiescence") }
+            return store
+        }
+    }
+
+    /// Account A's container.
+    var container: SimulatedContainer { accounts[0] }
+
+    /// Opens a store of a device that joins account A's store now, in a
+    /// folder of its own (never one a checker used before), runs `body` on
+    /// it, then closes it and removes its folder.
+    func withNewDevice<T>(_ device: DeviceID, container: any Container, _ body: (Store) async throws -> T) async throws -> T {
+        let directory = workDirectory.appendingPathComponent("checker-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try await Store.open(Store.Configuration(
+            schema: Simulation.schema, deviceID: device, directory: directory, container: container, clock: clock,
+            seed: 1, logger: logger, durability: .normal, knownStore: stores[0].storeID).waitingForBaselines(.zero))
+        do {
+            let result = try await body(store)
+            try await store.close()
+            return result
+        } catch {
+            try? await store.close()
+            throw error
+        }
+    }
+
+    /// Whether every device applied every sequence of every device: those
+    /// the devices made under their current IDs and every log the container
+    /// holds (under any ID, current or past).
+    func fullyApplied() async throws -> Bool {
+        let stores = self.stores
+        var latest = try await StoreLogs.latest(container.everything, store: stores[0].storeID)
+        for s in stores {
+            let device = SimulatedDevice.deviceID(of: s)
+            latest[device] = max(latest[device] ?? 0, try s.snapshot.vector()[device] ?? 0)
+        }
+        for s in stores {
+            let vector = try s.snapshot.vector()
+            for (device, sequence) in latest where (vector[device] ?? 0) != sequence { return false }
+        }
+        return true
+    }
+}
+
+/// What the checks found, and what the summary shows of the final state.
+struct CheckReport {
+    /// At most ``limit`` violations are kept.
+    static let limit = 20
+    private(set) var violations: [String] = []
+    var stateHash = ""
+    var records: [String: Int] = [:]
+    var newDeviceStartedFromBaseline = false
+
+    mutating func violation(_ text: String) {
+        if violations.count < Self.limit { violations.append(text) }
+    }
+}

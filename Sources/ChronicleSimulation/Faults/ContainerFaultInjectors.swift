@@ -1,0 +1,49 @@
+import Chronicle
+
+/// A stored log of account A gets one bit flipped.
+struct LogBitFlipFault: FaultInjector {
+    let probability: Probability
+
+    func step(_ run: Simulation) async throws {
+        if probability.draw(&run.random), let name = try await run.accounts[0].flipRandomBit() {
+            run.note("bit flip in \(name.lastComponent)")
+        }
+    }
+}
+
+/// A stored baseline part of account A gets one bit flipped (drawn from the
+/// baselines' stream).
+struct BaselineBitFlipFault: FaultInjector {
+    let probability: Probability
+
+    func step(_ run: Simulation) async throws {
+        if probability.draw(&run.baselineRandom), let name = try await run.accounts[0].flipRandomBit(suffix: ".chbase") {
+            run.note("bit flip in baseline part \(name)")
+        }
+    }
+}
+
+/// Account A's container fails every call for 50 to 549 ms.
+struct OutageFault: FaultInjector {
+    let probability: Probability
+    static let shortest = Duration.milliseconds(50)
+    static let spreadMilliseconds: UInt64 = 500
+
+    func step(_ run: Simulation) async throws {
+        guard probability.draw(&run.random) else { return }
+        let ms = Self.shortest.wholeMilliseconds + run.random.next() % Self.spreadMilliseconds
+        run.accounts[0].beUnavailable(forMilliseconds: ms)
+        run.note("container unavailable for \(ms) ms")
+    }
+}
+
+/// Account A's container loses every blob and marker, as a reset account does.
+struct WipeFault: FaultInjector {
+    let probability: Probability
+
+    func step(_ run: Simulation) async throws {
+        guard probability.draw(&run.random) else { return }
+        try await run.accounts[0].wipe()
+        run.note("container wiped")
+    }
+}

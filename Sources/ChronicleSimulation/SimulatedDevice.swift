@@ -1,0 +1,49 @@
+import Chronicle
+import Foundation
+
+/// One device of a run: its folder, its open store, and what the workload
+/// and the faults have done to it.
+final class SimulatedDevice {
+    /// Its place in the run (devices are numbered from 1 in messages).
+    let index: Int
+    /// The device ID its folder was created with. The store may continue
+    /// under another one (see ``currentID``).
+    let initialID: DeviceID
+    /// Its folder: one subfolder per account.
+    let root: URL
+    var store: Store?
+    var online = true
+    var account = 0
+    /// The store it last opened, per account.
+    var knownStore: [Int: StoreID] = [:]
+    var syncs = 0
+    /// Saves attempted so far.
+    var saves = 0
+    /// An older copy of one account's folder, kept to restore later.
+    var folderCopy: (account: Int, url: URL)?
+    /// The device whose folder this one copied, if it is a twin.
+    var twinOf: Int?
+    /// How many of its open store's ``Store/identityChanges`` the ledger has taken in.
+    var identityChangesSeen = 0
+
+    init(index: Int, initialID: DeviceID, root: URL) {
+        self.index = index
+        self.initialID = initialID
+        self.root = root
+    }
+
+    /// The device's number in messages.
+    var number: Int { index + 1 }
+
+    /// The folder of the account it is on.
+    var folder: URL { folder(account: account) }
+
+    func folder(account: Int) -> URL { root.appendingPathComponent("account-\(account)") }
+
+    /// The device ID its store writes under now.
+    var currentID: DeviceID { store.map(Self.deviceID(of:)) ?? initialID }
+
+    /// The device ID a store writes under now. The one place that reads it:
+    /// a store whose files went back in time continues under a new ID.
+    static func deviceID(of store: Store) -> DeviceID { store.deviceID }
+}
