@@ -1,7 +1,5 @@
-import ChronicleCore
-import ChronicleSnapshot
+import Chronicle
 import Foundation
-import GRDB
 import Testing
 
 /// Random sets of transactions that insert, rename, delete and bring back
@@ -10,18 +8,9 @@ import Testing
 /// every way of batching the logs, must give the same tables, and those must
 /// be what the rules of `docs/merge.md` compute from the set of changes.
 @Suite struct DedupeOrderTests {
-    /// Folders with two unique keys (a name, and an optional code: a NULL
-    /// code is not deduplicated), notes that cascade with their folder,
+    /// Folders with two unique keys, notes that cascade with their folder,
     /// comments that nullify with their note.
-    static let schema = try! Schema(version: 1, entities: [
-        Entity("Folder", attributes: [Attribute("name", .string), Attribute("code", .string, optional: true)],
-               relationships: [.toMany("notes", to: "Note", inverse: "folder")], unique: [["name"], ["code"]]),
-        Entity("Note", attributes: [Attribute("title", .string)],
-               relationships: [.toOne("folder", to: "Folder", inverse: "notes", deleteRule: .cascade),
-                               .toMany("comments", to: "Comment", inverse: "note")]),
-        Entity("Comment", attributes: [Attribute("text", .string)],
-               relationships: [.toOne("note", to: "Note", inverse: "comments", deleteRule: .nullify)]),
-    ])
+    static let schema = DedupeTests.schema
     static let store = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001))
 
     static func id(_ entity: UInt64, _ n: Int) -> RecordID {
