@@ -16,11 +16,20 @@ import GRDB
 ///    `cascade` reference then hides the record, `nullify` and `deny` ones
 ///    show NULL.
 /// 3. Records that are otherwise visible and share a unique key are
-///    **de-duplicated**: the smallest record ID survives, the others are
-///    hidden and references to them resolve to the survivor.
+///    **de-duplicated**, in ID order: a record is visible unless a smaller
+///    visible record shares one of its keys; then it is a duplicate, and
+///    references to it resolve to its survivor, the smallest visible record
+///    sharing a key with it.
 ///
 /// Because each state is a join of everything applied and the view is a
 /// function of the states, any order of the same logs gives the same tables.
+/// What makes the incremental recomputation reach that function: a record's
+/// row and resolution read only its own state, what its references resolve
+/// to, and the keys and visibility of the records sharing a key with it. So
+/// whenever a record's keys or visibility change, everything that read them
+/// is scheduled: the records sharing an old or a new key with it, the
+/// records referring to any of those (found by raw target in
+/// `_chronicle_refs`, hidden targets included), and its own referrers.
 struct MergeEngine {
     let db: Database
     let schema: Schema
@@ -58,10 +67,10 @@ struct MergeEngine {
         self.statements = StatementSlots(count: Slot.entityBase + Slot.perEntity * sql.count)
     }
 
-    /// Statement slots: the fixed ones, then seven per entity.
+    /// Statement slots: the fixed ones, then eight per entity.
     private enum Slot {
         static let selectState = 0, insertStateIfAbsent = 1, replaceState = 2, deleteRef = 3, insertRef = 4, largestStateID = 5
-        static let entityBase = 6, perEntity = 7
+        static let entityBase = 6, perEntity = 8
         static func selectRow(_ entity: Int) -> Int { entityBase + perEntity * entity }
         static func deleteRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 1 }
         static func insertRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 2 }
@@ -69,6 +78,7 @@ struct MergeEngine {
         static func selectCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 4 }
         static func clearCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 5 }
         static func insertCompactFresh(_ entity: Int) -> Int { entityBase + perEntity * entity + 6 }
+        static func exists(_ entity: Int) -> Int { entityBase + perEntity * entity + 7 }
     }
 
     private func statement(_ slot: Int, _ sql: @autoclosure () -> String) throws -> OpaquePointer {
@@ -180,6 +190,22 @@ struct MergeEngine {
         }
     }
 
+    /// Recomputes the row of every record of the entities that are not
+    /// independent (those keep every state in `_chronicle_records`), a batch
+    /// at a time: brings a snapshot whose view an older rule computed to
+    /// what this version computes from the same states.
+    mutating func recomputeView(batch: Int = 100_000) throws {
+        let entities = sql.indices.filter { !sql[$0].isIndependent }
+        for entity in entities {
+            let ids = try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM _chronicle_records WHERE entity = ? ORDER BY id"), arguments: [entity])
+            for start in stride(from: 0, to: ids.count, by: batch) {
+                for id in ids[start..<min(ids.count, start + batch)] { schedule(entity, id) }
+                try settle()
+                events.removeAll()
+            }
+        }
+    }
+
     private mutating func schedule(_ entity: Int, _ id: RecordID) {
         if pendingSet.insert(RecordKey(entity: entity, id: id)).inserted {
             pending.append((entity, id))
@@ -188,7 +214,8 @@ struct MergeEngine {
 
     // MARK: The view
 
-    /// Recomputes one record's row; if it changed, schedules its dependents.
+    /// Recomputes one record's row and keys; if its keys or its visibility
+    /// changed, schedules what read them.
     private mutating func refresh(_ entity: Int, _ id: RecordID) throws {
         let e = schema.entities[entity]
         var visiting: Set<RecordKey> = []
@@ -207,7 +234,6 @@ struct MergeEngine {
                 try db.cachedStatement(sql: "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)").execute(arguments: [entity, c, Data(key), id])
             }
         }
-        guard desired != current || newKeys != oldKeys else { return }
         if desired != current {
             if let desired, !e.uniqueConstraints.isEmpty { try evictClashes(entity, id, row: desired) }
             try write(entity, id, desired, replacing: current != nil)
@@ -215,11 +241,25 @@ struct MergeEngine {
             let kind: RecordEvent.Kind = desired == nil ? .deleted : (current == nil ? .inserted : .updated)
             events.append(RecordEvent(entity: e.name, recordID: id, kind: kind, origin: origin))
         }
-        // Dependents: records referring to this one, and records sharing a key with it.
-        for (c, key) in oldKeys.merging(newKeys, uniquingKeysWith: { a, _ in a }) {
+        // Other values of a row are read by nothing else: referrers show the
+        // ID a reference resolves to, which only keys and visibility decide.
+        guard newKeys != oldKeys || (desired == nil) != (current == nil) else { return }
+        // Both the groups it left and the groups it joined (a changed key
+        // of one constraint is in both).
+        var groups = oldKeys.map { ($0.key, $0.value) }
+        for (c, key) in newKeys where oldKeys[c] != key { groups.append((c, key)) }
+        try scheduleDependents(entity, id, groups: groups)
+    }
+
+    /// Schedules what reads a record's keys and visibility: the records
+    /// in any of its key `groups` (their visibility and survivor), the
+    /// records referring to those (hidden ones included: `_chronicle_refs`
+    /// holds raw targets), and the record's own referrers.
+    private mutating func scheduleDependents(_ entity: Int, _ id: RecordID, groups: [(Int, [UInt8])]) throws {
+        for (c, key) in groups {
             for other in try keyGroup(entity, c, key) where other != id {
                 schedule(entity, other)
-                try scheduleReferrers(of: other)
+                if sql[entity].isReferenced { try scheduleReferrers(of: other) }
             }
         }
         if sql[entity].isReferenced { try scheduleReferrers(of: id) }
@@ -227,9 +267,9 @@ struct MergeEngine {
 
     /// Removes visible rows that share a unique key with the row about to be
     /// written. They can only be records with larger IDs whose own refresh is
-    /// still pending (a visible record is smaller than every stored key
-    /// sharer), so they are losers of the dedupe: hide them now, so the unique
-    /// index never sees two of them, and recompute them later.
+    /// still pending (a smaller visible one would have hidden this record),
+    /// so they are duplicates now: hide them, so the unique index never sees
+    /// two of them, and schedule them and what read their visibility.
     private mutating func evictClashes(_ entity: Int, _ id: RecordID, row: [DatabaseValue]) throws {
         let e = schema.entities[entity]
         for constraint in e.uniqueConstraints {
@@ -249,7 +289,7 @@ struct MergeEngine {
                 try db.run(statement(Slot.deleteRow(entity), sql[entity].deleteRow)) { $0.bind(other) }
                 events.append(RecordEvent(entity: e.name, recordID: other, kind: .deleted, origin: origin))
                 schedule(entity, other)
-                try scheduleReferrers(of: other)
+                try scheduleDependents(entity, other, groups: try storedKeys(entity, other).map { ($0.key, $0.value) })
             }
         }
     }
@@ -297,32 +337,45 @@ struct MergeEngine {
     }
 
     /// What a reference to `id` points at: the record itself if visible, the
-    /// survivor it was merged into, or nil.
+    /// survivor it was merged into if it is a duplicate, or nil.
     private func resolve(_ entity: Int, _ id: RecordID, _ visiting: inout Set<RecordKey>) throws -> RecordID? {
         guard let row = try preShadowRow(entity, id, &visiting) else { return nil }
-        var current = id
-        var currentRow = row
-        // Survivors have strictly smaller IDs, so this ends.
-        while true {
-            let next = try survivor(entity, current, row: currentRow)
-            if next == current { return current }
-            guard let nextRow = try preShadowRow(entity, next, &visiting) else { return current }
-            current = next
-            currentRow = nextRow
-        }
+        return try survivor(entity, id, row: row)
     }
 
-    /// The smallest ID among records sharing any unique key with this row
-    /// that are themselves live (by their stored keys).
+    /// The smallest visible record sharing a unique key with this row, if
+    /// smaller than `id`; otherwise `id` (the record is visible). Key groups
+    /// come from the stored keys, visibility from the entity table: both
+    /// what earlier refreshes wrote, and whoever changes them schedules
+    /// this record again.
     private func survivor(_ entity: Int, _ id: RecordID, row: [DatabaseValue]) throws -> RecordID {
         let e = schema.entities[entity]
+        guard !e.uniqueConstraints.isEmpty else { return id }
         var best = id
         for (c, key) in keys(of: e, row: row) {
             for other in try keyGroup(entity, c, key) where other < best {
-                best = other
+                if try isVisible(entity, other) { best = other }
             }
         }
         return best
+    }
+
+    private func isVisible(_ entity: Int, _ id: RecordID) throws -> Bool {
+        try db.first(statement(Slot.exists(entity), sql[entity].exists), { $0.bind(id) }, read: { _ in true }) ?? false
+    }
+
+    /// The duplicates merged into a visible record: the records sharing a
+    /// unique key with it whose references resolve to it. A local delete or
+    /// key change of the record applies to them too (see `Snapshot.save`).
+    func duplicates(entity: Int, of id: RecordID) throws -> [RecordID] {
+        var result: Set<RecordID> = []
+        for (c, key) in try storedKeys(entity, id) {
+            for other in try keyGroup(entity, c, key) where other > id && !result.contains(other) {
+                var visiting: Set<RecordKey> = []
+                if try resolve(entity, other, &visiting) == id { result.insert(other) }
+            }
+        }
+        return result.sorted()
     }
 
     /// Unique-key values per constraint; constraints with a NULL are skipped

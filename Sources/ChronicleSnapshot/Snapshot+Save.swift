@@ -38,10 +38,20 @@ extension Snapshot {
                 var normalized: [Change] = []
                 for change in changes {
                     let (entity, values, complete) = try validate(change, db)
+                    // A record and the duplicates merged into it are one
+                    // record to the app: a delete or a key change of it is
+                    // one of them all, so no duplicate comes back.
+                    let duplicates = try appliesToDuplicates(change, entity: entity, values) ? engine.duplicates(entity: entity, of: change.recordID) : []
                     try engine.apply(change.kind, entity: entity, id: change.recordID, values: values, version: version)
+                    for id in duplicates {
+                        try engine.apply(change.kind, entity: entity, id: id, values: values, version: version)
+                    }
                     try engine.settle()
                     try checkVisible(change, entity: entity, db)
                     normalized.append(complete)
+                    for id in duplicates {
+                        normalized.append(Change(change.kind, entity: complete.entity, recordID: id, values: complete.values))
+                    }
                 }
                 let transaction = Transaction(deviceID: deviceID, sequence: sequence, clock: clock,
                                               schemaHash: schema.hash, changes: normalized)
@@ -131,6 +141,22 @@ extension Snapshot {
         }
         try checkUnique(entity, change, values, db)
         return (entityIndex, values, complete)
+    }
+
+    /// Whether a change of a visible record also applies to the duplicates
+    /// merged into it: a delete does, and so does an update that writes a
+    /// field of a unique key (otherwise the duplicates, keeping the old key,
+    /// would come back as a record of their own).
+    private func appliesToDuplicates(_ change: Change, entity: Int, _ values: [(field: Int, value: Value)]) -> Bool {
+        let e = schema.entities[entity]
+        guard !e.uniqueConstraints.isEmpty else { return false }
+        switch change.kind {
+        case .insert: return false
+        case .delete: return true
+        case .update:
+            let keyFields = Set(e.uniqueConstraints.joined())
+            return values.contains { keyFields.contains(e.fields[$0.field].name) }
+        }
     }
 
     /// A `deny` rule refuses to delete a record that visible records point at.

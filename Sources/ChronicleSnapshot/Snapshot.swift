@@ -22,8 +22,11 @@ public final class Snapshot: Sendable {
     /// The snapshot file's format, kept in `PRAGMA user_version`. 2: record
     /// states list each version once. 3: entity tables have a
     /// `_chronicle_version` column for compact states (opening a format 2
-    /// snapshot adds it).
-    public static let format = 3
+    /// snapshot adds it). 4: de-duplication in ID order, each record visible
+    /// unless a smaller visible one shares a key with it (opening a format 2
+    /// or 3 snapshot recomputes the rows of every entity that has references
+    /// or unique keys, so it shows what this rule computes).
+    public static let format = 4
     /// The page cache of the snapshot's writing connection, in KiB.
     public static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.
@@ -67,7 +70,8 @@ public final class Snapshot: Sendable {
     public init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
                 crashInjector: CrashInjector? = nil) throws {
         self.crashInjector = crashInjector
-        self.entitySQL = EntitySQL.make(schema)
+        let entitySQL = EntitySQL.make(schema)
+        self.entitySQL = entitySQL
         self.path = path
         self.schema = schema
         self.storeID = storeID
@@ -103,12 +107,16 @@ public final class Snapshot: Sendable {
                 try db.execute(sql: "PRAGMA cache_size = -\(Self.writerCacheKiB)")
                 if try db.tableExists("_chronicle_identity") {
                     let format = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
-                    guard format == 2 || format == Self.format else {
-                        throw ChronicleError(.unsupportedVersion, "snapshot \(path) has format \(format); this Chronicle reads formats 2 and \(Self.format). Upload its pending saves with the Chronicle that wrote it, then delete it: a new snapshot is rebuilt from the container")
+                    guard (2...Self.format).contains(format) else {
+                        throw ChronicleError(.unsupportedVersion, "snapshot \(path) has format \(format); this Chronicle reads formats 2 to \(Self.format). Upload its pending saves with the Chronicle that wrote it, then delete it: a new snapshot is rebuilt from the container")
                     }
                     try Self.checkIdentity(db, schema: schema, storeID: storeID, deviceID: deviceID)
                     if format < Self.format {
                         try SnapshotTables.migrate(db, schema: schema, from: format)
+                        if format < 4 {
+                            var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported)
+                            try engine.recomputeView()
+                        }
                         try db.execute(sql: "PRAGMA user_version = \(Self.format)")
                     }
                 } else {
