@@ -95,7 +95,7 @@ enum Workload {
             }
             return written
         },
-        Operation(name: "update-note", weight: 25, needs: .note, fallback: "insert-note") { input, tx in
+        Operation(name: "update-note", weight: 19, needs: .note, fallback: "insert-note") { input, tx in
             let id = input.pick(input.notes)
             var values: [String: Value] = ["words": .int(input.words)]
             if input.r2 % 2 == 0 { values["title"] = .string(input.title) }
@@ -133,7 +133,7 @@ enum Workload {
         },
         // A rename can clash with another folder's name: refused locally,
         // de-duplicated when the clash is between devices.
-        Operation(name: "rename-folder", weight: 0) { input, tx in
+        Operation(name: "rename-folder", weight: 6) { input, tx in
             let id = input.pick(input.folders)
             tx.update("Folder", id: id, ["name": .string(input.folderName)])
             return [Written(kind: .update, entity: "Folder", id: id, fields: ["name"])]

@@ -49,7 +49,7 @@ import Testing
     }
 
     /// A rename turned on by weight runs (whether such runs pass is
-    /// `SimulationTests.renamingFoldersCanLeaveDevicesApart`).
+    /// `SimulationTests.renamingFoldersConverges`).
     @Test func renamesRun() async throws {
         var options = SimulationOptions()
         options.devices = 3
