@@ -10,6 +10,10 @@ public struct ContainerFaults: Sendable, Hashable, Codable {
     public var tornProbability: Probability = 0.05
     /// Chance that an upload reports success but never arrives.
     public var lostUploadProbability: Probability = 0.03
+    /// Whether a name whose upload was lost swallows every later put of it
+    /// too, so that not even its owner can put it back. Off in every real
+    /// run; on, it is the control that shows the checkers catch lost saves.
+    public var lostUploadsStayLost = false
 
     /// Creates fault options.
     public init() {}
@@ -34,6 +38,8 @@ public final class SimulatedContainer: Sendable {
         var owner: [ContainerName: DeviceID] = [:]
         var torn: [ContainerName: (until: UInt64, length: Int)] = [:]
         var unavailableUntil: UInt64 = 0
+        /// Names whose uploads were lost (kept only when ``ContainerFaults/lostUploadsStayLost``).
+        var swallowed: Set<ContainerName> = []
         var random: SeededRandom
         var counts = FaultCounts()
     }
@@ -136,7 +142,12 @@ public final class SimulatedContainer: Sendable {
                 let torn = Double(s.random.next() % 10_000) / 10_000 < faults.tornProbability.value && bytes.count > 1
                 return (lost, delay, torn ? (now + delay + 1 + s.random.next() % 300, Int(s.random.next() % UInt64(bytes.count))) : nil)
             }
-            if lost {
+            let swallowed = container.state.withLock { s -> Bool in
+                guard faults.lostUploadsStayLost else { return false }
+                if lost { s.swallowed.insert(name) }
+                return s.swallowed.contains(name)
+            }
+            if lost || swallowed {
                 container.count { $0.lostUploads += 1 }
                 return
             }

@@ -88,7 +88,10 @@ public final class Simulation {
         try options.validate()
         defer { try? FileManager.default.removeItem(at: root) }
         for account in 0..<2 {
-            accounts.append(SimulatedContainer(clock: clock, faults: options.container, seed: seed &+ UInt64(account) &* 7919))
+            var faults = options.container
+            // Without repair, what is lost stays lost: every sync would otherwise put it back.
+            faults.lostUploadsStayLost = !options.devicesRepairTheirLogs
+            accounts.append(SimulatedContainer(clock: clock, faults: faults, seed: seed &+ UInt64(account) &* 7919))
         }
         for i in 0..<options.devices {
             devices.append(SimulatedDevice(index: i, initialID: DeviceID(index: UInt64(i + 1)),

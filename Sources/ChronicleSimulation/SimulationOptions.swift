@@ -49,9 +49,12 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
     /// container, loses its snapshot's `-wal` file (and `-shm`). Off by default.
     public var lostWALProbability: Probability = 0
 
-    /// Whether devices check their own uploads and put back what is missing or
-    /// damaged. Turning it off makes lost uploads unrecoverable: the checkers
-    /// must then report violations (a control for the checkers themselves).
+    /// Whether devices can put back their own logs that are missing or
+    /// damaged. Every sync does so; turning this off also stops the extra
+    /// full repair passes and makes the container swallow every later put of
+    /// a name whose upload was lost (``ContainerFaults/lostUploadsStayLost``),
+    /// so lost uploads are unrecoverable: the checkers must then report
+    /// violations (a control for the checkers themselves).
     public var devicesRepairTheirLogs = true
 
     /// Creates the default options: every fault kind on except the
