@@ -76,12 +76,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The container conformance suite, shared by the test targets of
+        // every backend, and small helpers for tests. Used only by test targets.
+        .target(name: "ChronicleTestSupport", dependencies: ["ChronicleContainer"]),
         .testTarget(
             name: "ChronicleCoreTests",
             dependencies: ["ChronicleCore"],
             exclude: ["Fixtures"]
         ),
-        .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer"]),
+        .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer", "ChronicleTestSupport"]),
         .testTarget(
             name: "ChronicleSnapshotTests",
             dependencies: [
@@ -89,10 +92,10 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleSimulation"]),
+        .testTarget(name: "ChronicleSimulationTests", dependencies: ["Chronicle", "ChronicleSimulation", "ChronicleTestSupport"]),
         .testTarget(
             name: "ChronicleTests",
-            dependencies: ["Chronicle", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Chronicle", "ChronicleTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -8,11 +8,12 @@ struct ChronicleCommand: AsyncParsableCommand {
         commandName: "chronicle",
         abstract: "Operate Chronicle stores: save, sync, query, inspect and verify containers and logs.",
         discussion: """
-            A device keeps its snapshot in a device directory; devices share a container directory.
+            A device keeps its snapshot in a device directory; devices share a container directory,
+            made once with `chronicle init --container DIR`.
             Every command takes --help; most take --json for machine-readable output.
             Exit status: 0 on success, 1 when the command found a problem, 2 on bad usage.
             """,
-        subcommands: [Save.self, Sync.self, PublishBaseline.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
+        subcommands: [Init.self, Save.self, Sync.self, PublishBaseline.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
     )
 }
 
@@ -21,8 +22,7 @@ struct DeviceOptions: ParsableArguments {
     @Option(name: .customLong("device-dir"), help: "The device's own directory (created if needed).")
     var deviceDirectory: String
 
-    @Option(name: .customLong("container"), help: "The shared container directory.")
-    var container: String
+    @OptionGroup var container: ContainerOptions
 
     @Option(name: .customLong("schema"), help: "The schema JSON file.")
     var schema: String
@@ -30,12 +30,13 @@ struct DeviceOptions: ParsableArguments {
     func open() async throws -> Store {
         let schema = try Schema(contentsOf: URL(fileURLWithPath: self.schema))
         let directory = URL(fileURLWithPath: deviceDirectory)
+        // First, so that a missing container leaves no device folder behind.
+        let container = try self.container.open()
         var identity = try DeviceFile.load(in: directory)
         // The device ID must be on disk before anything (the snapshot) is
         // created under it: a crash in between would otherwise leave a
         // snapshot owned by an ID that is then forgotten.
         try identity.save(in: directory)
-        let container = try DirectoryContainer(root: URL(fileURLWithPath: self.container))
         let store = try await Store.open(Store.Configuration(
             schema: schema, deviceID: identity.device, directory: directory, container: container,
             logger: CLILogging.logger, knownStore: identity.store))

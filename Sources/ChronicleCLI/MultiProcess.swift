@@ -40,6 +40,8 @@ struct MultiProcessRun {
         let schemaPath = root.appendingPathComponent("schema.json").path
         try Data(MultiProcessSchema.json.utf8).write(to: URL(fileURLWithPath: schemaPath))
         let container = root.appendingPathComponent("container").path
+        // The workers open the container as `chronicle sync` does, which refuses a missing one.
+        let shared = try DirectoryContainer(root: URL(fileURLWithPath: container), create: true)
         func arguments(_ i: Int) -> [String] {
             ["simulate-worker", "--device-dir", root.appendingPathComponent("device-\(i)").path, "--container", container,
              "--schema", schemaPath, "--journal", root.appendingPathComponent("journal-\(i).txt").path,
@@ -82,7 +84,6 @@ struct MultiProcessRun {
         }
         // Quiesce: every device syncs until all have everything.
         let schema = try Schema(contentsOf: URL(fileURLWithPath: schemaPath))
-        let shared = try DirectoryContainer(root: URL(fileURLWithPath: container))
         var stores: [Store] = []
         for i in 0..<processes {
             let dir = root.appendingPathComponent("device-\(i)")
@@ -109,7 +110,7 @@ struct MultiProcessRun {
         }
         let decoder = LogDecoder(schema: schema)
         for blob in try await shared.listAll(prefix: "") where blob.name.rawValue.hasSuffix(".chlog") {
-            do { _ = try decoder.open(try await shared.get(blob.name)) } catch {
+            do { _ = try decoder.open(try await shared.get(blob.name, maxBytes: decoder.limits.maxLogBytes)) } catch {
                 result.violations.append("verify: \(blob.name): \(error)")
             }
         }
