@@ -71,7 +71,7 @@ public struct ContainerInventory: Sendable {
         } while cursor != nil
         markers = try await container.listMarkers(prefix: "")
         foreignEntries = try await container.foreignEntries()
-        problems = foreignEntries.map { ContainerProblem(name: $0.path, error: $0.error) } + overlapping
+        problems = foreignEntries.map(ContainerProblem.init) + overlapping
     }
 
     private mutating func count(_ blob: BlobInfo) {

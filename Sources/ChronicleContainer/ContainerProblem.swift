@@ -20,6 +20,11 @@ public struct ContainerProblem: Sendable, CustomStringConvertible {
 
     public var description: String { "\(name): \(error.code): \(error.message)" }
 
+    /// The problem of a foreign entry, named by its path.
+    init(_ foreign: ForeignEntry) {
+        self.init(name: foreign.path, error: ChronicleError(.foreignEntry, foreign.explanation))
+    }
+
     /// The problem of two overlapping logs, named by the later one.
     init(_ overlap: ContainerLayout.LogOverlap) {
         self.init(name: overlap.later.rawValue, error: ChronicleError(

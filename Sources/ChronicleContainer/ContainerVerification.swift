@@ -53,7 +53,7 @@ public struct ContainerVerification: Sendable {
             }
             cursor = page.count == pageSize ? page.last?.name : nil
         } while cursor != nil
-        problems += foreign.map { ContainerProblem(name: $0.path, error: $0.error) }
+        problems += foreign.map(ContainerProblem.init)
     }
 
     /// Reads and verifies one blob: its size, or what is wrong.

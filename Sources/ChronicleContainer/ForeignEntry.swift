@@ -32,13 +32,16 @@ public struct ForeignEntry: Sendable, Hashable, CustomStringConvertible {
         self.reason = reason
     }
 
-    public var description: String {
+    /// Why it is not Chronicle's, in words.
+    public var explanation: String {
         switch reason {
-        case .nameOutsideGrammar: return "\(path): a name outside the container grammar (not Chronicle's)"
-        case .notARegularFile(let kind): return "\(path): \(kind.phrase), not a regular file (never followed or read)"
-        case .folderAtAFileName: return "\(path): a folder where Chronicle keeps a file"
+        case .nameOutsideGrammar: return "a name outside the container grammar (not Chronicle's)"
+        case .notARegularFile(let kind): return "\(kind.phrase), not a regular file (never followed or read)"
+        case .folderAtAFileName: return "a folder where Chronicle keeps a file"
         }
     }
+
+    public var description: String { "\(path): \(explanation)" }
 
     /// The entry as an error, for reports.
     public var error: ChronicleError { ChronicleError(.foreignEntry, description) }
