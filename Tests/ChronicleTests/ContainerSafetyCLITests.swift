@@ -38,40 +38,8 @@ struct ContainerSafetyCLITests {
     /// Runs `chronicle`, killing it after `limit` seconds; `shellPrefix`
     /// runs first in a shell (`ulimit -v …`).
     func run(_ arguments: [String], input: String = "", limit: Double = 120, shellPrefix: String? = nil) throws -> Outcome {
-        let process = Process()
-        if let shellPrefix {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", shellPrefix + "; exec \"$0\" \"$@\"", CrashSafetyTests.binary!.path] + arguments
-        } else {
-            process.executableURL = CrashSafetyTests.binary!
-            process.arguments = arguments
-        }
-        let out = root.appendingPathComponent("out-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: out) }
-        let handle = try FileHandle(forWritingTo: out)
-        let stdin = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = handle
-        process.standardError = handle
-        let started = Date()
-        try process.run()
-        stdin.fileHandleForWriting.write(Data(input.utf8))
-        try stdin.fileHandleForWriting.close()
-        var killed = false
-        while process.isRunning {
-            if Date().timeIntervalSince(started) > limit {
-                kill(process.processIdentifier, SIGKILL)
-                killed = true
-                break
-            }
-            usleep(20_000)
-        }
-        process.waitUntilExit()
-        try handle.close()
-        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
-        return Outcome(status: killed || process.terminationReason == .uncaughtSignal ? nil : process.terminationStatus,
-                       output: text, seconds: Date().timeIntervalSince(started))
+        let run = try CLIErrorTests.run(arguments, input: input, timeLimitSeconds: limit, shellPrefix: shellPrefix)
+        return Outcome(status: run.signaled ? nil : run.status, output: String(decoding: run.stdout, as: UTF8.self) + run.stderr, seconds: run.seconds)
     }
 
     func device(_ name: String) -> [String] {
