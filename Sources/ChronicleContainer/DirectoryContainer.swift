@@ -14,8 +14,8 @@ import Darwin
 /// Blobs live under `blobs/` and markers under `markers/`, at the paths their
 /// names give (see ``ContainerLayout`` and `docs/container-layout.md`).
 ///
-/// - **Confined.** Every file is opened relative to the container's root one
-///   name at a time with `O_NOFOLLOW` (``DirectoryHandle``): a symbolic link
+/// - **Confined.** Every operation opens the root, then every folder and file
+///   below it one name at a time with `O_NOFOLLOW`: a symbolic link
 ///   anywhere inside is never followed, so nothing is read or written outside
 ///   the folder. Only regular files are read, opened with `O_NONBLOCK` and
 ///   checked with `fstat`: a link, FIFO, socket, device or folder at a blob's
@@ -33,6 +33,10 @@ import Darwin
 ///   kernel releases if the process dies, and replace the marker by an atomic
 ///   rename. Each marker file starts with its 8-byte big-endian version.
 ///   Marker names ending in `.lock` are reserved for those lock files.
+/// - **Present.** The root's `blobs/`, `markers/` and `tmp/` are made only by
+///   `init(root:create: true)`; if they vanish later (a share unmounted under
+///   a running app), operations fail with the transient
+///   ``ChronicleError/Code/unavailable`` instead of making them anew.
 /// - Temporary files a killed writer left in `tmp/` are removed when the
 ///   container is opened (see ``removeStaleTemporaryFiles(now:limit:)``).
 /// - Files that do not follow the name grammar (a sync service's conflict
@@ -45,9 +49,7 @@ public struct DirectoryContainer: Container {
     /// The container's root folder.
     public let root: URL
     public let capabilities: ContainerCapabilities
-    private let blobs: DirectoryHandle
-    private let markers: DirectoryHandle
-    private let tmp: DirectoryHandle
+    private let rootMayBeSymlink: Bool
     private let counter = Counter()
 
     /// How old a temporary file of a writer that has ended must be before
@@ -82,9 +84,17 @@ public struct DirectoryContainer: Container {
     ///   allowed) or a `blobs/`, `markers/` or `tmp/` that is not a folder.
     public init(root: URL, create: Bool = false, reliableExclusiveCreate: Bool = true,
                 rootMayBeSymlink: Bool = false) throws(ChronicleError) {
-        self.root = root.standardizedFileURL
+        let root = root.standardizedFileURL
+        // Everything that can throw runs before a stored property is set.
+        try Self.prepare(root.path, create: create, rootMayBeSymlink: rootMayBeSymlink)
+        self.root = root
         self.capabilities = ContainerCapabilities(reliableExclusiveCreate: reliableExclusiveCreate)
-        let path = self.root.path
+        self.rootMayBeSymlink = rootMayBeSymlink
+    }
+
+    /// Checks that `path` holds a container (or makes one) and that its
+    /// `blobs/`, `markers/` and `tmp/` are there, and tidies `tmp/`.
+    private static func prepare(_ path: String, create: Bool, rootMayBeSymlink: Bool) throws(ChronicleError) {
         var handle = try DirectoryHandle.openRoot(path, followSymbolicLink: rootMayBeSymlink)
         if handle == nil && create {
             do {
@@ -100,22 +110,22 @@ public struct DirectoryContainer: Container {
         if !create, try rootFolder.kind(of: "blobs") == nil, try rootFolder.kind(of: "markers") == nil {
             throw ChronicleError(.notFound, "no container at \(path): the folder holds no blobs/ or markers/ folder. If it is a network share, check that it is mounted; to make a new container there, run `chronicle init --container \(path)` (or open it with `create: true`)")
         }
-        blobs = try rootFolder.directory("blobs", create: true)!
-        markers = try rootFolder.directory("markers", create: true)!
-        tmp = try rootFolder.directory("tmp", create: true)!
+        for folder in ["blobs", "markers"] { _ = try rootFolder.directory(folder, create: true) }
+        let tmp = try rootFolder.directory("tmp", create: true)!
         // Best effort: a container that cannot be tidied can still be used.
-        _ = try? removeStaleTemporaryFiles(now: Date())
+        _ = try? removeStaleTemporaryFiles(in: tmp, now: Date(), limit: 4096)
     }
 
     // MARK: Blobs
 
     public func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
-        guard let log = ContainerLayout.parseLog(name) else { return try putBlob(name, bytes) }
+        guard let log = ContainerLayout.parseLog(name) else { return try putBlob(name, bytes, in: folder("blobs")) }
         try Self.checkLogSpan(log, name)
-        let devices = try markers.directory(components: [Substring(log.store.description), "devices"], create: true)!
+        let devices = try folder("markers").directory(components: [Substring(log.store.description), "devices"], create: true)!
         try devices.withLock("\(log.device).lock") { () throws(ChronicleError) in
-            try refuseOverlap(log, name)
-            try putBlob(name, bytes)
+            let blobs = try folder("blobs")
+            try refuseOverlap(log, name, in: blobs)
+            try putBlob(name, bytes, in: blobs)
         }
     }
 
@@ -123,7 +133,7 @@ public struct DirectoryContainer: Container {
     /// other than `name` overlaps its range. Such a log starts at most
     /// ``ContainerLayout/maxSequencesPerLog`` - 1 before `log.first`, so it is
     /// in `log.first`'s shard, the one before it, or (up to `log.last`) after.
-    private func refuseOverlap(_ log: ContainerLayout.ParsedLogName, _ name: ContainerName) throws(ChronicleError) {
+    private func refuseOverlap(_ log: ContainerLayout.ParsedLogName, _ name: ContainerName, in blobs: DirectoryHandle) throws(ChronicleError) {
         let perShard = ContainerLayout.sequencesPerShard
         let firstShard = log.first / perShard
         for shard in (firstShard == 0 ? 0 : firstShard - 1)...(log.last / perShard) {
@@ -138,10 +148,11 @@ public struct DirectoryContainer: Container {
         }
     }
 
-    private func putBlob(_ name: ContainerName, _ bytes: [UInt8]) throws(ChronicleError) {
+    private func putBlob(_ name: ContainerName, _ bytes: [UInt8], in blobs: DirectoryHandle) throws(ChronicleError) {
         let (folders, leaf) = Self.split(name)
         let folder = try blobs.directory(components: folders, create: true)!
-        let temp = try writeTemporary(bytes)
+        let tmp = try self.folder("tmp")
+        let temp = try writeTemporary(bytes, in: tmp)
         defer { try? tmp.remove(temp) }
         let err = tmp.link(temp, as: leaf, in: folder)
         if err == 0 { return try folder.sync() }
@@ -162,13 +173,14 @@ public struct DirectoryContainer: Container {
 
     public func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
         let (folders, leaf) = Self.split(name)
-        guard let folder = try blobs.directory(components: folders, create: false),
+        guard let folder = try folder("blobs").directory(components: folders, create: false),
               let bytes = try folder.readFile(leaf, maxBytes: maxBytes, what: "blob \(name)")
         else { throw ChronicleError(.notFound, "no blob named \(name)") }
         return bytes
     }
 
     public func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
+        let blobs = try folder("blobs")
         var page: [BlobInfo] = []
         var cached: (folder: String, handle: DirectoryHandle?)?
         // Names outside the grammar are skipped here (see `foreignEntries`),
@@ -190,13 +202,13 @@ public struct DirectoryContainer: Container {
 
     public func listChildren(prefix: String) async throws -> [String] {
         let folders = try Self.folders(of: prefix)
-        guard let folder = try blobs.directory(components: folders, create: false) else { return [] }
+        guard let folder = try folder("blobs").directory(components: folders, create: false) else { return [] }
         return try folder.entries().map(\.name).filter { ContainerName.isValid($0) }.sorted()
     }
 
     public func delete(_ name: ContainerName) async throws {
         let (folders, leaf) = Self.split(name)
-        guard let folder = try blobs.directory(components: folders, create: false) else { return }
+        guard let folder = try folder("blobs").directory(components: folders, create: false) else { return }
         try folder.remove(leaf)
         try folder.sync()
     }
@@ -235,8 +247,8 @@ public struct DirectoryContainer: Container {
                 }
             }
         }
-        try visit(blobs, "", markers: false)
-        try visit(markers, "", markers: true)
+        try visit(folder("blobs"), "", markers: false)
+        try visit(folder("markers"), "", markers: true)
         return found.sorted { $0.path < $1.path }
     }
 
@@ -244,16 +256,17 @@ public struct DirectoryContainer: Container {
 
     public func readMarker(_ name: ContainerName) async throws -> Marker? {
         let (folders, leaf) = try Self.splitMarker(name)
-        guard let folder = try markers.directory(components: folders, create: false) else { return nil }
+        guard let folder = try folder("markers").directory(components: folders, create: false) else { return nil }
         return try Self.readMarkerFile(folder, leaf, name: name)
     }
 
     public func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker {
         try Self.checkMarkerSize(bytes, name)
         let (folders, leaf) = try Self.splitMarker(name)
-        let folder = try markers.directory(components: folders, create: true)!
+        let folder = try folder("markers").directory(components: folders, create: true)!
         let marker = Marker(bytes: bytes, version: 1)
-        let temp = try writeTemporary(Self.markerFileBytes(marker))
+        let tmp = try self.folder("tmp")
+        let temp = try writeTemporary(Self.markerFileBytes(marker), in: tmp)
         defer { try? tmp.remove(temp) }
         let err = tmp.link(temp, as: leaf, in: folder)
         if err == EEXIST { throw ChronicleError(.markerConflict, "marker \(name) already exists") }
@@ -265,7 +278,8 @@ public struct DirectoryContainer: Container {
     public func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
         try Self.checkMarkerSize(bytes, name)
         let (folders, leaf) = try Self.splitMarker(name)
-        let folder = try markers.directory(components: folders, create: true)!
+        let folder = try folder("markers").directory(components: folders, create: true)!
+        let tmp = try self.folder("tmp")
         return try folder.withLock(leaf + ".lock") { () throws(ChronicleError) -> Marker in
             guard let current = try Self.readMarkerFile(folder, leaf, name: name) else {
                 throw ChronicleError(.markerConflict, "marker \(name) does not exist (expected version \(expected))")
@@ -274,7 +288,7 @@ public struct DirectoryContainer: Container {
                 throw ChronicleError(.markerConflict, "marker \(name) is at version \(current.version), expected \(expected)")
             }
             let marker = Marker(bytes: bytes, version: expected + 1)
-            let temp = try writeTemporary(Self.markerFileBytes(marker))
+            let temp = try writeTemporary(Self.markerFileBytes(marker), in: tmp)
             do throws(ChronicleError) {
                 try tmp.rename(temp, as: leaf, in: folder)
             } catch {
@@ -288,7 +302,7 @@ public struct DirectoryContainer: Container {
 
     public func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws {
         let (folders, leaf) = try Self.splitMarker(name)
-        guard let folder = try markers.directory(components: folders, create: false) else { return }
+        guard let folder = try folder("markers").directory(components: folders, create: false) else { return }
         try folder.withLock(leaf + ".lock") { () throws(ChronicleError) in
             guard let current = try Self.readMarkerFile(folder, leaf, name: name) else { return }
             if let expected, current.version != expected {
@@ -300,7 +314,7 @@ public struct DirectoryContainer: Container {
     }
 
     public func listMarkers(prefix: String) async throws -> [ContainerName] {
-        try walk(markers, prefix: prefix, after: nil, markers: true)
+        try walk(folder("markers"), prefix: prefix, after: nil, markers: true)
             .filter { !$0.hasSuffix(".lock") }
             .compactMap { try? ContainerName($0) }.sorted()
     }
@@ -339,6 +353,10 @@ public struct DirectoryContainer: Container {
     /// followed.
     @discardableResult
     public func removeStaleTemporaryFiles(now: Date, limit: Int = 4096) throws(ChronicleError) -> Int {
+        try Self.removeStaleTemporaryFiles(in: folder("tmp"), now: now, limit: limit)
+    }
+
+    private static func removeStaleTemporaryFiles(in tmp: DirectoryHandle, now: Date, limit: Int) throws(ChronicleError) -> Int {
         var removed = 0
         for entry in try tmp.entries().prefix(limit) {
             guard let status = try tmp.status(of: entry.name), EntryKind(mode: status.st_mode) != .directory else { continue }
@@ -349,8 +367,8 @@ public struct DirectoryContainer: Container {
             #endif
             let age = now.timeIntervalSince1970 - modified
             let writer = TemporaryFileName(parsing: entry.name)
-            let stale = age >= Self.seconds(Self.staleTemporaryFileAge) && writer?.writerHasEnded == true
-            guard stale || age >= Self.seconds(Self.abandonedTemporaryFileAge) else { continue }
+            let stale = age >= seconds(staleTemporaryFileAge) && writer?.writerHasEnded == true
+            guard stale || age >= seconds(abandonedTemporaryFileAge) else { continue }
             try tmp.remove(entry.name)
             removed += 1
         }
@@ -361,14 +379,28 @@ public struct DirectoryContainer: Container {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
-    /// Writes `bytes` to a new temporary file in `tmp/`, fsynced, and returns its name.
-    private func writeTemporary(_ bytes: [UInt8]) throws(ChronicleError) -> String {
+    /// Writes `bytes` to a new temporary file in `tmp`, fsynced, and returns its name.
+    private func writeTemporary(_ bytes: [UInt8], in tmp: DirectoryHandle) throws(ChronicleError) -> String {
         let name = TemporaryFileName(counter: counter.next(), random: UInt64.random(in: 0...UInt64.max)).rawValue
         try tmp.writeNewFile(name, bytes)
         return name
     }
 
-    // MARK: Names
+    // MARK: Folders and names
+
+    /// Opens the container's `blobs`, `markers` or `tmp` folder, anew for
+    /// each operation: a share that was unmounted and mounted again is
+    /// found again, and one that is gone (an empty mount point) is a
+    /// transient ``ChronicleError/Code/unavailable``, never a folder made anew.
+    private func folder(_ top: String) throws(ChronicleError) -> DirectoryHandle {
+        let path = root.path
+        guard let rootFolder = try DirectoryHandle.openRoot(path, followSymbolicLink: rootMayBeSymlink),
+              let folder = try rootFolder.directory(top, create: false)
+        else {
+            throw ChronicleError(.unavailable, "the container \(path) has no \(top)/ folder any more: is its share still mounted?")
+        }
+        return folder
+    }
 
     /// A name's folders and last component.
     private static func split(_ name: ContainerName) -> (folders: [Substring], leaf: String) {

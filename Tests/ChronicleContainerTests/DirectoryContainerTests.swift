@@ -153,6 +153,24 @@ import Glibc
         #expect(try await DirectoryContainer(root: root).get(name("a")) == [1])
     }
 
+    /// A share unmounted under a running app leaves an empty mount point:
+    /// operations fail as transient instead of filling it with a new container,
+    /// and work again once the share is back.
+    @Test func aShareUnmountedWhileOpenIsUnavailableNotRecreated() async throws {
+        let c = try open()
+        try await c.put(name("a"), [1])
+        let away = temporaryFolder("away")
+        try FileManager.default.moveItem(at: root, to: away)
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: false)
+        await expectError(.unavailable) { try await c.put(name("b"), [2]) }
+        await expectError(.unavailable) { _ = try await c.get(name("a")) }
+        await expectError(.unavailable) { _ = try await c.createMarker(name("m"), [1]) }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.path).isEmpty)
+        try FileManager.default.removeItem(at: root)
+        try FileManager.default.moveItem(at: away, to: root)
+        #expect(try await c.get(name("a")) == [1])
+    }
+
     @Test func aLinkedRootIsRefusedUnlessAllowed() async throws {
         let real = try open()
         try await real.put(name("a"), [1])
