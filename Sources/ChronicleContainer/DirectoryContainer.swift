@@ -140,8 +140,12 @@ public struct DirectoryContainer: Container {
             let prefix = ContainerLayout.logShardPrefix(store: log.store, device: log.device, shard: shard)
             guard let folder = try blobs.directory(components: prefix.split(separator: "/"), create: false) else { continue }
             for entry in try folder.entries() {
-                guard let other = try? ContainerName(prefix + entry.name), other != name,
-                      let parsed = ContainerLayout.parseLog(other), parsed.first <= log.last, parsed.last >= log.first
+                // `<first, 16 hex>-<last, 16 hex>.chlog`: the range is read before the name is built.
+                let leaf = entry.name.utf8
+                guard leaf.count == 39, let first = UInt64(entry.name.prefix(16), radix: 16), first <= log.last,
+                      let last = UInt64(entry.name.dropFirst(17).prefix(16), radix: 16), last >= log.first,
+                      let other = try? ContainerName(prefix + entry.name), other != name,
+                      let parsed = ContainerLayout.parseLog(other)
                 else { continue }
                 throw ChronicleError(.blobConflict, "log \(name) overlaps the stored log \(other) of device \(log.device) (sequences \(parsed.first)...\(parsed.last)): two writers use one device ID (a copied device folder?)")
             }
