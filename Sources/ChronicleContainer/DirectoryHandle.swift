@@ -132,11 +132,26 @@ final class DirectoryHandle: Sendable {
         defer { closedir(dir) }
         var result: [(name: String, kind: EntryKind?)] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
+            let name = Self.name(of: entry)
             if name == "." || name == ".." { continue }
-            result.append((name, EntryKind(direntType: entry.pointee.d_type)))
+            result.append((name, EntryKind(direntType: Self.type(of: entry))))
         }
         return result
+    }
+
+    // A `dirent` from `readdir` is only as long as its name needs (`d_reclen`),
+    // and may end at the end of mapped memory: its fields are read in place,
+    // never by copying the whole struct (`entry.pointee`), which reads up to
+    // `sizeof(struct dirent)` bytes and can fault.
+    private static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+    private static let typeOffset = MemoryLayout<dirent>.offset(of: \dirent.d_type)!
+
+    private static func name(of entry: UnsafeMutablePointer<dirent>) -> String {
+        String(cString: UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self))
+    }
+
+    private static func type(of entry: UnsafeMutablePointer<dirent>) -> UInt8 {
+        UnsafeRawPointer(entry).load(fromByteOffset: typeOffset, as: UInt8.self)
     }
 
     // MARK: Files
