@@ -76,12 +76,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The container conformance suite, shared by the test targets of
+        // every backend, and small helpers for tests. Used only by test targets.
+        .target(name: "ChronicleTestSupport", dependencies: ["ChronicleContainer"]),
         .testTarget(
             name: "ChronicleCoreTests",
             dependencies: ["ChronicleCore"],
             exclude: ["Fixtures"]
         ),
-        .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer"]),
+        .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer", "ChronicleTestSupport"]),
         .testTarget(
             name: "ChronicleSnapshotTests",
             dependencies: [
@@ -89,7 +92,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "ChronicleSimulationTests", dependencies: ["ChronicleSimulation"]),
+        .testTarget(name: "ChronicleSimulationTests", dependencies: ["Chronicle", "ChronicleSimulation", "ChronicleTestSupport"]),
         // Tests only: a SQLite VFS that wraps the system's default one and
         // counts each file's syncs. Whether a returned save reached the disk
         // cannot be seen from SQL (a PRAGMA can be overridden after it is
@@ -98,7 +101,7 @@ let package = Package(
         .testTarget(
             name: "ChronicleTests",
             dependencies: [
-                "Chronicle", "ChronicleSnapshot", "CSyncCountingVFS",
+                "Chronicle", "ChronicleSnapshot", "ChronicleTestSupport", "CSyncCountingVFS",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -607,7 +607,7 @@ public actor Store {
                 present.insert(integersIn: Int(parsed.first)...Int(last))
                 continue
             }
-            guard let stored = try? decoder.open(try await configuration.container.get(blob.name)).transactions(),
+            guard let stored = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)).transactions(),
                   let mine = try old.ownTransactions(first: parsed.first, last: last) else { continue }
             let theirs = Dictionary(stored.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
             for t in mine where theirs[t.sequence] == t { present.insert(Int(t.sequence)) }

@@ -8,12 +8,13 @@ struct ChronicleCommand: AsyncParsableCommand {
         commandName: "chronicle",
         abstract: "Operate Chronicle stores: save, sync, query, inspect and verify containers and logs.",
         discussion: """
-            A device keeps its snapshot in a device directory; devices share a container directory.
+            A device keeps its snapshot in a device directory; devices share a container directory,
+            made once with `chronicle init --container DIR`.
             Every command takes --help; most take --json for machine-readable output.
             Exit status: 0 on success, 1 when the command found a problem, 2 on bad usage;
             `sync` exits 3 when something it needs is not visible in the container yet.
             """,
-        subcommands: [Save.self, Sync.self, PublishBaseline.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
+        subcommands: [Init.self, Save.self, Sync.self, PublishBaseline.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
     )
 }
 
@@ -22,8 +23,7 @@ struct DeviceOptions: ParsableArguments {
     @Option(name: .customLong("device-dir"), help: "The device's own directory (created if needed).")
     var deviceDirectory: String
 
-    @Option(name: .customLong("container"), help: "The shared container directory.")
-    var container: String
+    @OptionGroup var container: ContainerOptions
 
     @Option(name: .customLong("schema"), help: "The schema JSON file.")
     var schema: String
@@ -34,7 +34,8 @@ struct DeviceOptions: ParsableArguments {
     func open() async throws -> Store {
         let schema = try Schema(contentsOf: URL(fileURLWithPath: self.schema))
         let directory = URL(fileURLWithPath: deviceDirectory)
-        let container = try DirectoryContainer(root: URL(fileURLWithPath: self.container))
+        // First, so that a missing container leaves no device folder behind.
+        let container = try self.container.open()
         // The store keeps the device's ID and its store in the folder's
         // device.json, and holds the folder's lock until it is closed.
         return try await Store.open(Store.Configuration(

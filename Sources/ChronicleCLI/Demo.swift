@@ -48,7 +48,7 @@ struct DemoRun {
     func say(_ text: String) { print(text) }
 
     func run() async throws {
-        let container = try DirectoryContainer(root: root.appendingPathComponent("container"))
+        let container = try DirectoryContainer(root: root.appendingPathComponent("container"), create: true)
         let clock = ManualClock()
         var devices: [Store] = []
         for (i, _) in names.enumerated() {

@@ -2,67 +2,86 @@ import ArgumentParser
 import Chronicle
 import Foundation
 
-struct Inspect: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Show a container's stores, active pointer, devices, log counts and bytes, and markers.")
-
-    @Option(name: .customLong("container"), help: "The container directory.")
+/// The container a command names, and how to open it.
+struct ContainerOptions: ParsableArguments {
+    @Option(name: .customLong("container"), help: "The container directory (made by `chronicle init`).")
     var container: String
 
+    @Flag(name: .customLong("follow-root-symlink"),
+          help: "Accept a container path that is itself a symbolic link (links inside a container are never followed).")
+    var followRootSymlink = false
+
+    /// Opens the container; a missing one is an error unless `create`.
+    func open(create: Bool = false) throws -> DirectoryContainer {
+        try DirectoryContainer(root: URL(fileURLWithPath: container), create: create, rootMayBeSymlink: followRootSymlink)
+    }
+}
+
+struct Init: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Create a container directory (or check that one is there).",
+        discussion: """
+            Every other command refuses a container directory that does not exist or holds no container, \
+            so that a mistyped path or an unmounted network share never becomes a separate, empty container. \
+            Run init once, where the container should live; running it again changes nothing.
+            """)
+
+    @OptionGroup var location: ContainerOptions
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
         try await reportingErrors(output) {
-            let c = try existingContainer(container)
+            let existed = (try? location.open()) != nil
+            let container = try location.open(create: true)
+            output.print(.object(["container": .string(container.root.path), "created": .bool(!existed)]),
+                         text: existed ? "container \(container.root.path) is already there" : "created container \(container.root.path)")
+        }
+    }
+}
+
+struct Inspect: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show a container's stores, active pointer, devices, log counts and bytes, and markers.",
+        discussion: "Exits 1, naming each, if it finds entries that are not Chronicle's or overlapping logs of one device.")
+
+    @OptionGroup var location: ContainerOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let inventory = try await ContainerInventory(of: try location.open())
             var active: JSONValue = .null
-            if let marker = try await c.readMarker(ContainerLayout.activeStore) {
+            if let marker = inventory.activeStore {
                 active = (try? JSONDecoder().decode(JSONValue.self, from: Data(marker.bytes))) ?? .string("<unreadable>")
             }
-            var stores: [String: (logs: [String: (count: Int, bytes: Int, last: UInt64)], baselines: [String: (parts: Int, bytes: Int)])] = [:]
-            for blob in try await c.listAll(prefix: "") {
-                let parts = blob.name.rawValue.split(separator: "/")
-                let store = String(parts[0])
-                if let log = ContainerLayout.parseLog(blob.name) {
-                    var entry = stores[store, default: ([:], [:])]
-                    let d = log.device.description
-                    let current = entry.logs[d, default: (0, 0, 0)]
-                    entry.logs[d] = (current.count + 1, current.bytes + blob.size, max(current.last, log.last))
-                    stores[store] = entry
-                } else if let part = ContainerLayout.parseBaselinePart(blob.name) {
-                    let folder = String(ContainerLayout.baselinePrefix(store: part.store, clock: part.clock, device: part.device, vector: part.vector)
-                        .split(separator: "/").last!)
-                    let current = stores[store, default: ([:], [:])].baselines[folder, default: (0, 0)]
-                    stores[store, default: ([:], [:])].baselines[folder] = (current.parts + 1, current.bytes + blob.size)
-                } else {
-                    stores[store, default: ([:], [:])] = stores[store] ?? ([:], [:])
-                }
-            }
-            let markers = try await c.listMarkers(prefix: "")
-            let foreign = c.foreignEntries()
             let json: JSONValue = .object([
                 "activeStore": active,
-                "stores": .object(stores.mapValues { s in
+                "stores": .object(inventory.stores.mapValues { s in
                     .object([
                         "baselines": .object(s.baselines.mapValues { .object(["parts": .int(Int64($0.parts)), "bytes": .int(Int64($0.bytes))]) }),
-                        "devices": .object(s.logs.mapValues { .object(["logs": .int(Int64($0.count)), "bytes": .int(Int64($0.bytes)), "lastSequence": .int(Int64($0.last))]) }),
+                        "devices": .object(Dictionary(uniqueKeysWithValues: s.devices.map { device, l in
+                            (device.description, JSONValue.object(["logs": .int(Int64(l.logs)), "bytes": .int(Int64(l.bytes)), "lastSequence": .int(Int64(l.lastSequence))]))
+                        })),
                     ])
                 }),
-                "markers": .array(markers.map { .string($0.rawValue) }),
-                "foreignEntries": .array(foreign.map { .string($0) }),
+                "markers": .array(inventory.markers.map { .string($0.rawValue) }),
+                "foreignEntries": .array(inventory.foreignEntries.map { .string($0.path) }),
+                "errors": problemsJSON(inventory.problems),
             ])
-            var text = "container \(container)\nactive store: \(JSONText.line(active))\n"
-            for (store, s) in stores.sorted(by: { $0.key < $1.key }) {
+            var text = "container \(location.container)\nactive store: \(JSONText.line(active))\n"
+            for (store, s) in inventory.stores.sorted(by: { $0.key < $1.key }) {
                 text += "store \(store): \(s.baselines.count) baseline(s)\n"
                 for (folder, b) in s.baselines.sorted(by: { $0.key < $1.key }) {
                     text += "  baseline \(folder): \(b.parts) part(s), \(b.bytes) bytes\n"
                 }
-                for (device, l) in s.logs.sorted(by: { $0.key < $1.key }) {
-                    text += "  device \(device): \(l.count) log(s), \(l.bytes) bytes, through sequence \(l.last)\n"
+                for (device, l) in s.devices.sorted(by: { $0.key.description < $1.key.description }) {
+                    text += "  device \(device): \(l.logs) log(s), \(l.bytes) bytes, through sequence \(l.lastSequence)\n"
                 }
             }
-            text += "markers:" + (markers.isEmpty ? " none" : markers.map { "\n  \($0)" }.joined())
-            if !foreign.isEmpty { text += "\nforeign entries (not Chronicle's; ignored):" + foreign.map { "\n  \($0)" }.joined() }
+            text += "markers:" + (inventory.markers.isEmpty ? " none" : inventory.markers.map { "\n  \($0)" }.joined())
+            text += problemsText(inventory.problems)
             output.print(json, text: text)
+            if !inventory.problems.isEmpty { throw ExitCode.failure }
         }
     }
 }
@@ -70,10 +89,13 @@ struct Inspect: AsyncParsableCommand {
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check every log in a container; exit 1 naming each bad blob and why.",
-        discussion: "With --schema, names and value types are checked against it too.")
+        discussion: """
+            Also exits 1 naming each entry that is not Chronicle's (symbolic links, FIFOs, folders at a blob's name, \
+            names outside the grammar) and each pair of overlapping logs of one device. With --schema, names and value \
+            types are checked against it too.
+            """)
 
-    @Option(name: .customLong("container"), help: "The container directory.")
-    var container: String
+    @OptionGroup var location: ContainerOptions
 
     @Option(name: .customLong("schema"), help: "A schema JSON file to check logs against.")
     var schema: String?
@@ -82,31 +104,13 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let c = try existingContainer(container)
             let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
-            var bad: [(String, ChronicleError)] = []
-            var good = 0
-            var bytes = 0
-            for blob in try await c.listAll(prefix: "") {
-                guard blob.name.rawValue.hasSuffix(".chlog") || blob.name.rawValue.hasSuffix(".chbase") else { continue }
-                do {
-                    let data = try await c.get(blob.name)
-                    let log = try decoder.open(data)
-                    if let parsed = ContainerLayout.parseLog(blob.name),
-                       (parsed.device, parsed.first, parsed.last) != (log.header.deviceID, log.header.firstSequence, log.header.lastSequence) {
-                        throw ChronicleError(.malformedBody, "contents (device \(log.header.deviceID), sequences \(log.header.firstSequence)...\(log.header.lastSequence)) do not match the name")
-                    }
-                    good += 1
-                    bytes += data.count
-                } catch let error as ChronicleError {
-                    bad.append((blob.name.rawValue, error))
-                }
-            }
+            let result = try await ContainerVerification(of: try location.open(), decoder: decoder)
             output.print(.object([
-                "valid": .int(Int64(good)), "bytes": .int(Int64(bytes)),
-                "bad": .array(bad.map { .object(["name": .string($0.0), "code": .string($0.1.code.name), "message": .string($0.1.message)]) }),
-            ]), text: "\(good) valid log(s), \(bytes) bytes" + bad.map { "\nBAD \($0.0): \($0.1.code): \($0.1.message)" }.joined())
-            if !bad.isEmpty { throw ExitCode.failure }
+                "valid": .int(Int64(result.valid)), "bytes": .int(Int64(result.bytes)),
+                "bad": problemsJSON(result.problems),
+            ]), text: "\(result.valid) valid log(s), \(result.bytes) bytes" + result.problems.map { "\nBAD \($0)" }.joined())
+            if !result.passed { throw ExitCode.failure }
         }
     }
 }
@@ -122,6 +126,9 @@ struct Dump: AsyncParsableCommand {
     @Option(name: .customLong("container"), help: "The container directory.")
     var container: String?
 
+    @Flag(name: .customLong("follow-root-symlink"), help: "Accept a container path that is itself a symbolic link.")
+    var followRootSymlink = false
+
     @Option(name: .customLong("name"), help: "The blob's name in the container.")
     var name: String?
 
@@ -136,26 +143,23 @@ struct Dump: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(nil) {
+            let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
             let bytes: [UInt8]
             if let file {
-                guard let data = FileManager.default.contents(atPath: file) else { throw ChronicleError(.notFound, "cannot read \(file)") }
-                bytes = [UInt8](data)
+                bytes = try DirectoryContainer.readFile(atPath: file, maxBytes: decoder.limits.maxLogBytes)
             } else {
-                let c = try existingContainer(container!)
-                bytes = try await c.get(try ContainerName(name!))
+                let c = try DirectoryContainer(root: URL(fileURLWithPath: container!), rootMayBeSymlink: followRootSymlink)
+                bytes = try await c.get(try ContainerName(name!), maxBytes: decoder.limits.maxLogBytes)
             }
-            let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
             print(JSONText.pretty(try decoder.decode(bytes).jsonValue))
         }
     }
 }
 
-/// Opens a container the operator names for reading. `DirectoryContainer`
-/// creates its folders, which is right for devices but would turn a mistyped
-/// path into an empty container: the read-only commands refuse it instead.
-func existingContainer(_ path: String) throws -> DirectoryContainer {
-    guard FileManager.default.fileExists(atPath: path) else {
-        throw ChronicleError(.notFound, "no container at \(path)")
-    }
-    return try DirectoryContainer(root: URL(fileURLWithPath: path))
+private func problemsJSON(_ problems: [ContainerProblem]) -> JSONValue {
+    .array(problems.map { .object(["name": .string($0.name), "code": .string($0.error.code.name), "message": .string($0.error.message)]) })
+}
+
+private func problemsText(_ problems: [ContainerProblem]) -> String {
+    problems.isEmpty ? "" : "\nerrors:" + problems.map { "\n  \($0)" }.joined()
 }

@@ -140,7 +140,7 @@ struct MacroBench {
         let synchronous = durability == .full ? "FULL" : "NORMAL"
         let dir = fresh("save-\(durability.rawValue)")
         let raw = try RawSQLite(path: dir.appendingPathComponent("raw.sqlite").path, synchronous: synchronous)
-        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
+        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"), create: true)
         let store = try await store(dir, container: container, device: 1, durability: durability)
         var rawTimes: [Double] = []
         var chronicleTimes: [Double] = []
@@ -204,7 +204,7 @@ struct MacroBench {
     func replay() async throws -> [Target] {
         let logs = max(100, Int(10_000 * scale))
         let dir = fresh("replay")
-        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
+        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"), create: true)
         let storeID = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001))
         let (perLog, seed): (Int, UInt64) = (100, 7)
         var rows = try await fill(container, store: storeID, logs: logs, perLog: perLog, devices: 4, seed: seed)
@@ -395,7 +395,7 @@ struct MacroBench {
         let storeID = StoreID(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0002))
         func prepare(old: Int) async throws -> Setup {
             let dir = fresh("scaling-\(old)")
-            let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
+            let container = try DirectoryContainer(root: dir.appendingPathComponent("container"), create: true)
             _ = try await fill(container, store: storeID, logs: old, perLog: 1, devices: 4, seed: 11)
             let device = try await store(dir, container: container, device: 1, durability: .normal)
             try await device.importLogs()
@@ -432,7 +432,7 @@ struct MacroBench {
         let devices = 8
         let saves = max(20, Int(1_000 * scale))
         let dir = fresh("convergence")
-        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"))
+        let container = try DirectoryContainer(root: dir.appendingPathComponent("container"), create: true)
         var stores: [Store] = []
         for d in 1...devices { stores.append(try await store(dir, container: container, device: UInt64(d), durability: .normal)) }
         for i in 0..<saves {

@@ -9,7 +9,20 @@ import ChronicleCore
 ///   existing name fails with ``ChronicleError/Code/blobConflict``.
 /// - **markers**: small mutable records (the active-store pointer, device
 ///   registrations, corruption marks, the election lease) with exclusive
-///   create and compare-and-swap.
+///   create and compare-and-swap, at most ``Marker/maxBytes`` each.
+///
+/// **One log per sequence.** A put of a log name (see
+/// ``ContainerLayout/log(store:device:first:last:)``) whose sequence range
+/// overlaps a stored log of the same device under another name fails with
+/// ``ChronicleError/Code/blobConflict``, atomically with the put: two
+/// writers that use one device ID (a copied device folder) can never store
+/// `…11-11` and `…11-12` side by side for readers to mix. A log name spanning
+/// more than ``ContainerLayout/maxSequencesPerLog`` sequences is
+/// ``ChronicleError/Code/invalidName``.
+///
+/// **Bounded reads.** ``get(_:maxBytes:)`` refuses a blob larger than the
+/// caller's cap with ``ChronicleError/Code/sizeOverCap`` before reading or
+/// allocating it, so a hostile blob costs no more memory than the cap.
 ///
 /// Every method throws ``ChronicleError``. Codes whose
 /// ``ChronicleError/Code/isTransient`` is true (``ChronicleError/Code/unavailable``)
@@ -22,13 +35,22 @@ public protocol Container: Sendable {
     /// What this backend guarantees.
     var capabilities: ContainerCapabilities { get }
 
-    /// Stores `bytes` under `name`, atomically and once.
+    /// Stores `bytes` under `name`, atomically and once. For a log name,
+    /// refuses a range that overlaps another log of the device (see above).
     func put(_ name: ContainerName, _ bytes: [UInt8]) async throws
-    /// The bytes stored under `name`; ``ChronicleError/Code/notFound`` if none.
-    func get(_ name: ContainerName) async throws -> [UInt8]
+    /// The bytes stored under `name`: ``ChronicleError/Code/notFound`` if
+    /// none, ``ChronicleError/Code/sizeOverCap`` if there are more than
+    /// `maxBytes` (checked before anything is read), and
+    /// ``ChronicleError/Code/foreignEntry`` if what is there is not a blob.
+    func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8]
     /// Up to `limit` blobs whose names start with `prefix` and sort after
     /// `after`, in name order.
     func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo]
+    /// The distinct name components that directly follow `prefix` (empty,
+    /// or ending with `/`) in stored blob names, in order: given blobs
+    /// `s/logs/a/1` and `s/logs/b/2`, `listChildren(prefix: "s/logs/")` is
+    /// `["a", "b"]`. Costs one folder read, not a walk of what is below.
+    func listChildren(prefix: String) async throws -> [String]
     /// Removes a blob. Removing a missing blob succeeds.
     func delete(_ name: ContainerName) async throws
 
@@ -45,6 +67,11 @@ public protocol Container: Sendable {
     func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws
     /// The markers whose names start with `prefix`, in name order.
     func listMarkers(prefix: String) async throws -> [ContainerName]
+
+    /// Entries under `prefix` that are not Chronicle's (see
+    /// ``ForeignEntry``), in path order. Backends that cannot hold any
+    /// return none.
+    func foreignEntries(prefix: String) async throws -> [ForeignEntry]
 }
 
 /// What a container backend guarantees.
@@ -78,6 +105,11 @@ public struct BlobInfo: Sendable, Hashable {
 
 /// A marker's content and version. The version increases with every replace.
 public struct Marker: Sendable, Hashable {
+    /// The most bytes a marker holds (1 MiB): more is
+    /// ``ChronicleError/Code/sizeOverCap`` on create and replace, and a
+    /// larger marker file is refused before it is read.
+    public static let maxBytes = 1 << 20
+
     /// The marker's bytes.
     public var bytes: [UInt8]
     /// Its version, starting at 1.
@@ -91,6 +123,37 @@ public struct Marker: Sendable, Hashable {
 }
 
 extension Container {
+    /// The cap ``get(_:)`` reads with: the largest log a decoder with the
+    /// default ``DecodingLimits`` accepts (64 MiB of body and the header).
+    public static var defaultMaxBlobBytes: Int { DecodingLimits().maxLogBytes }
+
+    /// The bytes stored under `name`, up to ``defaultMaxBlobBytes``. Readers
+    /// that decode with other limits pass their own cap to
+    /// ``get(_:maxBytes:)``.
+    public func get(_ name: ContainerName) async throws -> [UInt8] {
+        try await get(name, maxBytes: Self.defaultMaxBlobBytes)
+    }
+
+    /// Every entry that is not Chronicle's (see ``ForeignEntry``).
+    public func foreignEntries() async throws -> [ForeignEntry] {
+        try await foreignEntries(prefix: "")
+    }
+
+    /// Throws ``ChronicleError/Code/sizeOverCap`` for marker bytes over ``Marker/maxBytes``.
+    static func checkMarkerSize(_ bytes: [UInt8], _ name: ContainerName) throws(ChronicleError) {
+        guard bytes.count <= Marker.maxBytes else {
+            throw ChronicleError(.sizeOverCap, "marker \(name) would hold \(bytes.count) bytes, over the cap of \(Marker.maxBytes)")
+        }
+    }
+
+    /// Throws ``ChronicleError/Code/invalidName`` for a log name spanning
+    /// more than ``ContainerLayout/maxSequencesPerLog`` sequences.
+    static func checkLogSpan(_ log: ContainerLayout.ParsedLogName, _ name: ContainerName) throws(ChronicleError) {
+        guard log.last - log.first < ContainerLayout.maxSequencesPerLog else {
+            throw ChronicleError(.invalidName, "log \(name) spans \(log.last - log.first + 1) sequences; a log holds at most \(ContainerLayout.maxSequencesPerLog)")
+        }
+    }
+
     /// Every blob under `prefix`, fetching pages of `pageSize`.
     public func listAll(prefix: String, after: ContainerName? = nil, pageSize: Int = 1000) async throws -> [BlobInfo] {
         var result: [BlobInfo] = []

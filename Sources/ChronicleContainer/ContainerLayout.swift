@@ -29,10 +29,78 @@ public enum ContainerLayout {
     /// shards at or after it, so its cost does not grow with history.
     public static let sequencesPerShard: UInt64 = 1 << 10
 
+    /// The most sequences one log may hold. A container refuses a log name
+    /// spanning more, so a log overlapping `first` starts in `first`'s shard
+    /// or the one before it: the overlap check of a put reads at most three
+    /// shard folders. The outbox groups far fewer (see `Snapshot.nextUpload`).
+    public static let maxSequencesPerLog: UInt64 = sequencesPerShard
+
     /// The name of the log holding `first...last` of `device`.
     public static func log(store: StoreID, device: DeviceID, first: UInt64, last: UInt64) -> ContainerName {
-        let shard = String(hex16(first / sequencesPerShard).suffix(12))
-        return try! ContainerName("\(logPrefix(store: store, device: device))\(shard)/\(hex16(first))-\(hex16(last)).chlog")
+        try! ContainerName("\(logShardPrefix(store: store, device: device, shard: first / sequencesPerShard))\(hex16(first))-\(hex16(last)).chlog")
+    }
+
+    /// The folder of `device`'s logs whose first sequence divided by
+    /// ``sequencesPerShard`` is `shard`.
+    public static func logShardPrefix(store: StoreID, device: DeviceID, shard: UInt64) -> String {
+        "\(logPrefix(store: store, device: device))\(hex16(shard).suffix(12))/"
+    }
+
+    /// Whether `name` is where the layout keeps a blob (a log or a baseline
+    /// part) or a marker: a folder at such a name is not Chronicle's.
+    public static func namesAFile(_ name: ContainerName, marker: Bool) -> Bool {
+        if !marker { return parseLog(name) != nil || parseBaselinePart(name) != nil }
+        if name == activeStore { return true }
+        let parts = name.rawValue.split(separator: "/")
+        guard parts.count >= 2, StoreID(string: String(parts[0])) != nil else { return false }
+        if parts.count == 2 { return parts[1] == "election" }
+        return parts.count == 3 && (parts[1] == "devices" || parts[1] == "corruption") && DeviceID(string: String(parts[2])) != nil
+    }
+
+    /// Two logs of one device whose sequence ranges overlap: two writers
+    /// used one device ID (a copied device folder), and readers would mix
+    /// their saves. Containers refuse the second on put; this finds any
+    /// that arrived otherwise (a sync service, a person).
+    public struct LogOverlap: Sendable, Hashable {
+        /// The log that starts first (or the shorter, on a tie).
+        public var earlier: ContainerName
+        /// The log whose range overlaps it.
+        public var later: ContainerName
+    }
+
+    /// The overlapping pairs among `names` (other names are ignored): each
+    /// log is paired with the earlier log of its device that reaches
+    /// furthest, so n logs give at most n - 1 pairs.
+    public static func overlappingLogs(_ names: [ContainerName]) -> [LogOverlap] {
+        var scan = LogOverlapScan()
+        return names.sorted().compactMap { scan.next($0) }
+    }
+
+    /// Finds overlapping logs in a listing, one name at a time, in name
+    /// order: a device's logs sort by first then last sequence, so an
+    /// overlap shows as a log starting at or before the furthest sequence
+    /// an earlier log of its device reached. Holds one device at a time.
+    public struct LogOverlapScan: Sendable {
+        private var device: String?
+        private var reach: (last: UInt64, name: ContainerName)?
+
+        /// Creates a scan.
+        public init() {}
+
+        /// The overlap `name` makes with an earlier log, if it is a log and
+        /// makes one. Names must come in order.
+        public mutating func next(_ name: ContainerName) -> LogOverlap? {
+            guard let parsed = parseLog(name) else { return nil }
+            let prefix = logPrefix(store: parsed.store, device: parsed.device)
+            if prefix != device {
+                device = prefix
+                reach = nil
+            }
+            var overlap: LogOverlap?
+            if let reach, parsed.first <= reach.last { overlap = LogOverlap(earlier: reach.name, later: name) }
+            if reach == nil || parsed.last > reach!.last { reach = (parsed.last, name) }
+            return overlap
+        }
     }
 
     /// The prefix of the baselines of `store`.

@@ -91,6 +91,8 @@ public struct MultiProcessSimulation: Sendable {
         let schemaURL = root.appendingPathComponent("schema.json")
         try Data(Self.schemaJSON.utf8).write(to: schemaURL)
         let container = root.appendingPathComponent("container")
+        // Made once, as `chronicle init` would: workers only open it.
+        _ = try DirectoryContainer(root: container, create: true)
         func launch(_ i: Int) throws -> Process {
             let p = Process()
             p.executableURL = executable

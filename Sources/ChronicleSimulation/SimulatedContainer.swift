@@ -174,10 +174,10 @@ public final class SimulatedContainer: Sendable {
             }
         }
 
-        public func get(_ name: ContainerName) async throws -> [UInt8] {
+        public func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
             try checkAvailable()
             guard readable(name) else { throw ChronicleError(.notFound, "no blob named \(name) (not visible yet)") }
-            let bytes = try await container.base.get(name)
+            let bytes = try await container.base.get(name, maxBytes: maxBytes)
             let now = container.clock.nowMilliseconds()
             let owner = container.state.withLock { $0.owner[name] }
             if owner != device, let tear = container.state.withLock({ $0.torn[name] }), now < tear.until {
@@ -191,6 +191,18 @@ public final class SimulatedContainer: Sendable {
             return try await container.base.listAll(prefix: prefix, after: after)
                 .filter { readable($0.name) }
                 .prefix(limit).map { $0 }
+        }
+
+        /// The stored children, visible or not: a child whose blobs are not
+        /// visible yet lists as empty.
+        public func listChildren(prefix: String) async throws -> [String] {
+            try checkAvailable()
+            return try await container.base.listChildren(prefix: prefix)
+        }
+
+        public func foreignEntries(prefix: String) async throws -> [ForeignEntry] {
+            try checkAvailable()
+            return try await container.base.foreignEntries(prefix: prefix)
         }
 
         public func delete(_ name: ContainerName) async throws {

@@ -77,7 +77,7 @@ public struct Replayer: Sendable {
         } catch let error as ChronicleError where error.code == .blobConflict {
             // Nothing at the name: the conflict is another log overlapping
             // these sequences (a container refuses those too).
-            let existing = try? await container.get(name)
+            let existing = try? await container.get(name, maxBytes: decoder.limits.maxLogBytes)
             if let existing, let log = try? decoder.open(existing), let parsed = ContainerLayout.parseLog(name),
                try sameSaves(log, first: parsed.first, last: parsed.last) {
                 return
@@ -194,7 +194,7 @@ public struct Replayer: Sendable {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device,
                   let transactions = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last) else { continue }
             verified += blob.size
-            let stored = try? await container.get(blob.name)
+            let stored = try? await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
             // Encoding is deterministic: this device's log is exactly these bytes.
             if stored == bytes { continue }
@@ -232,10 +232,14 @@ public struct Replayer: Sendable {
         }
     }
 
-    /// The devices registered in the store.
+    /// The devices of the store: those registered, and those with a folder
+    /// of logs (a device whose registration is missing, lost or not synced
+    /// yet is still imported). One marker listing and one folder read.
     public func devices() async throws -> [DeviceID] {
         let prefix = "\(snapshot.storeID)/devices/"
-        return try await container.listMarkers(prefix: prefix).compactMap { DeviceID(string: String($0.lastComponent)) }
+        let registered = try await container.listMarkers(prefix: prefix).compactMap { DeviceID(string: String($0.lastComponent)) }
+        let withLogs = try await container.listChildren(prefix: ContainerLayout.logsPrefix(store: snapshot.storeID)).compactMap { DeviceID(string: $0) }
+        return Set(registered + withLogs).sorted { $0.description < $1.description }
     }
 
     /// Whether a snapshot that has applied nothing of other devices starts
@@ -336,7 +340,7 @@ public struct Replayer: Sendable {
             let last = names[names.count - 1]
             let lastBytes: [UInt8]
             do {
-                lastBytes = try await container.get(last)
+                lastBytes = try await container.get(last, maxBytes: decoder.limits.maxLogBytes)
                 let header = try decoder.header(of: lastBytes)
                 guard header.kind == .baseline, header.isFinalBaselinePart, header.baselinePart == UInt64(names.count) else {
                     throw ChronicleError(.incompleteBaseline, "\(last) is not the final part of its baseline: parts are missing or still arriving")
@@ -357,7 +361,7 @@ public struct Replayer: Sendable {
             var application = snapshot.baselineApplication()
             for name in names {
                 do {
-                    let decoded = try decoder.decode(name == last ? lastBytes : try await container.get(name))
+                    let decoded = try decoder.decode(name == last ? lastBytes : try await container.get(name, maxBytes: decoder.limits.maxLogBytes))
                     guard let parsed = ContainerLayout.parseBaselinePart(name), decoded.header.kind == .baseline,
                           decoded.header.deviceID == parsed.device, decoded.header.baselinePart == parsed.part
                     else {
@@ -437,7 +441,7 @@ public struct Replayer: Sendable {
     /// Fetches and verifies one log; a failure is recorded and gives nil.
     private func fetch(_ name: ContainerName, device: DeviceID, into report: inout ImportReport) async -> VerifiedLog? {
         do {
-            let bytes = try await container.get(name)
+            let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
             let log = try decoder.open(bytes)
             guard log.header.deviceID == device, log.header.storeID == snapshot.storeID,
                   ContainerLayout.parseLog(name).map({ ($0.first, $0.last) }) ?? (0, 0) == (log.header.firstSequence, log.header.lastSequence)

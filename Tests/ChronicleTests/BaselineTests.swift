@@ -242,6 +242,7 @@ import Testing
         func device(_ name: String) -> [String] {
             ["--device-dir", root.appendingPathComponent(name).path, "--container", container, "--schema", schemaFile.path, "--json"]
         }
+        #expect(try chronicle(["init", "--container", container, "--json"]).json["created"] as? Bool == true)
         #expect(try chronicle(["save", "--input", changes.path] + device("a")).status == 0)
         let published = try chronicle(["baseline", "--part-kib", "1"] + device("a"))
         #expect(published.status == 0)

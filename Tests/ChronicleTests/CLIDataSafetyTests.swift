@@ -14,6 +14,8 @@ struct CLIDataSafetyTests {
         init() throws {
             try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
             try Data(CrashSafetyTests.schemaJSON.utf8).write(to: URL(fileURLWithPath: schema))
+            let made = try CLIErrorTests.run(["init", "--container", container])
+            #expect(made.status == 0, "init: \(made.stderr)")
         }
 
         func device(_ name: String) -> String { root.appendingPathComponent(name).path }

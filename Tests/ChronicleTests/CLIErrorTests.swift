@@ -1,28 +1,55 @@
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Bad operator input to the CLI is a typed message and exit code 1: never a
 /// trap, never a side effect.
 @Suite struct CLIErrorTests {
-    /// Runs the `chronicle` binary; returns its exit status and what it printed.
-    static func run(_ arguments: [String]) throws -> (status: Int32, stdout: Data, stderr: String) {
+    /// What a run of the binary did.
+    struct Run {
+        /// The exit status (meaningless when `signaled`).
+        var status: Int32
+        var stdout: Data
+        var stderr: String
+        /// Ended by a signal: a crash, or killed at the time limit.
+        var signaled: Bool
+        var seconds: Double
+    }
+
+    /// Runs the `chronicle` binary with `input` on standard input, killing it
+    /// after `timeLimitSeconds`; `shellPrefix` runs first in a shell
+    /// (`ulimit -v …`). Returns its exit status and what it printed.
+    static func run(_ arguments: [String], input: String = "", timeLimitSeconds: Double = 300, shellPrefix: String? = nil) throws -> Run {
         let process = Process()
-        process.executableURL = CrashSafetyTests.binary!
-        process.arguments = arguments
-        // Standard error goes to a file, so neither stream can fill a pipe
-        // and block the process while the other is read.
-        let errors = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-stderr-\(UUID().uuidString)")
-        _ = FileManager.default.createFile(atPath: errors.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: errors) }
-        let errorHandle = try FileHandle(forWritingTo: errors)
-        let stdout = Pipe()
-        process.standardOutput = stdout
-        process.standardError = errorHandle
+        if let shellPrefix {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", shellPrefix + "; exec \"$0\" \"$@\"", CrashSafetyTests.binary!.path] + arguments
+        } else {
+            process.executableURL = CrashSafetyTests.binary!
+            process.arguments = arguments
+        }
+        // Both streams go to files, so neither can fill a pipe and block the process.
+        let files = ["stdout", "stderr"].map { FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-\($0)-\(UUID().uuidString)") }
+        for file in files { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
+        defer { for file in files { try? FileManager.default.removeItem(at: file) } }
+        let handles = try files.map { try FileHandle(forWritingTo: $0) }
+        let stdin = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = handles[0]
+        process.standardError = handles[1]
+        let started = Date()
         try process.run()
-        let out = stdout.fileHandleForReading.readDataToEndOfFile()
+        stdin.fileHandleForWriting.write(Data(input.utf8))
+        try stdin.fileHandleForWriting.close()
+        while process.isRunning && Date().timeIntervalSince(started) < timeLimitSeconds { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
-        try errorHandle.close()
-        return (process.terminationStatus, out, try String(contentsOf: errors, encoding: .utf8))
+        for handle in handles { try handle.close() }
+        return Run(status: process.terminationStatus, stdout: try Data(contentsOf: files[0]), stderr: try String(contentsOf: files[1], encoding: .utf8),
+                   signaled: process.terminationReason == .uncaughtSignal, seconds: Date().timeIntervalSince(started))
     }
 
     /// Regression: `dump` and `demo` reported errors through an

@@ -58,7 +58,7 @@ import Testing
     static func run(seed: UInt64, devices deviceCount: Int, savesPerDevice: Int) async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-conv-\(seed)-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
-        let container = try DirectoryContainer(root: root.appendingPathComponent("container"))
+        let container = try DirectoryContainer(root: root.appendingPathComponent("container"), create: true)
         let clock = ManualClock()
         let stores = try await makeDevices(deviceCount, container: container, clock: clock, root: root)
         var rng = SeededRandom(seed: seed)

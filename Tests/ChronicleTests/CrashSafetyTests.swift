@@ -63,6 +63,7 @@ import Glibc
         func device(_ name: String) -> [String] {
             ["--device-dir", root.appendingPathComponent(name).path, "--container", container, "--schema", schema.path]
         }
+        #expect(try Self.run(["init", "--container", container], killAfterMicroseconds: nil).status == 0)
         var rng = SeededRandom(seed: 0xC0FFEE)
         var acknowledged: [String] = []
         var killed = 0

@@ -20,7 +20,7 @@ import Testing
         var seed: UInt64 = 0
 
         init() throws {
-            container = try DirectoryContainer(root: root.appendingPathComponent("container"))
+            container = try DirectoryContainer(root: root.appendingPathComponent("container"), create: true)
         }
 
         func folder(_ name: String) -> URL { root.appendingPathComponent(name) }

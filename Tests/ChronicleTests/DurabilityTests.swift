@@ -28,7 +28,7 @@ import Testing
     static func open(_ dir: URL, _ durability: Snapshot.Durability) async throws -> Store {
         try await Store.open(Store.Configuration(
             schema: schema, deviceID: DeviceID(index: 1), directory: dir.appendingPathComponent("device"),
-            container: try DirectoryContainer(root: dir.appendingPathComponent("container")), clock: ManualClock(), seed: 1,
+            container: try DirectoryContainer(root: dir.appendingPathComponent("container"), create: true), clock: ManualClock(), seed: 1,
             logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, durability: durability))
     }
 

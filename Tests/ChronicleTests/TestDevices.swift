@@ -15,7 +15,7 @@ final class TestDevices {
 
     init(_ count: Int, schema: Schema) async throws {
         self.schema = schema
-        container = try DirectoryContainer(root: root.appendingPathComponent("container"))
+        container = try DirectoryContainer(root: root.appendingPathComponent("container"), create: true)
         for _ in 0..<count { try await add() }
     }
 

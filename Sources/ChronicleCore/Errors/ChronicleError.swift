@@ -94,6 +94,12 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         public static let unavailable = Code("unavailable", transient: true)
         /// An I/O operation failed.
         public static let io = Code("io")
+        /// Something that is not Chronicle's sits in a container: a symbolic
+        /// link, a FIFO, a device, a socket, a folder where a blob or marker
+        /// belongs, or a name outside the grammar. Chronicle never follows,
+        /// opens for reading or writes through such an entry; a person must
+        /// remove it. Not transient.
+        public static let foreignEntry = Code("foreignEntry")
 
         // MARK: Snapshot and store
         /// The snapshot belongs to another store, device or schema.

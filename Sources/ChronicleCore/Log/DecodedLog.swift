@@ -23,6 +23,11 @@ public struct DecodingLimits: Sendable, Hashable {
     /// 64 MiB.
     public static let defaultMaxBodyBytes = 64 * 1024 * 1024
 
+    /// The largest whole log (header and stored body) a decoder with these
+    /// limits can accept: the cap a reader passes to a container's
+    /// `get(_:maxBytes:)`, so a larger blob is refused before it is read.
+    public var maxLogBytes: Int { LogHeader.size + maxBodyBytes }
+
     /// Creates limits.
     public init(maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes) {
         self.maxBodyBytes = maxBodyBytes

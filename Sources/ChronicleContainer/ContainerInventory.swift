@@ -1,0 +1,96 @@
+import ChronicleCore
+
+/// What a container holds, store by store, and the problems that show
+/// without reading a blob: entries that are not Chronicle's and overlapping
+/// logs of one device. `chronicle inspect` prints it; a health monitor can
+/// take one of any backend.
+///
+/// ```swift
+/// let inventory = try await ContainerInventory(of: container)
+/// for problem in inventory.problems { logger.error("\(problem)") }
+/// ```
+///
+/// Reads listings page by page and no blob: memory grows with the number of
+/// stores, devices, baselines, markers and problems, not with the number of logs.
+public struct ContainerInventory: Sendable {
+    /// One device's logs in a store.
+    public struct DeviceLogs: Sendable, Hashable {
+        /// How many.
+        public var logs = 0
+        /// Their total size.
+        public var bytes = 0
+        /// The highest sequence a log name covers.
+        public var lastSequence: UInt64 = 0
+    }
+
+    /// One baseline's parts.
+    public struct BaselineParts: Sendable, Hashable {
+        /// How many parts are listed.
+        public var parts = 0
+        /// Their total size.
+        public var bytes = 0
+    }
+
+    /// What one store holds.
+    public struct StoreContents: Sendable, Hashable {
+        /// Logs per device.
+        public var devices: [DeviceID: DeviceLogs] = [:]
+        /// Baselines by folder name (`<clock>-<device>-<vector digest>`).
+        public var baselines: [String: BaselineParts] = [:]
+        /// Blobs that are neither logs nor baseline parts.
+        public var otherBlobs = 0
+    }
+
+    /// The active-store pointer, if there is one.
+    public var activeStore: Marker?
+    /// The stores, by their folder name (a store UUID for Chronicle's own).
+    public var stores: [String: StoreContents] = [:]
+    /// Every marker.
+    public var markers: [ContainerName] = []
+    /// Entries that are not Chronicle's.
+    public var foreignEntries: [ForeignEntry] = []
+    /// One per foreign entry and one per pair of overlapping logs.
+    public var problems: [ContainerProblem] = []
+
+    /// Takes the inventory of `container`.
+    ///
+    /// - Throws: what the container throws for a listing or the
+    ///   active-store pointer (a foreign entry there included).
+    public init(of container: any Container, pageSize: Int = 1000) async throws {
+        activeStore = try await container.readMarker(ContainerLayout.activeStore)
+        var overlaps = ContainerLayout.LogOverlapScan()
+        var overlapping: [ContainerProblem] = []
+        var cursor: ContainerName?
+        repeat {
+            let page = try await container.list(prefix: "", after: cursor, limit: pageSize)
+            for blob in page {
+                count(blob)
+                if let overlap = overlaps.next(blob.name) { overlapping.append(ContainerProblem(overlap)) }
+            }
+            cursor = page.count == pageSize ? page.last?.name : nil
+        } while cursor != nil
+        markers = try await container.listMarkers(prefix: "")
+        foreignEntries = try await container.foreignEntries()
+        problems = foreignEntries.map(ContainerProblem.init) + overlapping
+    }
+
+    private mutating func count(_ blob: BlobInfo) {
+        let store = String(blob.name.rawValue.prefix { $0 != "/" })
+        if let log = ContainerLayout.parseLog(blob.name) {
+            var logs = stores[store, default: StoreContents()].devices[log.device, default: DeviceLogs()]
+            logs.logs += 1
+            logs.bytes += blob.size
+            logs.lastSequence = max(logs.lastSequence, log.last)
+            stores[store, default: StoreContents()].devices[log.device] = logs
+        } else if let part = ContainerLayout.parseBaselinePart(blob.name) {
+            let folder = String(ContainerLayout.baselinePrefix(store: part.store, clock: part.clock, device: part.device, vector: part.vector)
+                .split(separator: "/").last!)
+            var parts = stores[store, default: StoreContents()].baselines[folder, default: BaselineParts()]
+            parts.parts += 1
+            parts.bytes += blob.size
+            stores[store, default: StoreContents()].baselines[folder] = parts
+        } else {
+            stores[store, default: StoreContents()].otherBlobs += 1
+        }
+    }
+}

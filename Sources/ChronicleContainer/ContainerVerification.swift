@@ -1,0 +1,73 @@
+import ChronicleCore
+
+/// Every log and baseline part of a container checked whole: read under the
+/// decoder's cap, verified (header, checksums, decompression, every change),
+/// and compared with its name; plus every entry that is not Chronicle's and
+/// every pair of overlapping logs of one device. `chronicle verify` prints
+/// it and exits 1 when ``problems`` is not empty; a health monitor can run
+/// it on any backend.
+///
+/// ```swift
+/// let verification = try await ContainerVerification(of: container, decoder: LogDecoder(schema: schema))
+/// if !verification.passed { for p in verification.problems { print(p) } }
+/// ```
+///
+/// One blob is held in memory at a time, never more than the decoder's
+/// ``DecodingLimits/maxLogBytes``.
+public struct ContainerVerification: Sendable {
+    /// Logs and baseline parts that verified.
+    public var valid = 0
+    /// Their total size.
+    public var bytes = 0
+    /// What is wrong, in the order found: damaged or misnamed blobs, then
+    /// foreign entries, with overlapping logs where the listing met them.
+    public var problems: [ContainerProblem] = []
+
+    /// Whether nothing is wrong.
+    public var passed: Bool { problems.isEmpty }
+
+    /// Verifies `container` with `decoder` (give it the app's schema to
+    /// check names and value types too).
+    ///
+    /// - Throws: what the container throws for a listing; a blob that
+    ///   cannot be read or verified is a problem, not a throw.
+    public init(of container: any Container, decoder: LogDecoder, pageSize: Int = 1000) async throws {
+        let foreign = try await container.foreignEntries()
+        let foreignPaths = Set(foreign.map(\.path))
+        var overlaps = ContainerLayout.LogOverlapScan()
+        var cursor: ContainerName?
+        repeat {
+            let page = try await container.list(prefix: "", after: cursor, limit: pageSize)
+            for blob in page {
+                if let overlap = overlaps.next(blob.name) { problems.append(ContainerProblem(overlap)) }
+                guard blob.name.rawValue.hasSuffix(".chlog") || blob.name.rawValue.hasSuffix(".chbase") else { continue }
+                switch await Self.verify(blob.name, in: container, decoder: decoder) {
+                case .success(let size):
+                    valid += 1
+                    bytes += size
+                case .failure(let error):
+                    // A foreign entry at a blob's name is reported once, below.
+                    guard error.code != .foreignEntry || !foreignPaths.contains("blobs/" + blob.name.rawValue) else { break }
+                    problems.append(ContainerProblem(name: blob.name.rawValue, error: error))
+                }
+            }
+            cursor = page.count == pageSize ? page.last?.name : nil
+        } while cursor != nil
+        problems += foreign.map(ContainerProblem.init)
+    }
+
+    /// Reads and verifies one blob: its size, or what is wrong.
+    private static func verify(_ name: ContainerName, in container: any Container, decoder: LogDecoder) async -> Result<Int, ChronicleError> {
+        do {
+            let data = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
+            let log = try decoder.open(data)
+            if let parsed = ContainerLayout.parseLog(name),
+               (parsed.device, parsed.first, parsed.last) != (log.header.deviceID, log.header.firstSequence, log.header.lastSequence) {
+                throw ChronicleError(.malformedBody, "contents (device \(log.header.deviceID), sequences \(log.header.firstSequence)...\(log.header.lastSequence)) do not match the name")
+            }
+            return .success(data.count)
+        } catch {
+            return .failure(error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)"))
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import ChronicleCore
+
+/// Something in a container that Chronicle did not put there and will not
+/// use: a file whose name is outside the grammar (a sync service's
+/// conflicted copy, `.DS_Store`), or, at any name, a symbolic link, FIFO,
+/// socket or device, or a folder where a blob or marker belongs.
+///
+/// Chronicle never follows, reads or writes through such an entry: a read
+/// of its name fails with ``ChronicleError/Code/foreignEntry``.
+/// ``Container/foreignEntries(prefix:)`` lists them; ``ContainerVerification``
+/// reports each as a problem for a person to remove.
+public struct ForeignEntry: Sendable, Hashable, CustomStringConvertible {
+    /// Why an entry is not Chronicle's.
+    public enum Reason: Sendable, Hashable {
+        /// Its name is outside the container name grammar.
+        case nameOutsideGrammar
+        /// It is not a regular file or folder (a symbolic link, FIFO, socket, device).
+        case notARegularFile(EntryKind)
+        /// It is a folder at a name where the layout keeps a file (a log,
+        /// a baseline part or a marker).
+        case folderAtAFileName
+    }
+
+    /// Where it is, from the container's root: `blobs/…` or `markers/…`.
+    public var path: String
+    /// Why it is not Chronicle's.
+    public var reason: Reason
+
+    /// Creates an entry.
+    public init(path: String, reason: Reason) {
+        self.path = path
+        self.reason = reason
+    }
+
+    /// Why it is not Chronicle's, in words.
+    public var explanation: String {
+        switch reason {
+        case .nameOutsideGrammar: return "a name outside the container grammar (not Chronicle's)"
+        case .notARegularFile(let kind): return "\(kind.phrase), not a regular file (never followed or read)"
+        case .folderAtAFileName: return "a folder where Chronicle keeps a file"
+        }
+    }
+
+    public var description: String { "\(path): \(explanation)" }
+
+    /// The entry as an error, for reports.
+    public var error: ChronicleError { ChronicleError(.foreignEntry, description) }
+}

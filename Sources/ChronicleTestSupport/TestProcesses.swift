@@ -1,0 +1,14 @@
+import Foundation
+
+/// Processes for tests of what a container does about other processes.
+public enum TestProcesses {
+    /// The process ID of a process that has ended (`/bin/true`, waited for):
+    /// what a killed writer's ID looks like afterwards.
+    public static func pidOfAnEndedProcess() throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/true")
+        try process.run()
+        process.waitUntilExit()
+        return process.processIdentifier
+    }
+}
