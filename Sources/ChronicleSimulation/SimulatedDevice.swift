@@ -23,6 +23,9 @@ final class SimulatedDevice {
     var folderCopy: (account: Int, url: URL)?
     /// The device whose folder this one copied, if it is a twin.
     var twinOf: Int?
+    /// Whether its files went back in time (a restore, a lost `-wal`) and
+    /// it has not synced since: it has not met the container yet.
+    var wentBackInTime = false
     /// How many of its open store's ``Store/identityChanges`` the ledger has taken in.
     var identityChangesSeen = 0
 

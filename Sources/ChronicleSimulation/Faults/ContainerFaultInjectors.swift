@@ -43,6 +43,16 @@ struct WipeFault: FaultInjector {
 
     func step(_ run: Simulation) async throws {
         guard probability.draw(&run.random) else { return }
+        // A wipe destroys the container's record of what a device ID wrote,
+        // which is how a device whose files went back in time (or a second
+        // live copy of a folder) learns it must move to a new ID. Until such
+        // a device has met the container, the wipe waits: a known limit,
+        // see docs/simulation.md ("Faults that wait").
+        let ids = run.devices.compactMap { $0.store.map(SimulatedDevice.deviceID(of:)) }
+        if Set(ids).count < ids.count || run.devices.contains(where: \.wentBackInTime) {
+            run.note("container wipe waits: a device's files went back in time, or two copies share a device ID")
+            return
+        }
         try await run.accounts[0].wipe()
         run.note("container wiped")
     }

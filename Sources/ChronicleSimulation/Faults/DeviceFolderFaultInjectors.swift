@@ -39,6 +39,7 @@ struct FolderRestoreFault: FaultInjector {
             try FileManager.default.moveItem(at: copy.url, to: d.folder)
         }
         d.folderCopy = nil
+        d.wentBackInTime = true
         run.deviceFaults.folderRestores += 1
         run.note("device \(d.number)'s folder restored from its older copy")
     }
@@ -99,6 +100,7 @@ struct LostWALFault: FaultInjector {
                 try FileManager.default.removeItem(atPath: path + suffix)
             }
         }
+        d.wentBackInTime = true
         run.deviceFaults.lostWALs += 1
         run.note("device \(d.number) lost its snapshot's -wal (\(walBytes) bytes)")
     }
