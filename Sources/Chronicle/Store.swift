@@ -445,13 +445,23 @@ public actor Store {
         return try await uploadMovingIfNeeded().count
     }
 
-    /// Checks every one of this device's own logs in the container and puts
-    /// back those missing or damaged (see ``Replayer/repairOwnLogs()``).
+    /// Checks every one of this device's own logs in the container (and the
+    /// logs of its earlier IDs whose bodies it keeps) and puts back those
+    /// missing or damaged (see ``Replayer/repairOwnLogs()``).
     /// ``sync()`` does the same a bounded window at a time.
     @discardableResult
     public func repairOwnLogs() async throws -> [ContainerName] {
         _ = try await ensureOwnHistory()
-        return try await replayer.repairOwnLogs()
+        var repaired = try await replayer.repairOwnLogs()
+        for inherited in try snapshot.inheritedDevices() {
+            var cursor: ContainerName?
+            repeat {
+                let pass = try await replayer.repairInheritedLogs(of: inherited, from: cursor, budget: Replayer.RepairBudget(listed: 512, verifiedBytes: .max))
+                repaired += pass.repaired
+                cursor = pass.next
+            } while cursor != nil
+        }
+        return repaired
     }
 
     /// Writes this device's state as a baseline of the store, so that a new
@@ -479,18 +489,30 @@ public actor Store {
     /// Where the next bounded repair pass starts, kept in the snapshot so
     /// that one-shot processes (the CLI) still cover every log over time.
     private func repairWindow() async throws -> [ContainerName] {
-        let key = "repair_cursor"
-        let cursor = try snapshot.metadata(key).flatMap { try? ContainerName($0) }
-        let pass: (repaired: [ContainerName], next: ContainerName?)
+        var repaired: [ContainerName] = []
         do {
-            pass = try await replayer.repairOwnLogs(from: cursor, budget: Replayer.RepairBudget())
+            repaired += try await repairPass(key: "repair_cursor") { cursor in
+                try await self.replayer.repairOwnLogs(from: cursor, budget: Replayer.RepairBudget())
+            }
+            // Earlier IDs of this device: only it holds their bodies.
+            for inherited in try snapshot.inheritedDevices() {
+                repaired += try await repairPass(key: "repair_cursor.\(inherited)") { cursor in
+                    try await self.replayer.repairInheritedLogs(of: inherited, from: cursor, budget: Replayer.RepairBudget())
+                }
+            }
         } catch let error as ChronicleError where error.code == .identityConflict {
             let change = try await moveToNewIdentity(reason: error.message)
             configuration.logger.notice("moved to a new device ID while repairing", metadata: ["chronicle.device": "\(change.current)"])
-            return []
         }
-        try snapshot.setMetadata(key, pass.next?.rawValue)
-        return pass.repaired
+        return repaired
+    }
+
+    /// One bounded pass from the cursor kept under `key`; moves the cursor on.
+    private func repairPass(key: String, _ pass: (ContainerName?) async throws -> (repaired: [ContainerName], next: ContainerName?)) async throws -> [ContainerName] {
+        let cursor = try snapshot.metadata(key).flatMap { try? ContainerName($0) }
+        let result = try await pass(cursor)
+        try snapshot.setMetadata(key, result.next?.rawValue)
+        return result.repaired
     }
 
     /// Uploads; if the container turns out to hold other saves under this
@@ -547,7 +569,7 @@ public actor Store {
         var mapping: [IdentityChange.CarriedSave] = []
         do {
             // What of the old ID's saves the container lacks.
-            var (carried, through) = try await savesMissingFromContainer(old)
+            var (carried, through, ours) = try await savesMissingFromContainer(old)
             // Everything the container holds, the old ID's logs included.
             var builder = Replayer(snapshot: next, container: configuration.container, limits: configuration.limits, logger: configuration.logger)
             builder.clock = configuration.clock
@@ -563,6 +585,7 @@ public actor Store {
                 through = own
             }
             let clocks = Dictionary(carried.map { ($0.sequence, $0.clock) }, uniquingKeysWith: { a, _ in a })
+            try next.inherit(from: old, groups: ours)
             mapping = try next.adopt(carried).map { IdentityChange.CarriedSave(old: $0.old, new: $0.new, clock: clocks[$0.old] ?? .zero) }
             try next.close()
             var identity = try folder.readIdentity() ?? DeviceFolder.Identity(device: old.deviceID, store: storeID, retired: nil)
@@ -593,24 +616,29 @@ public actor Store {
     /// outbox uploaded holds them; any other log of the old ID is read and
     /// compared save by save. Returns them in order, and the newest sequence
     /// considered.
-    private func savesMissingFromContainer(_ old: Snapshot) async throws -> ([Transaction], UInt64) {
+    private func savesMissingFromContainer(_ old: Snapshot) async throws -> ([Transaction], UInt64, [(first: UInt64, last: UInt64)]) {
         let own = try old.ownSequence()
-        guard own > 0 else { return ([], 0) }
+        guard own > 0 else { return ([], 0, []) }
         let device = old.deviceID
         let uploaded = Set(try old.uploadedGroups().map { "\($0.0)-\($0.1)" })
         let decoder = LogDecoder(schema: old.schema, limits: configuration.limits)
         var present = IndexSet()
+        // Logs the container holds exactly as these files wrote them: the
+        // new snapshot keeps their bodies, to put them back if need be.
+        var ours: [(first: UInt64, last: UInt64)] = []
         for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.first <= own else { continue }
             let last = min(parsed.last, own)
             if uploaded.contains("\(parsed.first)-\(parsed.last)") {
                 present.insert(integersIn: Int(parsed.first)...Int(last))
+                ours.append((parsed.first, parsed.last))
                 continue
             }
             guard let stored = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)).transactions(),
                   let mine = try old.ownTransactions(first: parsed.first, last: last) else { continue }
             let theirs = Dictionary(stored.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
             for t in mine where theirs[t.sequence] == t { present.insert(Int(t.sequence)) }
+            if parsed.last <= own, mine.allSatisfy({ theirs[$0.sequence] == $0 }) { ours.append((parsed.first, parsed.last)) }
         }
         var missing: [Transaction] = []
         var gaps = IndexSet(integersIn: 1...Int(own))
@@ -618,7 +646,7 @@ public actor Store {
         for range in gaps.rangeView {
             missing += try old.ownTransactions(first: UInt64(range.lowerBound), last: UInt64(range.upperBound - 1)) ?? []
         }
-        return (missing, own)
+        return (missing, own, ours)
     }
 
     /// Imports other devices' logs only.

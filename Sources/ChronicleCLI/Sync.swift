@@ -31,8 +31,9 @@ struct Sync: AsyncParsableCommand {
             let change = report.identityChange
             var lines: [String] = []
             if let change {
-                lines.append("this device's files were behind the container (\(change.reason)); it continues as device \(change.current) "
-                             + "(was \(change.previous)) and carried over \(change.carriedOver.count) save(s)")
+                lines.append("the container holds saves under this device's ID that these files did not make (\(change.reason)); "
+                             + "so that no sequence is written twice, the device continues as device \(change.current) (was \(change.previous)) "
+                             + "and carried over \(change.carriedOver.count) save(s) the container lacked")
             }
             if let b = report.imported.baseline {
                 lines.append("started from a baseline by device \(b.device): \(b.parts) part(s), \(b.records) record state(s)")

@@ -26,6 +26,8 @@ final class SimulatedDevice {
     /// Whether its files went back in time (a restore, a lost `-wal`) and
     /// it has not synced since: it has not met the container yet.
     var wentBackInTime = false
+    /// Device IDs it gave up (its store moved to a new one).
+    var retiredIDs: [DeviceID] = []
     /// How many of its open store's ``Store/identityChanges`` the ledger has taken in.
     var identityChangesSeen = 0
 

@@ -177,6 +177,7 @@ public final class Simulation {
                                clocks: Dictionary(change.carriedOver.map { ($0.old, $0.clock) }, uniquingKeysWith: { a, _ in a }),
                                in: store.storeID)
             summary.identityChanges += 1
+            d.retiredIDs.append(change.previous)
             note("device \(d.number) moved from ID \(change.previous) to \(change.current) (\(change.reason)), carrying \(change.carriedOver.count) save(s)")
         }
         d.identityChangesSeen = changes.count

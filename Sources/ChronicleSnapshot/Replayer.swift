@@ -169,8 +169,30 @@ public struct Replayer: Sendable {
     /// them, replacing any that do not verify. Returns what it repaired and
     /// where the next pass starts (nil once it reached the end).
     public func repairOwnLogs(from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
+        try await repairLogs(of: nil, from: cursor, budget: budget)
+    }
+
+    /// One bounded repair pass over the logs of `inherited`, an earlier ID
+    /// of this device whose uploaded saves the snapshot keeps (see
+    /// ``Snapshot/inherit(from:groups:)``): after a wipe, or bit rot, only
+    /// this device can put them back. A log at one of those names that
+    /// verifies with other saves belongs to another copy of that ID, which
+    /// repairs it: it is left alone.
+    public func repairInheritedLogs(of inherited: DeviceID, from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
+        try await repairLogs(of: inherited, from: cursor, budget: budget)
+    }
+
+    /// The repair pass for this device's own logs (`inherited` nil) or an
+    /// earlier ID's.
+    private func repairLogs(of inherited: DeviceID?, from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
         let encoder = LogEncoder(storeID: snapshot.storeID)
-        let device = snapshot.deviceID
+        let device = inherited ?? snapshot.deviceID
+        func groups() throws -> [(UInt64, UInt64)] {
+            try inherited.map { try snapshot.inheritedGroups(of: $0) } ?? snapshot.uploadedGroups()
+        }
+        func bodies(_ first: UInt64, _ last: UInt64) throws -> [LogEncoder.EncodedTransaction]? {
+            try inherited.map { try snapshot.inheritedTransactions(of: $0, first: first, last: last) } ?? snapshot.outboxTransactions(first: first, last: last)
+        }
         let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: device)
         let page = try await container.list(prefix: prefix, after: cursor, limit: max(1, budget.listed))
         let reachedEnd = page.count < max(1, budget.listed)
@@ -180,11 +202,16 @@ public struct Replayer: Sendable {
         // Missing: uploaded groups in this window that the listing lacks.
         let present = Set(page.map(\.name))
         var registered = false
-        for (first, last) in try snapshot.uploadedGroups() where first > start && first <= end {
+        for (first, last) in try groups() where first > start && first <= end {
             let name = ContainerLayout.log(store: snapshot.storeID, device: device, first: first, last: last)
-            guard !present.contains(name), let transactions = try snapshot.outboxTransactions(first: first, last: last) else { continue }
-            if !registered { try await register(); registered = true }
-            try await putOwnLog(name, try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash))
+            guard !present.contains(name), let transactions = try bodies(first, last) else { continue }
+            if !registered { try await register(inherited); registered = true }
+            let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
+            if inherited == nil {
+                try await putOwnLog(name, bytes)
+            } else {
+                do { try await container.put(name, bytes) } catch let error as ChronicleError where error.code == .blobConflict { continue }
+            }
             logger.notice("re-uploaded missing log", metadata: ["chronicle.log": "\(name)"])
             repaired.append(name)
         }
@@ -192,7 +219,7 @@ public struct Replayer: Sendable {
         var verified = 0
         for blob in page where verified < budget.verifiedBytes {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device,
-                  let transactions = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last) else { continue }
+                  let transactions = try bodies(parsed.first, parsed.last) else { continue }
             verified += blob.size
             let stored = try? await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
@@ -201,7 +228,9 @@ public struct Replayer: Sendable {
             if let stored, let log = try? decoder.open(stored) {
                 // Other bytes that verify: the same saves encoded otherwise
                 // (another LZ4 build), or someone else's saves.
-                if try sameSaves(log, first: parsed.first, last: parsed.last) { continue }
+                let mine = try Snapshot.transactions(transactions, device: device, schema: snapshot.schema, storeID: snapshot.storeID)
+                if log.header.deviceID == device, (try? log.transactions()) == mine { continue }
+                if inherited != nil { continue }
                 throw ChronicleError(.identityConflict, "the container holds other saves where this device's log \(blob.name.lastComponent) belongs")
             }
             try await container.delete(blob.name)
@@ -216,11 +245,19 @@ public struct Replayer: Sendable {
     /// which is how other devices find its logs. A registration made
     /// without an incarnation is given this snapshot's.
     public func register() async throws {
-        let name = ContainerLayout.deviceRegistration(store: snapshot.storeID, device: snapshot.deviceID)
-        let registration = DeviceRegistration(device: snapshot.deviceID, incarnation: incarnation)
+        try await register(nil)
+    }
+
+    /// Registers this device, or (without an incarnation: another copy may
+    /// hold that ID) an earlier ID of it whose logs it puts back.
+    private func register(_ inherited: DeviceID?) async throws {
+        let device = inherited ?? snapshot.deviceID
+        let incarnation = inherited == nil ? self.incarnation : nil
+        let name = ContainerLayout.deviceRegistration(store: snapshot.storeID, device: device)
+        let registration = DeviceRegistration(device: device, incarnation: incarnation)
         if let marker = try await container.readMarker(name) {
             if let incarnation, DeviceRegistration(bytes: marker.bytes)?.incarnation == nil {
-                _ = try? await container.replaceMarker(name, DeviceRegistration(device: snapshot.deviceID, incarnation: incarnation).bytes,
+                _ = try? await container.replaceMarker(name, DeviceRegistration(device: device, incarnation: incarnation).bytes,
                                                        expected: marker.version)
             }
             return

@@ -122,4 +122,75 @@ extension Snapshot {
             throw ChronicleError(.database, "carrying saves over failed: \(error)", underlying: error)
         }
     }
+
+    // MARK: Logs of earlier IDs
+
+    private static let createInherited = """
+        CREATE TABLE IF NOT EXISTS _chronicle_inherited (
+            device BLOB NOT NULL, sequence INTEGER NOT NULL, clock INTEGER NOT NULL, body BLOB NOT NULL,
+            log_first INTEGER NOT NULL, log_last INTEGER NOT NULL, PRIMARY KEY (device, sequence)
+        ) WITHOUT ROWID
+        """
+
+    /// Keeps the bodies of `old`'s saves in the logs `groups` (which the
+    /// container holds as `old` uploaded them), and whatever `old` itself
+    /// inherited, so that this snapshot can put those logs back if the
+    /// container loses or damages them: nobody else holds their bodies.
+    public func inherit(from old: Snapshot, groups: [(first: UInt64, last: UInt64)]) throws {
+        var rows: [(DeviceID, UInt64, Int64, Data, UInt64, UInt64)] = []
+        for group in groups {
+            guard let bodies = try old.outboxTransactions(first: group.first, last: group.last) else { continue }
+            for b in bodies { rows.append((old.deviceID, b.sequence, Int64(bitPattern: b.clock.rawValue), Data(b.body), group.first, group.last)) }
+        }
+        for device in try old.inheritedDevices() {
+            for group in try old.inheritedGroups(of: device) {
+                guard let bodies = try old.inheritedTransactions(of: device, first: group.0, last: group.1) else { continue }
+                for b in bodies { rows.append((device, b.sequence, Int64(bitPattern: b.clock.rawValue), Data(b.body), group.0, group.1)) }
+            }
+        }
+        try pool.write { db in
+            try db.execute(sql: Self.createInherited)
+            for r in rows {
+                try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_inherited (device, sequence, clock, body, log_first, log_last) VALUES (?, ?, ?, ?, ?, ?)",
+                               arguments: [r.0.rawValue, Int64(r.1), r.2, r.3, Int64(r.4), Int64(r.5)])
+            }
+        }
+    }
+
+    private func inheritedTableExists(_ db: Database) throws -> Bool {
+        try db.tableExists("_chronicle_inherited")
+    }
+
+    /// The earlier IDs whose logs this snapshot keeps.
+    public func inheritedDevices() throws -> [DeviceID] {
+        try pool.read { db in
+            guard try inheritedTableExists(db) else { return [] }
+            return try RecordID.fetchAll(db, sql: "SELECT DISTINCT device FROM _chronicle_inherited ORDER BY device").map(DeviceID.init)
+        }
+    }
+
+    /// The logs of `device` this snapshot keeps, as sequence ranges.
+    public func inheritedGroups(of device: DeviceID) throws -> [(UInt64, UInt64)] {
+        try pool.read { db in
+            guard try inheritedTableExists(db) else { return [] }
+            return try Row.fetchAll(db, sql: "SELECT DISTINCT log_first, log_last FROM _chronicle_inherited WHERE device = ? ORDER BY log_first",
+                                    arguments: [device.rawValue])
+                .map { (UInt64($0[0] as Int64), UInt64($0[1] as Int64)) }
+        }
+    }
+
+    /// The kept bodies of `device`'s saves `first...last`, or nil if any is missing.
+    public func inheritedTransactions(of device: DeviceID, first: UInt64, last: UInt64) throws -> [LogEncoder.EncodedTransaction]? {
+        try pool.read { db in
+            guard try inheritedTableExists(db) else { return nil }
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT sequence, clock, body FROM _chronicle_inherited WHERE device = ? AND sequence BETWEEN ? AND ? ORDER BY sequence
+                """, arguments: [device.rawValue, Int64(first), Int64(last)])
+            guard rows.count == Int(last - first + 1) else { return nil }
+            return rows.map {
+                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
+                                              body: [UInt8]($0[2] as Data))
+            }
+        }
+    }
 }

@@ -5,7 +5,20 @@ struct LogBitFlipFault: FaultInjector {
     let probability: Probability
 
     func step(_ run: Simulation) async throws {
-        if probability.draw(&run.random), let name = try await run.accounts[0].flipRandomBit() {
+        guard probability.draw(&run.random) else { return }
+        // Only logs some live device can put back: a log of a device ID no
+        // device holds any more (given up after its files went back in
+        // time) has no owner to repair it; that is the health monitor's
+        // work (see docs/simulation.md, "Faults that wait").
+        // A device whose files went back in time holds none of the bodies its
+        // ID uploaded after its copy was made: its ID has no owner either
+        // until it moves on.
+        let owned = Set(run.devices.filter { !$0.wentBackInTime }.compactMap { $0.store.map(SimulatedDevice.deviceID(of:)) })
+        let unowned = !run.devices.flatMap(\.retiredIDs).isEmpty || run.devices.contains(where: \.wentBackInTime)
+        if let name = try await run.accounts[0].flipRandomBit(where: { name in
+            guard unowned, let device = ContainerLayout.parseLog(name)?.device else { return true }
+            return owned.contains(device)
+        }) {
             run.note("bit flip in \(name.lastComponent)")
         }
     }
