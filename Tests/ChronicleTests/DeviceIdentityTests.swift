@@ -249,6 +249,34 @@ import Testing
         for s in [a, b] { try await s.close() }
     }
 
+    /// After a move, the device still holds the bodies of the logs its old ID
+    /// uploaded, and puts them back if the container loses them: nobody
+    /// else can.
+    @Test func aMovedDevicePutsBackItsOldIDsLogs() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        let b = try await world.open("b")
+        var notes = try await world.save(a, "a", 2)
+        try await a.sync()
+        try await a.close()
+        try world.copy("a", to: "a-backup")
+        a = try await world.open("a")
+        notes += try await world.save(a, "later", 2)
+        try await a.sync()
+        let old = a.deviceID
+        try await a.close()
+        try world.restore("a", from: "a-backup")
+        a = try await world.open("a")
+        #expect(try await a.sync().identityChange?.previous == old)
+        let oldLogs = try await world.container.listAll(prefix: ContainerLayout.logPrefix(store: a.storeID, device: old))
+        let first = try #require(oldLogs.first)
+        try await world.container.delete(first.name)
+        let repaired = try await a.sync().repairedLogs
+        #expect(repaired.contains(first.name), "\(repaired)")
+        try await Self.expectConverged(world, [a, b], notes: notes)
+        for s in [a, b] { try await s.close() }
+    }
+
     /// One process per device folder, and a new folder opened many times at
     /// once still gets one device ID.
     @Test func aDeviceFolderIsHeldByOneStoreAtATime() async throws {
