@@ -142,10 +142,16 @@ struct Simulate: AsyncParsableCommand {
                 summaries.append(summary)
                 if !summary.passed { failed.append(summary) }
                 if seeds > 1 && !output.json {
-                    FileHandle.standardError.write(Data("\rseed \(i + 1)/\(seeds), \(failed.count) failed".utf8))
+                    // A line rewritten in place on a terminal; when standard
+                    // error is a file or a pipe, a plain line every 10%.
+                    if isatty(STDERR_FILENO) != 0 {
+                        FileHandle.standardError.write(Data("\rseed \(i + 1)/\(seeds), \(failed.count) failed".utf8))
+                    } else if (i + 1) % max(1, seeds / 10) == 0 || i + 1 == seeds {
+                        FileHandle.standardError.write(Data("seed \(i + 1)/\(seeds), \(failed.count) failed\n".utf8))
+                    }
                 }
             }
-            if seeds > 1 && !output.json { FileHandle.standardError.write(Data("\n".utf8)) }
+            if seeds > 1 && !output.json && isatty(STDERR_FILENO) != 0 { FileHandle.standardError.write(Data("\n".utf8)) }
             if output.json {
                 try Report(seeds: seeds, passed: seeds - failed.count, failed: failed.count, swarm: swarm, results: summaries,
                            failures: failed.map { .init(seed: $0.seed, reproduce: reproduce($0.seed, overrides), violations: $0.violations) }).print()
