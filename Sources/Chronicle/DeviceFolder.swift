@@ -104,21 +104,53 @@ final class DeviceFolder: @unchecked Sendable {
 
     // MARK: Identity
 
-    /// Reads `device.json`, or nil if the folder has none yet.
+    /// The largest `device.json` read: it holds an ID or two.
+    static let identityFileLimit = 64 * 1024
+
+    /// Reads `device.json`, or nil if the folder has none yet. Reads only a
+    /// regular file (never through a link, never a FIFO) of at most
+    /// ``identityFileLimit`` bytes.
     func readIdentity() throws -> Identity? {
         let path = url.appendingPathComponent(Self.identityFile).path
-        guard let data = FileManager.default.contents(atPath: path) else {
-            if FileManager.default.fileExists(atPath: path) {
-                throw ChronicleError(.io, "cannot read \(path)")
-            }
-            return nil
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            let err = errno
+            if err == ENOENT { return nil }
+            throw ChronicleError(.io, "cannot read \(path): \(String(cString: strerror(err)))")
         }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+            throw ChronicleError(.malformedBody, "\(path) is not a regular file; it should hold the device's ID (move it aside to start this device afresh)")
+        }
+        guard Int(st.st_size) <= Self.identityFileLimit else {
+            throw ChronicleError(.malformedBody, "\(path) is \(st.st_size) bytes; a device file holds an ID and is far smaller (move it aside to start this device afresh)")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n >= 0 else { throw ChronicleError(.io, "cannot read \(path): \(String(cString: strerror(errno)))") }
         do {
-            return try JSONDecoder().decode(Identity.self, from: data)
+            return try JSONDecoder().decode(Identity.self, from: Data(bytes[0..<n]))
         } catch {
             throw ChronicleError(.malformedBody, "\(path) is not a valid device file (it names the device's ID): \(Self.describe(error)). "
                 + "Restore it from a backup, or move the folder aside to start this device afresh")
         }
+    }
+
+    /// The identity the folder's snapshots name, for a folder that lost its
+    /// `device.json`: the device of the snapshots there (if they agree).
+    func identityFromSnapshots() -> Identity? {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        var found: [(StoreID, DeviceID)] = []
+        for name in names where name.hasSuffix(".sqlite") && !name.hasSuffix(".next.sqlite") {
+            let path = url.appendingPathComponent(name).path
+            var st = stat()
+            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
+                  let identity = try? Snapshot.identity(at: path) else { continue }
+            found.append((identity.store, identity.device))
+        }
+        guard let first = found.first, found.allSatisfy({ $0.1 == first.1 }) else { return nil }
+        return Identity(device: first.1, store: found.count == 1 ? first.0 : nil, retired: nil)
     }
 
     /// Writes `device.json` atomically and durably.

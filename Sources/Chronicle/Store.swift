@@ -219,6 +219,11 @@ public actor Store {
                 if let wanted = configuration.deviceID, wanted != identity.device, !(identity.retired ?? []).contains(wanted) {
                     throw ChronicleError(.storeMismatch, "the device folder \(folder.url.path) belongs to device \(identity.device), not \(wanted)")
                 }
+            } else if let recovered = folder.identityFromSnapshots() {
+                // device.json was lost; the snapshots still say who this device is.
+                identity = recovered
+                configuration.logger.notice("device.json was missing; restored it from the folder's snapshot", metadata: ["chronicle.device": "\(recovered.device)"])
+                try folder.writeIdentity(identity)
             } else {
                 // The ID is on disk before anything is created under it.
                 identity = DeviceFolder.Identity(device: configuration.deviceID ?? .drawn(&random), store: nil, retired: nil)
@@ -315,7 +320,19 @@ public actor Store {
         }
         var random = SeededRandom(seed: seed ^ 0x5354_4F52_4549_4453)
         var generator = RecordIDGenerator(seed: random.next())
-        let candidate = known ?? StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
+        var candidate = known ?? StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
+        if known == nil {
+            // No pointer, but stores in the container (the pointer was lost,
+            // or a sync service has not delivered it yet): never start an
+            // empty store beside them.
+            let stores = try await container.listChildren(prefix: "").compactMap(StoreID.init(string:))
+            if stores.count == 1 {
+                candidate = stores[0]
+            } else if stores.count > 1 {
+                throw ChronicleError(.storeMismatch, "the container has no active-store pointer but holds \(stores.count) stores (\(stores.map(\.description).joined(separator: ", "))); "
+                    + "open a device that knows its store, or restore the pointer (markers/active-store)")
+            }
+        }
         do {
             _ = try await container.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(candidate)\"}".utf8))
             return candidate
@@ -432,8 +449,19 @@ public actor Store {
         let change = try await ensureOwnHistory()
         let uploaded = try await uploadMovingIfNeeded()
         pruneRetiredSnapshots()
-        let repaired = try await repairWindow()
-        let imported = try await replayer.importOnce()
+        // A repair that fails (a foreign entry where one of this device's
+        // logs belongs, an outage) does not keep the device from importing:
+        // it is reported with the import's failures.
+        var repairFailure: ImportReport.Failure?
+        var repaired: [ContainerName] = []
+        do {
+            repaired = try await repairWindow()
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            configuration.logger.warning("repairing own logs failed", metadata: ["chronicle.error": "\(error)"])
+            repairFailure = ImportReport.Failure(name: ContainerLayout.logPrefix(store: storeID, device: deviceID), device: deviceID, error: error)
+        }
+        var imported = try await replayer.importOnce()
+        if let repairFailure { imported.failures.append(repairFailure) }
         return SyncReport(uploadedLogs: uploaded.count, imported: imported, repairedLogs: repaired,
                           identityChange: uploaded.change ?? change)
     }

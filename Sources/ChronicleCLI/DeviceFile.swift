@@ -1,5 +1,8 @@
 import Chronicle
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `device.json` in a device directory, as the store keeps it: the device's
 /// ID and the store it last opened. Commands that only read a snapshot
@@ -17,6 +20,10 @@ struct DeviceFile: Codable {
         guard FileManager.default.fileExists(atPath: url.path) else {
             throw ChronicleError(.notFound, "\(directory.path) is not a device folder yet (run `chronicle save` or `chronicle sync` first)")
         }
+        var st = stat()
+        guard lstat(url.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size <= 64 * 1024 else {
+            throw ChronicleError(.malformedBody, "\(url.path) is not a device file (a regular file of at most 64 KiB naming the device)")
+        }
         do {
             return try JSONDecoder().decode(DeviceFile.self, from: Data(contentsOf: url))
         } catch {
@@ -30,6 +37,14 @@ struct DeviceFile: Codable {
         guard let store = file.store else {
             throw ChronicleError(.notFound, "\(directory.path) has no snapshot yet (run `chronicle save` or `chronicle sync` first)")
         }
-        return directory.appendingPathComponent("\(store).sqlite").path
+        let path = directory.appendingPathComponent("\(store).sqlite").path
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            throw ChronicleError(.notFound, "\(directory.path) has no snapshot of store \(store) (run `chronicle sync` first)")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            throw ChronicleError(.foreignEntry, "\(path) is not a regular file, where the device's snapshot belongs")
+        }
+        return path
     }
 }

@@ -273,6 +273,9 @@ final class DirectoryHandle: Sendable {
     /// Runs `body` holding an exclusive `flock(2)` on the lock file `name`
     /// (created if needed), which the kernel releases if the process dies.
     /// Two holders exclude each other across processes and within one.
+    /// How long a container lock is waited for.
+    static let lockWaitMilliseconds = 10_000
+
     func withLock<R>(_ name: String, _ body: () throws(ChronicleError) -> R) throws(ChronicleError) -> R {
         let file = openat(fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0o644)
         guard file >= 0 else {
@@ -285,8 +288,18 @@ final class DirectoryHandle: Sendable {
         guard fstat(file, &st) == 0 else { throw Self.posixError("stat lock \(pathOf(name))", errno) }
         let kind = EntryKind(mode: st.st_mode)
         guard kind == .regularFile else { throw foreign(name, kind, expected: "a lock file") }
-        while flock(file, LOCK_EX) != 0 {
-            guard errno == EINTR else { throw Self.posixError("lock \(pathOf(name))", errno) }
+        // Holders keep these locks for a few file operations; one held much
+        // longer is a stuck process or a hostile one. Wait a bounded time,
+        // then fail as unavailable (transient), never block for ever.
+        var waited = 0
+        while flock(file, LOCK_EX | LOCK_NB) != 0 {
+            let err = errno
+            guard err == EWOULDBLOCK || err == EINTR else { throw Self.posixError("lock \(pathOf(name))", err) }
+            guard waited < Self.lockWaitMilliseconds else {
+                throw ChronicleError(.unavailable, "\(pathOf(name)) in the container stayed locked by another process for \(Self.lockWaitMilliseconds / 1000) s; try again later")
+            }
+            usleep(5_000)
+            waited += 5
         }
         defer { flock(file, LOCK_UN) }
         return try body()

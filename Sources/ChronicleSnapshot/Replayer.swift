@@ -545,6 +545,13 @@ public struct ImportReport: Sendable {
         /// Why. ``ChronicleError/Code/isTransient`` and ``ChronicleError/Code/shortRead``
         /// (a blob not fully visible yet) may clear on a later pass.
         public var error: ChronicleError
+
+        /// Creates a failure.
+        public init(name: String, device: DeviceID, error: ChronicleError) {
+            self.name = name
+            self.device = device
+            self.error = error
+        }
     }
 
     /// A device whose next log is not visible yet.

@@ -226,31 +226,26 @@ public final class Snapshot: Sendable {
     /// that moment, the part of the WAL it still needs stays in the `-wal`
     /// file, synced, and the next checkpoint moves it.
     ///
-    /// - Throws: ``ChronicleError/Code/database`` if the checkpoint or the
-    ///   close fails; the database is closed in either case unless SQLite
-    ///   refused to close it.
+    /// - Throws: ``ChronicleError/Code/database`` if SQLite refuses to close
+    ///   the database. A checkpoint that fails (a full disk) is not an error:
+    ///   the saves stay in the `-wal`, which the next open reads.
     public func close() throws {
-        var failure: (any Error)?
-        do {
-            // TRUNCATE: copy every frame into the main file, sync it, and cut
-            // the WAL to zero bytes. SQLite would checkpoint on its own only
-            // when the last connection closes, but GRDB closes the writer
-            // before the read-only readers, and a reader cannot checkpoint.
-            try pool.writeWithoutTransaction { db in
-                // Closed already (a second close): nothing to do, as before.
-                guard db.sqliteConnection != nil else { return }
-                try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-            }
-        } catch {
-            failure = error
+        // TRUNCATE: copy every frame into the main file, sync it, and cut
+        // the WAL to zero bytes. SQLite would checkpoint on its own only
+        // when the last connection closes, but GRDB closes the writer
+        // before the read-only readers, and a reader cannot checkpoint.
+        // A checkpoint that fails (a full disk) loses nothing: every commit
+        // is in the WAL, which the next open reads, so it is not an error
+        // of the close (a save that committed must not be reported failed).
+        try? pool.writeWithoutTransaction { db in
+            // Closed already (a second close): nothing to do, as before.
+            guard db.sqliteConnection != nil else { return }
+            try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
         }
         do {
             try pool.close()
         } catch {
-            failure = failure ?? error
-        }
-        if let failure {
-            throw failure as? ChronicleError ?? ChronicleError(.database, "cannot close snapshot \(path): \(failure)")
+            throw ChronicleError(.database, "cannot close snapshot \(path): \(error)", underlying: error)
         }
     }
 }

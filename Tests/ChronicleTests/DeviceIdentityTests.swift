@@ -277,6 +277,50 @@ import Testing
         for s in [a, b] { try await s.close() }
     }
 
+    /// A folder that lost its device.json keeps its ID (the snapshot names
+    /// it); a container that lost its active-store pointer is joined, not
+    /// replaced by an empty store.
+    @Test func lostDeviceFileAndLostStorePointerLoseNothing() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        let notes = try await world.save(a, "a", 2)
+        try await a.sync()
+        let id = a.deviceID
+        let store = a.storeID
+        try await a.close()
+        try FileManager.default.removeItem(at: world.folder("a").appendingPathComponent("device.json"))
+        try FileManager.default.removeItem(at: world.root.appendingPathComponent("container/markers/active-store"))
+        a = try await world.open("a")
+        #expect(a.deviceID == id)
+        #expect(a.storeID == store)
+        let newcomer = try await world.open("new")
+        #expect(newcomer.storeID == store, "a new device joins the store the container holds")
+        try await Self.expectConverged(world, [a, newcomer], notes: notes)
+        for s in [a, newcomer] { try await s.close() }
+    }
+
+    /// A repair that cannot be done (a folder where one of the device's own
+    /// logs belongs) is reported, and the sync still imports the others.
+    @Test func aFailedRepairDoesNotStopImports() async throws {
+        let world = try World()
+        let a = try await world.open("a")
+        let b = try await world.open("b")
+        _ = try await world.save(a, "a", 1)
+        try await a.sync()
+        let name = ContainerLayout.log(store: a.storeID, device: a.deviceID, first: 1, last: 1)
+        let path = world.root.appendingPathComponent("container/blobs/\(name.rawValue)")
+        try FileManager.default.removeItem(at: path)
+        try FileManager.default.createDirectory(at: path, withIntermediateDirectories: false)
+        let fromB = try await world.save(b, "b", 1)
+        try await b.sync()
+        let report = try await a.sync()
+        #expect(report.status == .failed)
+        #expect(report.imported.failures.contains { $0.error.code == .foreignEntry })
+        #expect(report.imported.appliedLogs == 1)
+        #expect(try await a.values(of: "Note", id: fromB[0]) != nil)
+        for s in [a, b] { try await s.close() }
+    }
+
     /// One process per device folder, and a new folder opened many times at
     /// once still gets one device ID.
     @Test func aDeviceFolderIsHeldByOneStoreAtATime() async throws {
