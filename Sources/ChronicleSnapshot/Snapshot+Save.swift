@@ -60,7 +60,7 @@ extension Snapshot {
                 // the cap; a save whose own body is over it could never be
                 // imported, and every later save would wait behind it.
                 guard Self.fitsInOneLog(body.count, maxBodyBytes: maxBodyBytes) else {
-                    throw ChronicleError(.sizeOverCap, "this save's log would be \(body.count) bytes, over the \(maxBodyBytes)-byte limit every device reads; save large values in smaller pieces")
+                    throw ChronicleError(.sizeOverCap, "this save's log would be \(body.count) bytes (up to \(body.count + body.count / 255 + 16) once compressed), over the \(maxBodyBytes)-byte limit every device reads; save large values in smaller pieces")
                 }
                 try db.cachedStatement(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)").execute(arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(body)])
                 try setApplied(db, deviceID, sequence: sequence, clock: clock)
