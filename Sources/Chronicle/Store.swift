@@ -148,6 +148,10 @@ public actor Store {
         /// The acknowledged saves the container lacked, saved again under
         /// the new ID with their original clocks, in order.
         public var carriedOver: [CarriedSave]
+        /// Logs, and their transactions, the new ID's snapshot imported
+        /// from the container when it was built.
+        public var importedLogs = 0
+        public var importedTransactions = 0
     }
 
     /// The configuration the store was opened with.
@@ -462,6 +466,11 @@ public actor Store {
         }
         var imported = try await replayer.importOnce()
         if let repairFailure { imported.failures.append(repairFailure) }
+        // What the move to a new ID imported counts as this sync's import.
+        for moved in [change, uploaded.change].compactMap({ $0 }) {
+            imported.appliedLogs += moved.importedLogs
+            imported.appliedTransactions += moved.importedTransactions
+        }
         return SyncReport(uploadedLogs: uploaded.count, imported: imported, repairedLogs: repaired,
                           identityChange: uploaded.change ?? change)
     }
@@ -595,6 +604,8 @@ public actor Store {
         DeviceFolder.removeSnapshotFiles(nextPath)
         let next = try Self.openSnapshot(nextPath, storeID: storeID, device: newID, configuration)
         var mapping: [IdentityChange.CarriedSave] = []
+        var importedLogs = 0
+        var importedTransactions = 0
         do {
             // What of the old ID's saves the container lacks.
             var (carried, through, ours) = try await savesMissingFromContainer(old)
@@ -604,7 +615,9 @@ public actor Store {
             builder.baselineWait = .zero
             // What the container adds to what the app saw is news to it.
             builder.eventSink = { [hub] events in hub.publish(events) }
-            _ = try await builder.importOnce()
+            let built = try await builder.importOnce()
+            importedLogs = built.appliedLogs
+            importedTransactions = built.appliedTransactions
             // From here on nothing awaits: saves made on the old snapshot
             // while the container was read are carried too.
             let own = try old.ownSequence()
@@ -633,8 +646,8 @@ public actor Store {
         current.withLock { $0 = fresh }
         replayer = try Self.makeReplayer(fresh, configuration: configuration, hub: hub, random: &random)
         historyChecked = true
-        let change = IdentityChange(previous: old.deviceID, current: newID, reason: reason,
-                                    carriedOver: mapping)
+        let change = IdentityChange(previous: old.deviceID, current: newID, reason: reason, carriedOver: mapping,
+                                    importedLogs: importedLogs, importedTransactions: importedTransactions)
         identityChanges.append(change)
         return change
     }
