@@ -78,11 +78,13 @@ public struct Replayer: Sendable {
             // Nothing at the name: the conflict is another log overlapping
             // these sequences (a container refuses those too).
             let existing = try? await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-            if let existing, let log = try? decoder.open(existing), let parsed = ContainerLayout.parseLog(name),
-               try sameSaves(log, first: parsed.first, last: parsed.last) {
+            let verified = existing.flatMap { try? decoder.open($0) }
+            if let verified, let parsed = ContainerLayout.parseLog(name),
+               let mine = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last),
+               try holds(verified, device: snapshot.deviceID, mine) {
                 return
             }
-            if existing == nil || (try? decoder.open(existing!)) != nil {
+            if existing == nil || verified != nil {
                 throw ChronicleError(.identityConflict, "the container already holds other saves where this device's log \(name.lastComponent) belongs", underlying: error)
             }
             try await container.delete(name)
@@ -91,10 +93,11 @@ public struct Replayer: Sendable {
         }
     }
 
-    /// Whether a verified log holds exactly this device's saves `first...last`.
-    private func sameSaves(_ log: VerifiedLog, first: UInt64, last: UInt64) throws -> Bool {
-        guard log.header.deviceID == snapshot.deviceID, let mine = try snapshot.ownTransactions(first: first, last: last) else { return false }
-        return (try? log.transactions()) == mine
+    /// Whether a verified log holds exactly the saves `bodies` of `device`
+    /// (the same saves, whatever bytes another encoder gave them).
+    private func holds(_ log: VerifiedLog, device: DeviceID, _ bodies: [LogEncoder.EncodedTransaction]) throws -> Bool {
+        guard log.header.deviceID == device else { return false }
+        return (try? log.transactions()) == (try Snapshot.transactions(bodies, device: device, schema: snapshot.schema, storeID: snapshot.storeID))
     }
 
     /// Whether the container holds history of this device's ID that this
@@ -228,8 +231,7 @@ public struct Replayer: Sendable {
             if let stored, let log = try? decoder.open(stored) {
                 // Other bytes that verify: the same saves encoded otherwise
                 // (another LZ4 build), or someone else's saves.
-                let mine = try Snapshot.transactions(transactions, device: device, schema: snapshot.schema, storeID: snapshot.storeID)
-                if log.header.deviceID == device, (try? log.transactions()) == mine { continue }
+                if try holds(log, device: device, transactions) { continue }
                 if inherited != nil { continue }
                 throw ChronicleError(.identityConflict, "the container holds other saves where this device's log \(blob.name.lastComponent) belongs")
             }
