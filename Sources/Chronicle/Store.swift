@@ -618,6 +618,9 @@ public actor Store {
             let built = try await builder.importOnce()
             importedLogs = built.appliedLogs
             importedTransactions = built.appliedTransactions
+            // The old ID's logs that only the container holds: the new ID
+            // keeps their bodies too, to put them back after a wipe.
+            let orphans = try await logsOnlyInContainer(of: old.deviceID, besides: ours)
             // From here on nothing awaits: saves made on the old snapshot
             // while the container was read are carried too.
             let own = try old.ownSequence()
@@ -627,6 +630,7 @@ public actor Store {
             }
             let clocks = Dictionary(carried.map { ($0.sequence, $0.clock) }, uniquingKeysWith: { a, _ in a })
             try next.inherit(from: old, groups: ours)
+            try next.inherit(logs: orphans, of: old.deviceID)
             mapping = try next.adopt(carried).map { IdentityChange.CarriedSave(old: $0.old, new: $0.new, clock: clocks[$0.old] ?? .zero) }
             try next.close()
             var identity = try folder.readIdentity() ?? DeviceFolder.Identity(device: old.deviceID, store: storeID, retired: nil)
@@ -688,6 +692,25 @@ public actor Store {
             missing += try old.ownTransactions(first: UInt64(range.lowerBound), last: UInt64(range.upperBound - 1)) ?? []
         }
         return (missing, own, ours)
+    }
+
+    /// The logs of `device` in the container, other than `besides`, that
+    /// verify: what its files uploaded and no longer hold. Logs that do not
+    /// verify are left to the importers' failure reports.
+    private func logsOnlyInContainer(of device: DeviceID, besides: [(first: UInt64, last: UInt64)]) async throws -> [(first: UInt64, last: UInt64, transactions: [Transaction])] {
+        let known = Set(besides.map { "\($0.first)-\($0.last)" })
+        let decoder = LogDecoder(schema: snapshot.schema, limits: configuration.limits)
+        var logs: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
+        for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {
+            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device,
+                  !known.contains("\(parsed.first)-\(parsed.last)"),
+                  let verified = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)),
+                  verified.header.deviceID == device,
+                  let transactions = try? verified.transactions(),
+                  transactions.map(\.sequence) == Array(parsed.first...parsed.last) else { continue }
+            logs.append((parsed.first, parsed.last, transactions))
+        }
+        return logs
     }
 
     /// Imports other devices' logs only.

@@ -174,8 +174,7 @@ extension SimulationOptions {
         }
 
         /// The range `--swarm` draws the rate from, or nil when swarm mode
-        /// keeps the rate as given (the device-folder faults, until they are
-        /// enabled by default).
+        /// keeps the rate as given.
         public var swarmRange: ClosedRange<Double>? {
             switch self {
             case .sync: 0.05...0.6
@@ -188,7 +187,9 @@ extension SimulationOptions {
             case .accountSwitch: 0...0.02
             case .torn: 0...0.2
             case .lostUpload: 0...0.1
-            case .folderRestore, .folderTwin, .lostWAL: nil
+            case .folderRestore: 0...0.01
+            case .folderTwin: 0...0.005
+            case .lostWAL: 0...0.01
             }
         }
     }

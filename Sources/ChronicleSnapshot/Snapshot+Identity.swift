@@ -157,6 +157,24 @@ extension Snapshot {
         }
     }
 
+    /// Keeps the bodies of logs of `device` (an earlier ID of this device)
+    /// that only the container holds: logs its files uploaded and then lost
+    /// (a restored folder, a lost `-wal`). Their saves were acknowledged;
+    /// once the earlier ID is retired, nobody else would put them back.
+    public func inherit(logs: [(first: UInt64, last: UInt64, transactions: [Transaction])], of device: DeviceID) throws {
+        guard !logs.isEmpty else { return }
+        try pool.write { db in
+            try db.execute(sql: Self.createInherited)
+            for log in logs {
+                for t in log.transactions {
+                    try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_inherited (device, sequence, clock, body, log_first, log_last) VALUES (?, ?, ?, ?, ?, ?)",
+                                   arguments: [device.rawValue, Int64(t.sequence), Int64(bitPattern: t.clock.rawValue), Data(LogEncoder.body(of: t)),
+                                               Int64(log.first), Int64(log.last)])
+                }
+            }
+        }
+    }
+
     private func inheritedTableExists(_ db: Database) throws -> Bool {
         try db.tableExists("_chronicle_inherited")
     }

@@ -29,6 +29,22 @@ import Testing
         #expect(summary.passed, "\(summary.violations)")
     }
 
+    /// Pinned: a device whose files lost their `-wal` after uploading moved
+    /// to a new ID without keeping the bodies of the logs only the container
+    /// still held; a wipe then lost those acknowledged saves for every
+    /// device that had not imported them yet. Found by the first swarm sweep
+    /// with the device-folder faults on (6 of 200 seeds).
+    /// Reproduce: `chronicle simulate --seed 0x1a --swarm --devices 5 --saves 20 --verbose`.
+    @Test func aMovedDeviceKeepsTheLogsItsFilesForgot() async throws {
+        var base = SimulationOptions()
+        base.devices = 5
+        base.savesPerDevice = 20
+        for seed: UInt64 in [0x1a, 0x5] {
+            let summary = try await Simulation(seed: seed, options: .swarm(seed: seed, base: base)).run()
+            #expect(summary.passed, "seed \(seed): \(summary.violations)")
+        }
+    }
+
     @Test func theSameSeedGivesTheSameRun() async throws {
         let a = try await Simulation(seed: 77, options: SimulationOptions()).run()
         let b = try await Simulation(seed: 77, options: SimulationOptions()).run()

@@ -279,6 +279,38 @@ import Testing
         for s in [a, b] { try await s.close() }
     }
 
+    /// The logs the old ID uploaded after the copy was taken are held by the
+    /// container alone once the folder is restored (the files forgot them).
+    /// The moved device keeps their bodies too: after a wipe of those logs,
+    /// it puts them back, and a device that never saw them still gets them.
+    @Test func aMovedDevicePutsBackTheLogsItsFilesForgot() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        var notes = try await world.save(a, "a", 2)
+        try await a.sync()
+        try await a.close()
+        try world.copy("a", to: "a-backup")
+        a = try await world.open("a")
+        notes += try await world.save(a, "forgotten", 3)
+        try await a.sync()
+        let old = a.deviceID
+        try await a.close()
+        try world.restore("a", from: "a-backup")
+        a = try await world.open("a")
+        #expect(try await a.sync().identityChange?.previous == old)
+        // The old ID's logs newer than the copy: the container alone held them.
+        let oldLogs = try await world.container.listAll(prefix: ContainerLayout.logPrefix(store: a.storeID, device: old))
+        let forgotten = oldLogs.filter { (ContainerLayout.parseLog($0.name)?.first ?? 0) > 2 }
+        #expect(!forgotten.isEmpty)
+        for blob in forgotten { try await world.container.delete(blob.name) }
+        let repaired = try await a.sync().repairedLogs
+        #expect(Set(repaired).isSuperset(of: forgotten.map(\.name)), "\(repaired)")
+        // A device that never saw those logs gets them from the container.
+        let b = try await world.open("b")
+        try await Self.expectConverged(world, [a, b], notes: notes)
+        for s in [a, b] { try await s.close() }
+    }
+
     /// A folder that lost its device.json keeps its ID (the snapshot names
     /// it); a container that lost its active-store pointer is joined, not
     /// replaced by an empty store.
