@@ -71,7 +71,7 @@ public struct ContainerInventory: Sendable {
         } while cursor != nil
         markers = try await container.listMarkers(prefix: "")
         foreignEntries = try await container.foreignEntries()
-        problems = foreignEntries.map(ContainerProblem.init) + overlapping
+        problems = foreignEntries.map(ContainerProblem.init) + overlapping + overlaps.gaps.map(ContainerProblem.init)
     }
 
     private mutating func count(_ blob: BlobInfo) {

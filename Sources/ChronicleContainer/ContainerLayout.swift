@@ -80,9 +80,16 @@ public enum ContainerLayout {
     /// order: a device's logs sort by first then last sequence, so an
     /// overlap shows as a log starting at or before the furthest sequence
     /// an earlier log of its device reached. Holds one device at a time.
+    ///
+    /// It also collects ``gaps``: sequences of a device that no log holds
+    /// although a later log of that device is there. Chronicle never
+    /// removes a log, and a device uploads its logs in order, so a gap is a
+    /// lost log, or one a sync service has not delivered yet.
     public struct LogOverlapScan: Sendable {
         private var device: String?
         private var reach: (last: UInt64, name: ContainerName)?
+        /// The gaps met so far, in name order.
+        public private(set) var gaps: [LogGap] = []
 
         /// Creates a scan.
         public init() {}
@@ -98,9 +105,21 @@ public enum ContainerLayout {
             }
             var overlap: LogOverlap?
             if let reach, parsed.first <= reach.last { overlap = LogOverlap(earlier: reach.name, later: name) }
+            let expected = (reach?.last ?? 0) + 1
+            if parsed.first > expected { gaps.append(LogGap(device: parsed.device, missing: expected...(parsed.first - 1), next: name)) }
             if reach == nil || parsed.last > reach!.last { reach = (parsed.last, name) }
             return overlap
         }
+    }
+
+    /// Sequences of one device that no log holds, before the log `next`.
+    public struct LogGap: Sendable, Hashable {
+        /// The device.
+        public var device: DeviceID
+        /// The sequences no log holds.
+        public var missing: ClosedRange<UInt64>
+        /// The first log after them.
+        public var next: ContainerName
     }
 
     /// The prefix of the baselines of `store`.

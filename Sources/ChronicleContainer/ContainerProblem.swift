@@ -9,7 +9,8 @@ public struct ContainerProblem: Sendable, CustomStringConvertible {
     public var name: String
     /// What is wrong: ``ChronicleError/Code/foreignEntry`` for an entry that
     /// is not Chronicle's, ``ChronicleError/Code/blobConflict`` for
-    /// overlapping logs, the decoder's code for a damaged log.
+    /// overlapping logs, ``ChronicleError/Code/notFound`` for a device's
+    /// missing sequences, the decoder's code for a damaged log.
     public var error: ChronicleError
 
     /// Creates a problem.
@@ -23,6 +24,14 @@ public struct ContainerProblem: Sendable, CustomStringConvertible {
     /// The problem of a foreign entry, named by its path.
     init(_ foreign: ForeignEntry) {
         self.init(name: foreign.path, error: ChronicleError(.foreignEntry, foreign.explanation))
+    }
+
+    /// The problem of a device's missing sequences, named by the log after them.
+    init(_ gap: ContainerLayout.LogGap) {
+        let missing = gap.missing.count == 1 ? "sequence \(gap.missing.lowerBound)" : "sequences \(gap.missing.lowerBound)...\(gap.missing.upperBound)"
+        self.init(name: gap.next.rawValue, error: ChronicleError(
+            .notFound, "no log holds device \(gap.device)'s \(missing), although this later log is there: devices importing it stop before the gap. "
+                + "A log a sync service has not delivered yet closes it by itself; a lost one is put back by its device's next sync"))
     }
 
     /// The problem of two overlapping logs, named by the later one.

@@ -3,7 +3,8 @@ import ChronicleCore
 /// Every log and baseline part of a container checked whole: read under the
 /// decoder's cap, verified (header, checksums, decompression, every change),
 /// and compared with its name; plus every entry that is not Chronicle's and
-/// every pair of overlapping logs of one device. `chronicle verify` prints
+/// every pair of overlapping logs of one device, and every device's
+/// sequences that no log holds although later ones are there. `chronicle verify` prints
 /// it and exits 1 when ``problems`` is not empty; a health monitor can run
 /// it on any backend.
 ///
@@ -54,6 +55,7 @@ public struct ContainerVerification: Sendable {
             cursor = page.count == pageSize ? page.last?.name : nil
         } while cursor != nil
         problems += foreign.map(ContainerProblem.init)
+        problems += overlaps.gaps.map(ContainerProblem.init)
     }
 
     /// Reads and verifies one blob: its size, or what is wrong.

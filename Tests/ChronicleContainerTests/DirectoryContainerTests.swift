@@ -273,21 +273,50 @@ import Glibc
     @Test func verificationAndInventoryReportOverlapsAndForeignEntries() async throws {
         let c = try open()
         let encoder = LogEncoder(storeID: store)
-        let two = try encoder.encode([Transaction(deviceID: device, sequence: 2, clock: HybridTimestamp(rawValue: 1 << 16), schemaHash: 0, changes: [])])
-        try await c.put(log(2, 2), two)
+        for sequence: UInt64 in [1, 2] {
+            let bytes = try encoder.encode([Transaction(deviceID: device, sequence: sequence, clock: HybridTimestamp(rawValue: sequence << 16), schemaHash: 0, changes: [])])
+            try await c.put(log(sequence, sequence), bytes)
+        }
         // A second log of the device for sequences 2...3, delivered past the put check.
         let folder = path("blobs/\(log(2, 3))")
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: folder))
         #expect(mkfifo(path("blobs/\(log(4, 4))"), 0o644) == 0)
         let verification = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
         #expect(!verification.passed)
-        #expect(verification.valid == 1, "\(verification.problems)")
+        #expect(verification.valid == 2, "\(verification.problems)")
         let byName = Dictionary(grouping: verification.problems, by: \.name).mapValues { $0.map(\.error.code) }
         #expect(byName[log(2, 3).rawValue]?.contains(.blobConflict) == true, "\(verification.problems)")
         #expect(byName["blobs/\(log(4, 4))"] == [.foreignEntry], "\(verification.problems)")
         #expect(byName[log(4, 4).rawValue] == nil, "a foreign entry is reported once")
         let inventory = try await ContainerInventory(of: c)
         #expect(inventory.problems.map(\.error.code).sorted { $0.name < $1.name } == [.blobConflict, .foreignEntry])
-        #expect(inventory.stores["\(store)"]?.devices[device]?.logs == 3)
+        #expect(inventory.stores["\(store)"]?.devices[device]?.logs == 4)
+    }
+
+    /// Sequences of a device that no log holds, before one that is there
+    /// (a lost log; readers stop before it), are problems for both reports.
+    @Test func verificationAndInventoryReportMissingSequences() async throws {
+        let c = try open()
+        let encoder = LogEncoder(storeID: store)
+        func put(_ first: UInt64, _ last: UInt64) async throws {
+            let transactions = (first...last).map { Transaction(deviceID: device, sequence: $0, clock: HybridTimestamp(rawValue: $0 << 16), schemaHash: 0, changes: []) }
+            try await c.put(log(first, last), try encoder.encode(transactions))
+        }
+        try await put(1, 2)
+        try await put(3, 4)
+        #expect(try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil)).passed, "no gap yet")
+        try await put(8, 9)
+        try await put(10, 10)
+        let verification = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
+        #expect(verification.valid == 4)
+        #expect(verification.problems.map(\.name) == [log(8, 9).rawValue], "\(verification.problems)")
+        #expect(verification.problems.first?.error.code == .notFound)
+        #expect(verification.problems.first?.error.message.contains("sequences 5...7") == true, "\(verification.problems)")
+        let inventory = try await ContainerInventory(of: c)
+        #expect(inventory.problems.map(\.name) == [log(8, 9).rawValue])
+        // A device whose first log is missing: nothing of it can be imported.
+        try await c.delete(log(1, 2))
+        let again = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
+        #expect(again.problems.map(\.name) == [log(3, 4).rawValue, log(8, 9).rawValue], "\(again.problems)")
     }
 }
