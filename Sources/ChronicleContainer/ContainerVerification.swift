@@ -41,7 +41,16 @@ public struct ContainerVerification: Sendable {
             let page = try await container.list(prefix: "", after: cursor, limit: pageSize)
             for blob in page {
                 if let overlap = overlaps.next(blob.name) { problems.append(ContainerProblem(overlap)) }
-                guard blob.name.rawValue.hasSuffix(".chlog") || blob.name.rawValue.hasSuffix(".chbase") else { continue }
+                guard blob.name.rawValue.hasSuffix(".chlog") || blob.name.rawValue.hasSuffix(".chbase") else {
+                    // Chronicle writes logs and baseline parts only: anything
+                    // else (a file where a shard folder belongs, a stray copy)
+                    // is not what readers expect there.
+                    if !foreignPaths.contains("blobs/" + blob.name.rawValue) {
+                        problems.append(ContainerProblem(name: blob.name.rawValue, error: ChronicleError(
+                            .foreignEntry, "a blob that is neither a log nor a baseline part: Chronicle did not write it, and no device reads it")))
+                    }
+                    continue
+                }
                 switch await Self.verify(blob.name, in: container, decoder: decoder) {
                 case .success(let size):
                     valid += 1

@@ -314,6 +314,11 @@ import Glibc
         #expect(verification.problems.first?.error.message.contains("sequences 5...7") == true, "\(verification.problems)")
         let inventory = try await ContainerInventory(of: c)
         #expect(inventory.problems.map(\.name) == [log(8, 9).rawValue])
+        // A file where a shard folder belongs is no log either.
+        try Data([1]).write(to: URL(fileURLWithPath: path("blobs/\(store)/logs/\(device)/stray")))
+        let stray = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
+        #expect(stray.problems.contains { $0.name == "\(store)/logs/\(device)/stray" && $0.error.code == .foreignEntry }, "\(stray.problems)")
+        try FileManager.default.removeItem(atPath: path("blobs/\(store)/logs/\(device)/stray"))
         // A device whose first log is missing: nothing of it can be imported.
         try await c.delete(log(1, 2))
         let again = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
