@@ -23,9 +23,13 @@ final class SimulatedDevice {
     var folderCopy: (account: Int, url: URL)?
     /// The device whose folder this one copied, if it is a twin.
     var twinOf: Int?
-    /// Whether its files went back in time (a restore, a lost `-wal`) and
-    /// it has not synced since: it has not met the container yet.
-    var wentBackInTime = false
+    /// The accounts whose folder went back in time (a restore, a lost
+    /// `-wal`) and has not synced since: it has not met that account's
+    /// container yet. A sync on another account does not count.
+    var behindOn: Set<Int> = []
+    /// Whether the files of some account went back in time and have not met
+    /// their container since.
+    var wentBackInTime: Bool { !behindOn.isEmpty }
     /// Device IDs it gave up (its store moved to a new one).
     var retiredIDs: [DeviceID] = []
     /// How many of its open store's ``Store/identityChanges`` the ledger has taken in.

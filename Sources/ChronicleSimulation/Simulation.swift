@@ -232,7 +232,7 @@ public final class Simulation {
         do {
             if options.devicesRepairTheirLogs && d.syncs % 4 == 0 { try await store.repairOwnLogs() }
             let report = try await store.sync()
-            d.wentBackInTime = false
+            d.behindOn.remove(d.account)
             await absorbIdentityChanges(d)
             note("device \(d.number) synced: up \(report.uploadedLogs), in \(report.imported.appliedLogs)"
                  + (report.imported.failures.isEmpty ? "" : ", \(report.imported.failures.count) failed (\(report.imported.failures.map(\.error.code.name).joined(separator: ",")))"))

@@ -45,6 +45,19 @@ import Testing
         }
     }
 
+    /// Pinned: the harness let a wipe or a bit flip destroy the container's
+    /// only copy of saves whose device's files had gone back in time,
+    /// against its own rule ("Faults that wait" in docs/simulation.md): a
+    /// sync on another account marked the files as caught up (0x121), and a
+    /// twin copied from such files was taken for up to date (0x136).
+    /// Reproduce: `chronicle simulate --seed 0x121 --swarm --devices 5 --saves 20 --verbose`.
+    @Test func faultsWaitForFilesThatAreBehind() async throws {
+        for seed: UInt64 in [0x121, 0x136] {
+            let summary = try await Simulation(seed: seed, options: .swarm(seed: seed)).run()
+            #expect(summary.passed, "seed \(seed): \(summary.violations)")
+        }
+    }
+
     @Test func theSameSeedGivesTheSameRun() async throws {
         let a = try await Simulation(seed: 77, options: SimulationOptions()).run()
         let b = try await Simulation(seed: 77, options: SimulationOptions()).run()

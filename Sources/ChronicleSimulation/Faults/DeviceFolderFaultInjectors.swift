@@ -39,7 +39,7 @@ struct FolderRestoreFault: FaultInjector {
             try FileManager.default.moveItem(at: copy.url, to: d.folder)
         }
         d.folderCopy = nil
-        d.wentBackInTime = true
+        d.behindOn.insert(d.account)
         run.deviceFaults.folderRestores += 1
         run.note("device \(d.number)'s folder restored from its older copy")
     }
@@ -66,6 +66,8 @@ struct FolderTwinFault: FaultInjector {
         twin.online = d.online
         twin.saves = d.saves
         twin.twinOf = d.index
+        // A copy of files that are behind the container is behind it too.
+        twin.behindOn = d.behindOn
         try await run.open(twin)
         run.devices.append(twin)
         run.deviceFaults.folderTwins += 1
@@ -100,7 +102,7 @@ struct LostWALFault: FaultInjector {
                 try FileManager.default.removeItem(atPath: path + suffix)
             }
         }
-        d.wentBackInTime = true
+        d.behindOn.insert(d.account)
         run.deviceFaults.lostWALs += 1
         run.note("device \(d.number) lost its snapshot's -wal (\(walBytes) bytes)")
     }
