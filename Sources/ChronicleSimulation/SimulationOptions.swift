@@ -39,15 +39,15 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
 
     /// Chance per step that a device's folder is copied (when it has no copy
     /// yet) or, once everything it saved is in the container, replaced by
-    /// that older copy, as a backup restore does. Off by default.
-    public var folderRestoreProbability: Probability = 0
+    /// that older copy, as a backup restore does.
+    public var folderRestoreProbability: Probability = 0.003
     /// Chance per step that a device's folder is copied to a new device that
     /// opens it (the same device ID on disk) and runs the workload beside the
-    /// original. Off by default.
-    public var folderTwinProbability: Probability = 0
+    /// original (at most two a run).
+    public var folderTwinProbability: Probability = 0.002
     /// Chance per step that a device, once everything it saved is in the
-    /// container, loses its snapshot's `-wal` file (and `-shm`). Off by default.
-    public var lostWALProbability: Probability = 0
+    /// container, loses its snapshot's `-wal` file (and `-shm`).
+    public var lostWALProbability: Probability = 0.003
 
     /// Whether devices can put back their own logs that are missing or
     /// damaged. Every sync does so; turning this off also stops the extra
@@ -57,8 +57,7 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
     /// violations (a control for the checkers themselves).
     public var devicesRepairTheirLogs = true
 
-    /// Creates the default options: every fault kind on except the
-    /// device-folder ones.
+    /// Creates the default options: every fault kind on.
     public init() {}
 
     /// No faults at all.

@@ -2,9 +2,8 @@ import Chronicle
 @testable import ChronicleSimulation
 import Testing
 
-/// The device-folder faults inject and count. Until stores notice files
-/// that went back in time, runs with them report violations: these tests
-/// check that the faults happen, not that the run passes.
+/// The device-folder faults inject and count, and runs with them pass:
+/// stores notice files that went back in time and move to a new device ID.
 @Suite struct DeviceFolderFaultTests {
     static func options(_ rate: SimulationOptions.Rate, _ probability: Probability) -> SimulationOptions {
         var options = SimulationOptions.calm
@@ -18,6 +17,7 @@ import Testing
         let simulation = Simulation(seed: 2, options: Self.options(.folderRestore, 0.2), verbose: true)
         let summary = try await simulation.run()
         #expect(summary.faults.folderRestores > 0)
+        #expect(summary.passed, "\(summary.violations)")
         #expect(simulation.events.contains { $0.hasSuffix("'s folder copied (a backup)") })
         #expect(simulation.events.filter { $0.hasSuffix("'s folder restored from its older copy") }.count == summary.faults.folderRestores)
     }
@@ -32,6 +32,7 @@ import Testing
         }
         let summary = try await simulation.run()
         #expect(summary.faults.folderTwins == FolderTwinFault.maxTwins)
+        #expect(summary.passed, "\(summary.violations)")
         #expect(twins == [3, 4])
         // Twins save too: their saves are in the ledger like any other's.
         #expect(simulation.events.contains { $0.hasPrefix("[") && $0.contains("device 4 saved") })
@@ -42,6 +43,7 @@ import Testing
         let simulation = Simulation(seed: 2, options: Self.options(.lostWAL, 0.1), verbose: true)
         let summary = try await simulation.run()
         #expect(summary.faults.lostWALs > 0)
+        #expect(summary.passed, "\(summary.violations)")
         let lost = simulation.events.filter { $0.contains("lost its snapshot's -wal") }
         #expect(lost.count == summary.faults.lostWALs)
         // The -wal held saves: something went back in time.
@@ -49,8 +51,8 @@ import Testing
     }
 
     /// The device-folder faults draw from a stream of their own: with them
-    /// on, a seed's runs are still the same, and with them off (the default)
-    /// the rest of the run does not move.
+    /// on, a seed's runs are still the same, and with them off the rest of
+    /// the run's draws do not move.
     @Test func folderFaultRunsAreReproducible() async throws {
         var options = Self.options(.folderRestore, 0.1)
         options.folderTwinProbability = 0.05
@@ -59,5 +61,6 @@ import Testing
         let b = try await Simulation(seed: 8, options: options).run()
         #expect(a == b)
         #expect(a.faults.folderRestores + a.faults.folderTwins + a.faults.lostWALs > 0)
+        #expect(a.passed, "\(a.violations)")
     }
 }

@@ -98,10 +98,9 @@ import Testing
         // Every fault kind actually happened somewhere in the sweep.
         for (kind, n) in [("delayed", totals.delayedBlobs), ("torn", totals.tornBlobs), ("lost", totals.lostUploads),
                           ("bit flips", totals.bitFlips), ("outages", totals.outages), ("wipes", totals.wipes),
-                          ("crashes", totals.crashes), ("offline", totals.offlinePeriods), ("account switches", totals.accountSwitches)] {
+                          ("crashes", totals.crashes), ("offline", totals.offlinePeriods), ("account switches", totals.accountSwitches),
+                          ("folder restores", totals.folderRestores), ("folder twins", totals.folderTwins), ("lost WALs", totals.lostWALs)] {
             #expect(n > 0, "no \(kind) in \(count) seeds")
         }
-        // The device-folder faults are off by default.
-        #expect(totals.folderRestores + totals.folderTwins + totals.lostWALs == 0)
     }
 }
