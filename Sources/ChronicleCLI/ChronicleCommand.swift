@@ -8,7 +8,7 @@ struct ChronicleCommand: AsyncParsableCommand {
         commandName: "chronicle",
         abstract: "Operate Chronicle stores: save, sync, query, inspect and verify containers and logs.",
         discussion: """
-            A device keeps its snapshot in a device directory; devices share a container directory,
+            A device keeps its snapshot in a device directory; devices share a container directory, \
             made once with `chronicle init --container DIR`.
             Every command takes --help, and every one but `dump` (which always prints JSON) takes \
             --json: one JSON value on standard output, an error as {"error": {"code": ..., "message": ...}} \

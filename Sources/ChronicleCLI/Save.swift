@@ -11,7 +11,12 @@ struct Save: AsyncParsableCommand {
               {"op": "insert", "entity": "Book", "id": "<uuid>", "values": {...}}
               {"op": "update", "entity": "Book", "id": "<uuid>", "values": {"pages": 413}}
               {"op": "delete", "entity": "Book", "id": "<uuid>"}
-            Values use the JSON forms in docs/values.md. Prints the sequence and the IDs of inserted records.
+            Values use the JSON forms in docs/values.md; dates are ISO 8601 with Z or an offset \
+            (2026-01-31T14:00:00.5+02:00), or integer microseconds.
+            A line that means nothing is refused, with its line and column, and nothing is saved (exit 1): \
+            a key given twice, a key other than op, entity, id and values, values on a delete, \
+            an update without values, an id that is not a UUID string.
+            Prints the sequence the save committed as and the IDs of inserted records. \
             The save is durable when the command exits; run `chronicle sync` to upload it.
             """)
 

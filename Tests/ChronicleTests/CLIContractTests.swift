@@ -226,7 +226,7 @@ struct CLIContractTests {
         var read: [String] = []
         for line in printed.dropFirst() {
             let fields = line.split(separator: "\t", omittingEmptySubsequences: false)
-            #expect(fields.count == 3, "\(line)")
+            try #require(fields.count == 3, "\(line)")
             #expect(fields[1] == "\\N" && fields[2] == "a\\tb")
             read.append(unescape(fields[0]))
         }
