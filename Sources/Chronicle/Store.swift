@@ -448,10 +448,14 @@ public actor Store {
     /// did not write (they were restored from an older copy, copied to a
     /// second machine, or lost), the device first moves to a new ID: see
     /// ``SyncReport/identityChange``. No sequence number is ever written twice.
+    ///
+    /// - Parameter progress: told how far the upload and the import have
+    ///   got, after each log uploaded, baseline part applied and batch of
+    ///   logs imported (from the store's actor: keep it short).
     @discardableResult
-    public func sync() async throws -> SyncReport {
+    public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncReport {
         let change = try await ensureOwnHistory()
-        let uploaded = try await uploadMovingIfNeeded()
+        let uploaded = try await uploadMovingIfNeeded(progress: progress)
         pruneRetiredSnapshots()
         // A repair that fails (a foreign entry where one of this device's
         // logs belongs, an outage) does not keep the device from importing:
@@ -464,7 +468,7 @@ public actor Store {
             configuration.logger.warning("repairing own logs failed", metadata: ["chronicle.error": "\(error)"])
             repairFailure = ImportReport.Failure(name: ContainerLayout.logPrefix(store: storeID, device: deviceID), device: deviceID, error: error)
         }
-        var imported = try await replayer.importOnce()
+        var imported = try await replayer(reporting: progress).importOnce()
         if let repairFailure { imported.failures.append(repairFailure) }
         // What the move to a new ID imported counts as this sync's import.
         for moved in [change, uploaded.change].compactMap({ $0 }) {
@@ -554,13 +558,21 @@ public actor Store {
 
     /// Uploads; if the container turns out to hold other saves under this
     /// device's sequences, moves to a new ID and uploads under it.
-    private func uploadMovingIfNeeded() async throws -> (count: Int, change: IdentityChange?) {
+    private func uploadMovingIfNeeded(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> (count: Int, change: IdentityChange?) {
         do {
-            return (try await replayer.upload(), nil)
+            return (try await replayer(reporting: progress).upload(), nil)
         } catch let error as ChronicleError where error.code == .identityConflict {
             let change = try await moveToNewIdentity(reason: error.message)
-            return (try await replayer.upload(), change)
+            return (try await replayer(reporting: progress).upload(), change)
         }
+    }
+
+    /// The replayer, telling `progress` how far it has got (a copy: a
+    /// concurrent sync keeps its own).
+    private func replayer(reporting progress: (@Sendable (SyncProgress) -> Void)?) -> Replayer {
+        var copy = replayer
+        copy.progress = progress
+        return copy
     }
 
     /// Checks once per open store (and after every move) that the

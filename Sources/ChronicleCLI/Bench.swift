@@ -175,6 +175,10 @@ struct CodecBench: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try await reportingErrors(output) { try measure() }
+    }
+
+    func measure() throws {
         let store = StoreID(RecordID(high: 1, low: 1))
         let encoder = LogEncoder(storeID: store)
         if let only {
@@ -190,7 +194,9 @@ struct CodecBench: AsyncParsableCommand {
             case "decode": r = try rate(bytes: body, seconds: seconds) { _ = try decoder.decode(log) }
             default: throw ValidationError("--only takes encode, walk or decode")
             }
-            print(String(format: "%@: %.0f MB/s", only, r / 1e6))
+            output.print(.object(["path": .string(only), "workload": .string(workload.rawValue), "changes": .int(Int64(changes.last ?? 100)),
+                                  "MBps": .double(r / 1e6)]),
+                         text: String(format: "%@: %.0f MB/s", only, r / 1e6))
             return
         }
         var rows: [JSONValue] = []

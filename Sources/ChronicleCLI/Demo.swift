@@ -2,6 +2,7 @@ import ArgumentParser
 import Chronicle
 import Foundation
 import Logging
+import Synchronization
 
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -10,6 +11,7 @@ struct Demo: AsyncParsableCommand {
             Five devices save notes with conflicting edits; one stays offline for a while; one log is
             damaged in the container, detected by everyone, and repaired by its owner. The run ends by
             showing every device's state hash. The same --seed gives the same run.
+            Exits 1 if the devices did not converge. --json prints the run as one object instead (docs/cli.md).
             """)
 
     @Option(help: "The seed for every random choice.")
@@ -21,12 +23,28 @@ struct Demo: AsyncParsableCommand {
     @Flag(help: "Keep the temporary directory and print its path.")
     var keep = false
 
+    @OptionGroup var output: OutputOptions
+
     func run() async throws {
-        try await reportingErrors(nil) {
+        try await reportingErrors(output) {
             let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-demo-\(UUID().uuidString)")
             defer { if !keep { try? FileManager.default.removeItem(at: root) } }
-            try await DemoRun(root: root, seed: seed, saves: saves).run()
-            if keep { print("\nfiles kept in \(root.path)") }
+            let demo = DemoRun(root: root, seed: seed, saves: saves, narrate: !output.json)
+            let result = try await demo.run()
+            if output.json {
+                print(JSONText.pretty(.object([
+                    "seed": .int(Int64(bitPattern: seed)), "store": .string(result.store.description),
+                    "converged": .bool(result.converged), "steps": .array(demo.steps.lines.map(JSONValue.string)),
+                    "devices": .array(result.devices.map { d in
+                        .object(["name": .string(d.name), "device": .string(d.device.description), "stateHash": .string(d.stateHash),
+                                 "records": .object(d.records.mapValues { .int(Int64($0)) })])
+                    }),
+                    "kept": keep ? .string(root.path) : .null,
+                ])))
+            } else if keep {
+                print("\nfiles kept in \(root.path)")
+            }
+            if !result.converged { throw ExitCode.failure }
         }
     }
 }
@@ -35,7 +53,31 @@ struct DemoRun {
     let root: URL
     let seed: UInt64
     let saves: Int
+    /// Print each step as it happens (else only keep it in ``steps``).
+    let narrate: Bool
     let names = ["laptop", "phone", "tablet", "desktop", "watch"]
+    let steps = Steps()
+
+    /// The narration, line by line.
+    final class Steps: Sendable {
+        private let all = Mutex<[String]>([])
+        var lines: [String] { all.withLock { $0 } }
+        func append(_ line: String) { all.withLock { $0.append(line) } }
+    }
+
+    /// How the run ended.
+    struct Result {
+        struct Device {
+            var name: String
+            var device: DeviceID
+            var stateHash: String
+            var records: [String: Int]
+        }
+
+        var store: StoreID
+        var devices: [Device]
+        var converged: Bool
+    }
 
     static let schema = try! Schema(version: 1, entities: [
         Entity("Folder", attributes: [Attribute("name", .string)],
@@ -45,9 +87,12 @@ struct DemoRun {
                relationships: [.toOne("folder", to: "Folder", inverse: "notes", deleteRule: .cascade)]),
     ])
 
-    func say(_ text: String) { print(text) }
+    func say(_ text: String) {
+        steps.append(text)
+        if narrate { print(text) }
+    }
 
-    func run() async throws {
+    func run() async throws -> Result {
         let container = try DirectoryContainer(root: root.appendingPathComponent("container"), create: true)
         let clock = ManualClock()
         var devices: [Store] = []
@@ -111,19 +156,22 @@ struct DemoRun {
         // 5. Converged?
         say("5. after syncing, every device shows:")
         var hashes: Set<String> = []
+        var shown: [Result.Device] = []
         for (d, store) in devices.enumerated() {
             let hash = try await store.stateHash()
             let counts = try store.snapshot.recordCounts()
             hashes.insert(hash)
+            shown.append(Result.Device(name: names[d], device: store.deviceID, stateHash: hash, records: counts))
             say("   \(names[d].padding(toLength: 8, withPad: " ", startingAt: 0)) state \(hash)  \(counts["Folder"] ?? 0) folder, \(counts["Note"] ?? 0) notes")
         }
+        let store = devices[0].storeID
         for d in devices { try await d.close() }
         if hashes.count == 1 {
             say("\nconverged: one state hash on all \(names.count) devices; the five \"Work\" folders were merged into one,")
             say("and every note points at it. Inspect a run with: chronicle demo --keep, then chronicle inspect --container <dir>/container")
         } else {
             say("\nNOT converged: \(hashes.count) different states (seed \(seed))")
-            throw ExitCode.failure
         }
+        return Result(store: store, devices: shown, converged: hashes.count == 1)
     }
 }

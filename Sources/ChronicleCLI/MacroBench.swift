@@ -145,8 +145,11 @@ struct MacroBench {
         var rawTimes: [Double] = []
         var chronicleTimes: [Double] = []
         let clock = ContinuousClock()
+        let progress = ProgressLine("bench save, \(durability.rawValue)", unit: "transactions", total: transactions)
+        defer { progress.finish() }
         // Interleave the two so both see the same machine noise.
         for t in 0..<transactions {
+            progress.update(t)
             let slice = rows[(t * 10)..<(t * 10 + 10)]
             let update = t >= 10 && t % 2 == 1
             let target = update ? rows[((t - 9) * 10)..<((t - 9) * 10 + 10)] : slice
@@ -186,7 +189,10 @@ struct MacroBench {
         _ = try? await container.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(store)\"}".utf8))
         let encoder = LogEncoder(storeID: store)
         var all: [Row] = []
+        let progress = ProgressLine("bench: writing logs", unit: "logs", total: logs)
+        defer { progress.finish() }
         for l in 0..<logs {
+            progress.update(l)
             let device = DeviceID(index: UInt64(100 + l % devices))
             let sequence = firstSequence + UInt64(l / devices)
             let rows = Self.logRows(l, perLog: perLog, seed: seed)
@@ -435,11 +441,14 @@ struct MacroBench {
         let container = try DirectoryContainer(root: dir.appendingPathComponent("container"), create: true)
         var stores: [Store] = []
         for d in 1...devices { stores.append(try await store(dir, container: container, device: UInt64(d), durability: .normal)) }
+        let progress = ProgressLine("bench convergence: saving", unit: "rounds", total: saves)
         for i in 0..<saves {
+            progress.update(i)
             for (d, s) in stores.enumerated() {
                 try await s.write { tx in tx.insert("Item", Self.rows(1, seed: UInt64(d * 100_000 + i), start: d * 100_000 + i)[0].values) }
             }
         }
+        progress.finish()
         let clock = ContinuousClock()
         let start = clock.now
         for _ in 0..<2 { for s in stores { try await s.sync() } }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CSQLite
 import Chronicle
 import Foundation
 
@@ -6,8 +7,21 @@ struct Query: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a read-only SQL query on a device's snapshot.",
         discussion: """
-            The snapshot has one table per entity (column `id` holds the record ID as 16 bytes; use hex(id)).
-            Writes are refused: the connection is read-only.
+            The snapshot has one table per entity, with a column per attribute and to-one relationship \
+            and `id`, the record ID (16 bytes; hex(id) in SQL). Writes are refused: the connection is read-only.
+
+            A column taken straight from an entity's table prints by its schema type, in the forms \
+            `save` reads (docs/values.md): record IDs and references as UUID strings, dates as ISO 8601 \
+            in UTC, data as base64, doubles as numbers or "nan", "inf", "-inf", "-0.0", decimals and \
+            UUIDs as strings, transformables as {"type", "mime", "base64"}. Any other column (an \
+            expression such as count(*) or hex(id)) prints by its SQLite type, blobs as base64.
+
+            Text output: a header line of column names, then one line per row, columns separated by \
+            a tab. In names and values a backslash prints as \\\\, a tab as \\t, a line break as \\n, \
+            a carriage return as \\r, and NULL as \\N (the text format of PostgreSQL's COPY).
+
+            --json: an array with one object per row, keyed by column name (names must then differ: \
+            rename one with AS).
             """)
 
     @Option(name: .customLong("device-dir"), help: "The device's directory.")
@@ -21,6 +35,7 @@ struct Query: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors(output) {
             let path = try DeviceFile.snapshotPath(in: URL(fileURLWithPath: deviceDirectory))
+            let schema = try Snapshot.identity(at: path).schema
             var config = Configuration()
             config.readonly = true
             let queue: DatabaseQueue
@@ -29,50 +44,109 @@ struct Query: AsyncParsableCommand {
             } catch {
                 throw ChronicleError(.database, "cannot open \(path): \(error)")
             }
-            let rows: [[String: JSONValue]]
+            let rows: [[JSONValue]]
             let columns: [String]
             do {
                 (columns, rows) = try queue.read { db in
                     let statement = try db.makeStatement(sql: sql)
-                    let names = statement.columnNames
-                    let rows = try Row.fetchAll(statement).map { row in
-                        Dictionary(uniqueKeysWithValues: names.enumerated().map { ($0.element, Query.json(row[$0.offset] as DatabaseValue)) })
+                    let kinds = statement.columnNames.indices.map { ColumnKind(statement, column: $0, schema: schema) }
+                    var rows: [[JSONValue]] = []
+                    let cursor = try Row.fetchCursor(statement)
+                    while let row = try cursor.next() {
+                        rows.append(kinds.indices.map { kinds[$0].json(row[$0] as DatabaseValue) })
                     }
-                    return (names, rows)
+                    return (statement.columnNames, rows)
                 }
             } catch let error as DatabaseError {
                 throw ChronicleError(.database, error.message ?? "\(error)")
             }
             if output.json {
-                print(JSONText.pretty(.array(rows.map { .object($0) })))
+                var seen: Set<String> = []
+                if let twice = columns.first(where: { !seen.insert($0).inserted }) {
+                    throw ValidationError("column \"\(twice)\" appears twice in the result; --json keys rows by column name: rename one with AS")
+                }
+                print(JSONText.pretty(.array(rows.map { .object(Dictionary(uniqueKeysWithValues: zip(columns, $0))) })))
             } else {
-                print(columns.joined(separator: "|"))
+                print(columns.map(Query.escaped).joined(separator: "\t"))
                 for row in rows {
-                    print(columns.map { c in Query.text(row[c] ?? .null) }.joined(separator: "|"))
+                    print(row.map(Query.text).joined(separator: "\t"))
                 }
             }
         }
     }
 
-    static func json(_ value: DatabaseValue) -> JSONValue {
-        switch value.storage {
-        case .null: return .null
-        case .int64(let i): return .int(i)
-        case .double(let d): return .double(d)
-        case .string(let s): return .string(s)
-        case .blob(let b): return b.count == 16 ? .string(b.withUnsafeBytes { RecordID(bytes: $0) }.description) : .string(b.base64EncodedString())
+    /// What a result column holds, as far as the schema tells.
+    enum ColumnKind {
+        /// An entity's `id`.
+        case recordID
+        /// An entity's attribute or to-one relationship.
+        case field(Field)
+        /// An expression, or a column of Chronicle's own tables.
+        case untyped
+
+        /// The kind of column `index` of `statement`: SQLite names the table
+        /// and column a result column comes straight from.
+        init(_ statement: Statement, column index: Int, schema: Schema) {
+            guard let table = sqlite3_column_table_name(statement.sqliteStatement, Int32(index)),
+                  let column = sqlite3_column_origin_name(statement.sqliteStatement, Int32(index)),
+                  let entity = schema.entity(named: String(cString: table))
+            else { self = .untyped; return }
+            let name = String(cString: column)
+            if name == "id" {
+                self = .recordID
+            } else if let field = entity.field(named: name) {
+                self = .field(field)
+            } else {
+                self = .untyped
+            }
+        }
+
+        /// The value in its JSON form (the form `save` reads, for typed columns).
+        func json(_ value: DatabaseValue) -> JSONValue {
+            switch self {
+            case .recordID:
+                if let id = RecordID.fromDatabaseValue(value) { return .string(id.description) }
+            case .field(let field):
+                if let typed = try? Value(databaseValue: value, field: field) { return typed.json }
+            case .untyped:
+                break
+            }
+            switch value.storage {
+            case .null: return .null
+            case .int64(let i): return .int(i)
+            case .double(let d): return Value.double(d).json
+            case .string(let s): return .string(s)
+            case .blob(let b): return .string(b.base64EncodedString())
+            }
         }
     }
 
+    /// A value in the text output.
     static func text(_ value: JSONValue) -> String {
         switch value {
-        case .null: return ""
-        case .string(let s): return s
+        case .null: return "\\N"
+        case .string(let s): return escaped(s)
         case .int(let i): return String(i)
         case .double(let d): return String(d)
         case .bool(let b): return String(b)
-        default: return JSONText.line(value)
+        default: return escaped(JSONText.line(value))
         }
+    }
+
+    /// `s` with backslashes, tabs, line breaks and carriage returns escaped.
+    static func escaped(_ s: String) -> String {
+        guard s.contains(where: { $0 == "\\" || $0 == "\t" || $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) else { return s }
+        var out = ""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\t": out += "\\t"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 }
 

@@ -11,7 +11,12 @@ struct Save: AsyncParsableCommand {
               {"op": "insert", "entity": "Book", "id": "<uuid>", "values": {...}}
               {"op": "update", "entity": "Book", "id": "<uuid>", "values": {"pages": 413}}
               {"op": "delete", "entity": "Book", "id": "<uuid>"}
-            Values use the JSON forms in docs/values.md. Prints the sequence and the IDs of inserted records.
+            Values use the JSON forms in docs/values.md; dates are ISO 8601 with Z or an offset \
+            (2026-01-31T14:00:00.5+02:00), or integer microseconds.
+            A line that means nothing is refused, with its line and column, and nothing is saved (exit 1): \
+            a key given twice, a key other than op, entity, id and values, values on a delete, \
+            an update without values, an id that is not a UUID string.
+            Prints the sequence the save committed as and the IDs of inserted records. \
             The save is durable when the command exits; run `chronicle sync` to upload it.
             """)
 
@@ -59,17 +64,32 @@ struct Save: AsyncParsableCommand {
 }
 
 /// One JSON line of `chronicle save`.
+///
+/// A line that could mean two things, or nothing, is refused rather than
+/// guessed at: a key given twice, a key the line format does not have,
+/// `values` on a delete, an update without values, an `id` that is not a
+/// UUID string.
 struct ParsedChange {
     var kind: ChangeKind
     var entity: String
     var id: RecordID?
     var values: [String: Value] = [:]
 
+    static let keys: Set<String> = ["op", "entity", "id", "values"]
+
     init(line: String, number: Int, schema: Schema) throws {
         let at = "line \(number)"
-        guard case .object(let o) = try (try? JSONDecoder().decode(JSONValue.self, from: Data(line.utf8))) ?? {
-            throw ChronicleError(.malformedBody, "\(at): not a JSON object")
-        }() else { throw ChronicleError(.malformedBody, "\(at): not a JSON object") }
+        let json: JSONValue
+        do {
+            json = try JSONValue(parsing: Data(line.utf8))
+        } catch {
+            // The parser's own line is always 1: the input is one line.
+            throw ChronicleError(.malformedBody, "\(at), " + error.message.replacingOccurrences(of: "line 1, ", with: "", options: .anchored))
+        }
+        guard case .object(let o) = json else { throw ChronicleError(.malformedBody, "\(at): not a JSON object but \(json.kindName)") }
+        if let unknown = o.keys.sorted().first(where: { !Self.keys.contains($0) }) {
+            throw ChronicleError(.malformedBody, "\(at): unknown key \"\(unknown)\" (a change has \"op\", \"entity\", \"id\" and \"values\")")
+        }
         guard case .string(let op)? = o["op"], let kind = ["insert": ChangeKind.insert, "update": .update, "delete": .delete][op] else {
             throw ChronicleError(.malformedBody, "\(at): \"op\" must be \"insert\", \"update\" or \"delete\"")
         }
@@ -78,21 +98,33 @@ struct ParsedChange {
         }
         self.kind = kind
         self.entity = entityName
-        if case .string(let s)? = o["id"] {
+        switch o["id"] {
+        case .string(let s)?:
             guard let id = RecordID(string: s) else { throw ChronicleError(.malformedBody, "\(at): \"id\" is not a UUID") }
             self.id = id
-        } else if kind != .insert {
-            throw ChronicleError(.malformedBody, "\(at): \(op) needs an \"id\"")
+        case nil:
+            if kind != .insert { throw ChronicleError(.malformedBody, "\(at): \(op) needs an \"id\"") }
+        case let other?:
+            throw ChronicleError(.malformedBody, "\(at): \"id\" must be a UUID string, not \(other.kindName)")
         }
-        if case .object(let values)? = o["values"] {
+        switch o["values"] {
+        case .object(let values)?:
+            if kind == .delete {
+                throw ChronicleError(.malformedBody, "\(at): a delete takes no \"values\" (it removes the whole record)")
+            }
+            if kind == .update && values.isEmpty {
+                throw ChronicleError(.malformedBody, "\(at): an update needs \"values\" to change")
+            }
             for (name, json) in values {
                 guard let field = entity.field(named: name) else {
                     throw ChronicleError(.unknownAttribute, "\(at): \(entityName) has no field \(name)")
                 }
                 self.values[name] = try Value(json: json, for: field, path: "\(at): \(entityName).\(name)")
             }
-        } else if o["values"] != nil {
-            throw ChronicleError(.malformedBody, "\(at): \"values\" must be an object")
+        case nil:
+            if kind == .update { throw ChronicleError(.malformedBody, "\(at): an update needs \"values\" to change") }
+        case let other?:
+            throw ChronicleError(.malformedBody, "\(at): \"values\" must be an object, not \(other.kindName)")
         }
     }
 }

@@ -100,20 +100,59 @@ struct Simulate: AsyncParsableCommand {
             + ["--devices", String(devices), "--saves", String(saves)] + overrides.arguments + ["--verbose"]).joined(separator: " ")
     }
 
-    /// A sweep's JSON: one value, the same shape for one seed or many.
-    struct Report<Result: Encodable>: Encodable {
+    /// The JSON of `simulate --json`: one object, the same shape for one
+    /// seed or many and for both modes (docs/cli.md).
+    struct Report: Encodable {
+        /// One seed's outcome: the same fields in both modes, and `details`,
+        /// what the mode adds.
+        struct SeedResult: Encodable {
+            var seed: UInt64
+            var passed: Bool
+            var stateHash: String
+            var savesAcknowledged: Int
+            var violations: [String]
+            var reproduce: String
+            var details: Details
+        }
+
+        /// The in-process run's whole summary, or the processes' kills and
+        /// timeline.
+        enum Details: Encodable {
+            case simulated(SimulationSummary)
+            case processes(MultiProcessSimulation.Result)
+
+            func encode(to encoder: any Encoder) throws {
+                switch self {
+                case .simulated(let summary): try summary.encode(to: encoder)
+                case .processes(let result): try result.encode(to: encoder)
+                }
+            }
+        }
+
         struct Failure: Encodable {
             var seed: UInt64
             var reproduce: String
             var violations: [String]
         }
 
+        /// "simulated" (one process, simulated faults) or "processes".
+        var mode: String
         var seeds: Int
         var passed: Int
         var failed: Int
         var swarm: Bool
-        var results: [Result]
+        var results: [SeedResult]
         var failures: [Failure]
+
+        init(mode: String, swarm: Bool, results: [SeedResult]) {
+            self.mode = mode
+            self.swarm = swarm
+            self.results = results
+            seeds = results.count
+            failed = results.filter { !$0.passed }.count
+            passed = seeds - failed
+            failures = results.filter { !$0.passed }.map { Failure(seed: $0.seed, reproduce: $0.reproduce, violations: $0.violations) }
+        }
 
         func print() throws {
             let encoder = JSONEncoder()
@@ -131,6 +170,7 @@ struct Simulate: AsyncParsableCommand {
             let overrides = try self.overrides()
             var failed: [SimulationSummary] = []
             var summaries: [SimulationSummary] = []
+            let progress = seeds > 1 ? ProgressLine("simulate", unit: "seeds", total: seeds) : nil
             for i in 0..<seeds {
                 let s = seed &+ UInt64(i)
                 let simulation = Simulation(seed: s, options: options(for: s, overrides), verbose: verbose)
@@ -141,20 +181,14 @@ struct Simulate: AsyncParsableCommand {
                 }
                 summaries.append(summary)
                 if !summary.passed { failed.append(summary) }
-                if seeds > 1 && !output.json {
-                    // A line rewritten in place on a terminal; when standard
-                    // error is a file or a pipe, a plain line every 10%.
-                    if isatty(STDERR_FILENO) != 0 {
-                        FileHandle.standardError.write(Data("\rseed \(i + 1)/\(seeds), \(failed.count) failed".utf8))
-                    } else if (i + 1) % max(1, seeds / 10) == 0 || i + 1 == seeds {
-                        FileHandle.standardError.write(Data("seed \(i + 1)/\(seeds), \(failed.count) failed\n".utf8))
-                    }
-                }
+                progress?.update(i + 1, note: "\(failed.count) failed")
             }
-            if seeds > 1 && !output.json && isatty(STDERR_FILENO) != 0 { FileHandle.standardError.write(Data("\n".utf8)) }
+            progress?.finish()
             if output.json {
-                try Report(seeds: seeds, passed: seeds - failed.count, failed: failed.count, swarm: swarm, results: summaries,
-                           failures: failed.map { .init(seed: $0.seed, reproduce: reproduce($0.seed, overrides), violations: $0.violations) }).print()
+                try Report(mode: "simulated", swarm: swarm, results: summaries.map { s in
+                    .init(seed: s.seed, passed: s.passed, stateHash: s.stateHash, savesAcknowledged: s.savesAcknowledged,
+                          violations: s.violations, reproduce: reproduce(s.seed, overrides), details: .simulated(s))
+                }).print()
             } else if seeds == 1 {
                 print(Self.text(summaries[0]))
                 if swarm || !overrides.isEmpty {
@@ -198,6 +232,7 @@ struct Simulate: AsyncParsableCommand {
         try await reportingErrors(output) {
             let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             var results: [MultiProcessSimulation.Result] = []
+            let progress = seeds > 1 ? ProgressLine("simulate --processes", unit: "seeds", total: seeds) : nil
             for i in 0..<seeds {
                 let s = seed &+ UInt64(i)
                 let result = try await MultiProcessSimulation(processes: processes, saves: saves, seed: s, executable: binary).run()
@@ -210,11 +245,15 @@ struct Simulate: AsyncParsableCommand {
                 if !result.passed {
                     FileHandle.standardError.write(Data("  reproduce: \(reproduceProcesses(processes, s))\n".utf8))
                 }
+                progress?.update(i + 1, note: "\(results.filter { !$0.passed }.count) failed")
             }
+            progress?.finish()
             let failed = results.filter { !$0.passed }
             if output.json {
-                try Report(seeds: seeds, passed: seeds - failed.count, failed: failed.count, swarm: false, results: results,
-                           failures: failed.map { .init(seed: $0.seed, reproduce: reproduceProcesses(processes, $0.seed), violations: $0.violations) }).print()
+                try Report(mode: "processes", swarm: false, results: results.map { r in
+                    .init(seed: r.seed, passed: r.passed, stateHash: r.stateHash, savesAcknowledged: r.acknowledged,
+                          violations: r.violations, reproduce: reproduceProcesses(processes, r.seed), details: .processes(r))
+                }).print()
             }
             if !failed.isEmpty { throw ExitCode.failure }
         }

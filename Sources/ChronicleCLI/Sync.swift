@@ -1,6 +1,7 @@
 import ArgumentParser
 import Chronicle
 import Foundation
+import Synchronization
 
 struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -8,7 +9,10 @@ struct Sync: AsyncParsableCommand {
         discussion: """
             Exit status: 0 when everything visible was imported; 3 when something is not visible yet \
             (another device's log or a baseline still arriving: run sync again later); 1 when some log \
-            failed in a way another sync will not clear (each is named; the others are still imported).
+            failed in a way another sync will not clear (each is named; the others are still imported); \
+            2 on bad usage.
+            A sync that takes more than a moment reports its progress on standard error (uploading, \
+            applying a baseline, importing), with a rate.
             If the container holds saves under this device's ID that its files did not write (the folder \
             was restored from an older copy or copied from another machine), the device continues under \
             a new ID and carries over its saves the container lacks; the output says so.
@@ -23,7 +27,9 @@ struct Sync: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors(output) {
             let store = try await device.open()
-            let report = try await store.sync()
+            let progress = SyncProgressLines()
+            let report = try await store.sync { progress.report($0) }
+            progress.finish()
             let hash = try await store.stateHash()
             let deviceID = store.deviceID
             try await store.close()
@@ -70,6 +76,30 @@ struct Sync: AsyncParsableCommand {
             case .failed: throw ExitCode.failure
             }
         }
+    }
+}
+
+/// A sync's progress on standard error: one ``ProgressLine`` per phase.
+final class SyncProgressLines: Sendable {
+    private let start = ContinuousClock.now
+    private let current = Mutex<(phase: SyncProgress.Phase, line: ProgressLine)?>(nil)
+
+    func report(_ progress: SyncProgress) {
+        let line = current.withLock { current -> ProgressLine in
+            if let current, current.phase == progress.phase { return current.line }
+            current?.line.finish()
+            let names: [SyncProgress.Phase: String] = [.uploading: "sync: uploading", .baseline: "sync: applying a baseline", .importing: "sync: importing"]
+            let line = ProgressLine(names[progress.phase] ?? "sync", unit: progress.phase == .baseline ? "parts" : "logs",
+                                    total: progress.total, start: current == nil ? start : .now)
+            current = (progress.phase, line)
+            return line
+        }
+        line.update(progress.logs, total: progress.total,
+                    note: progress.phase == .importing ? "\(progress.transactions) transactions" : "")
+    }
+
+    func finish() {
+        current.withLock { $0?.line.finish() }
     }
 }
 

@@ -26,6 +26,10 @@ public struct Replayer: Sendable {
     /// records would otherwise hold a million events until the pass ends),
     /// and memory stays bounded by the batch.
     public var eventSink: (@Sendable ([RecordEvent]) -> Void)?
+    /// Told how far ``upload()`` and ``importOnce()`` have got, after each
+    /// log uploaded, baseline part applied and batch of logs applied; for
+    /// progress reports. nil: nobody is told.
+    public var progress: (@Sendable (SyncProgress) -> Void)?
 
     /// Creates a replayer.
     public init(snapshot: Snapshot, container: any Container, limits: DecodingLimits = DecodingLimits(),
@@ -62,6 +66,7 @@ public struct Replayer: Sendable {
             try snapshot.markUploaded(plan)
             logger.debug("uploaded log", metadata: ["chronicle.log": "\(name)", "chronicle.bytes": "\(bytes.count)"])
             count += 1
+            progress?(SyncProgress(phase: .uploading, logs: count, transactions: 0))
         }
         return count
     }
@@ -407,6 +412,7 @@ public struct Replayer: Sendable {
                         throw ChronicleError(.malformedBody, "\(name) holds part \(decoded.header.baselinePart) of device \(decoded.header.deviceID), which its name does not match")
                     }
                     let events = try application.apply(decoded)
+                    progress?(SyncProgress(phase: .baseline, logs: Int(decoded.header.baselinePart), transactions: 0, total: names.count))
                     report.eventCount += events.count
                     if let eventSink { eventSink(events) } else { report.events += events }
                 } catch let error as ChronicleError where error.code != .simulatedCrash {
@@ -522,6 +528,7 @@ public struct Replayer: Sendable {
                 return false
             }
         }
+        progress?(SyncProgress(phase: .importing, logs: report.appliedLogs, transactions: report.appliedTransactions))
         if let failure = result.failure {
             recordFailure(batch[failure.index].name.rawValue, device: device, failure.error, into: &report)
             return false
@@ -533,6 +540,37 @@ public struct Replayer: Sendable {
         let attempts = (try? snapshot.recordFailure(name: name, error: error)) ?? 1
         logger.warning("import failed", metadata: ["chronicle.log": "\(name)", "chronicle.error": "\(error)", "chronicle.attempts": "\(attempts)"])
         report.failures.append(.init(name: name, device: device, error: error))
+    }
+}
+
+/// How far an upload or an import has got (see ``Replayer/progress``).
+public struct SyncProgress: Sendable, Hashable {
+    /// What the sync is doing.
+    public enum Phase: String, Sendable, Hashable {
+        /// Putting this device's pending saves into the container as logs.
+        case uploading
+        /// Applying a baseline's parts (a device that starts from nothing).
+        case baseline
+        /// Applying other devices' logs.
+        case importing
+    }
+
+    /// What the sync is doing.
+    public var phase: Phase
+    /// Done so far in this phase: logs uploaded, baseline parts applied, or
+    /// logs imported.
+    public var logs: Int
+    /// Transactions imported so far (0 in the other phases).
+    public var transactions: Int
+    /// How many there are in all, when known ahead (the parts of a baseline).
+    public var total: Int?
+
+    /// Creates a progress report.
+    public init(phase: Phase, logs: Int, transactions: Int, total: Int? = nil) {
+        self.phase = phase
+        self.logs = logs
+        self.transactions = transactions
+        self.total = total
     }
 }
 

@@ -21,9 +21,12 @@ import Glibc
 
     /// Runs the `chronicle` binary with `input` on standard input, killing it
     /// after `timeLimitSeconds`; `shellPrefix` runs first in a shell
-    /// (`ulimit -v …`). Returns its exit status and what it printed.
-    static func run(_ arguments: [String], input: String = "", timeLimitSeconds: Double = 300, shellPrefix: String? = nil) throws -> Run {
+    /// (`ulimit -v …`); `environment` adds variables to the test's own.
+    /// Returns its exit status and what it printed.
+    static func run(_ arguments: [String], input: String = "", timeLimitSeconds: Double = 300, shellPrefix: String? = nil,
+                    environment: [String: String] = [:]) throws -> Run {
         let process = Process()
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         if let shellPrefix {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", shellPrefix + "; exec \"$0\" \"$@\"", CrashSafetyTests.binary!.path] + arguments

@@ -1,7 +1,7 @@
 import Foundation
 
 extension Schema {
-    /// Loads a schema from its JSON form (see `docs/schema.md`):
+    /// Loads a schema from its JSON form (see `docs/values.md`):
     ///
     /// ```json
     /// {"version": 1, "entities": [
@@ -17,20 +17,24 @@ extension Schema {
     /// ]}
     /// ```
     ///
+    /// `version` is the app's version number of this model (an integer from
+    /// 1 on); it is part of the schema's ``hash``.
+    ///
     /// - Throws: ``ChronicleError/Code/schemaSyntax`` with the line and column
-    ///   for malformed JSON; ``ChronicleError/Code/invalidSchema`` naming the
-    ///   field path (`entities[1].attributes[0].type`) for anything else.
+    ///   for text that is not JSON (a key given twice included);
+    ///   ``ChronicleError/Code/invalidSchema`` with the line and column and
+    ///   the field path (`entities[1].attributes[0].type`) for JSON that is
+    ///   not a valid schema.
     public init(json data: Data) throws(ChronicleError) {
-        let root: JSONValue
-        do {
-            root = try JSONDecoder().decode(JSONValue.self, from: data)
-        } catch {
-            throw ChronicleError(.schemaSyntax, "schema is not valid JSON: \(Self.describeSyntaxError(error, in: data))")
-        }
-        let reader = SchemaJSONReader()
+        let (root, positions) = try JSONValue.parseWithPositions(data, code: .schemaSyntax)
+        let reader = SchemaJSONReader(positions: positions)
         let (version, entities) = try reader.read(root)
         try self.init(version: version, entities: entities)
     }
+
+    /// The versions a schema file may give: the app's version number of its
+    /// model, from 1 on.
+    static let versionRange = 1...Int(Int32.max)
 
     /// Loads a schema from a JSON file.
     public init(contentsOf url: URL) throws(ChronicleError) {
@@ -80,39 +84,20 @@ extension Schema {
             }),
         ])
     }
-
-    /// Describes a JSON syntax error with its line and column. Foundation's
-    /// parser reports a character offset; this turns it into a position.
-    private static func describeSyntaxError(_ error: any Error, in data: Data) -> String {
-        var detail = "\(error)"
-        do {
-            _ = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        } catch {
-            detail = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? "\(error)"
-        }
-        guard let range = detail.range(of: #"character \d+"#, options: .regularExpression),
-              let offset = Int(detail[range].dropFirst("character ".count))
-        else { return detail }
-        var line = 1
-        var column = 1
-        for byte in data.prefix(offset) {
-            if byte == UInt8(ascii: "\n") {
-                line += 1
-                column = 1
-            } else {
-                column += 1
-            }
-        }
-        return "line \(line), column \(column): \(detail)"
-    }
 }
 
 /// Walks a parsed JSON schema, keeping the path for error messages.
 private struct SchemaJSONReader {
+    /// Where each value is in the file, by path, for messages.
+    var positions: [String: JSONPosition]
+
     func read(_ root: JSONValue) throws(ChronicleError) -> (Int, [Entity]) {
         let o = try object(root, "(root)")
         try checkKeys(o, allowed: ["version", "entities"], "(root)")
         guard case .int(let version)? = o["version"] else { throw fail("version", "must be an integer") }
+        guard Schema.versionRange.contains(Int(clamping: version)) else {
+            throw fail("version", "\(version) is not a version: give the app's version number of this model, from 1 to \(Schema.versionRange.upperBound)")
+        }
         guard case .array(let list)? = o["entities"] else { throw fail("entities", "must be an array of entities") }
         var entities: [Entity] = []
         for (i, item) in list.enumerated() {
@@ -160,7 +145,7 @@ private struct SchemaJSONReader {
             do {
                 defaultValue = try Value(json: d, for: field, path: "\(path).default")
             } catch {
-                throw ChronicleError(.invalidSchema, error.message)
+                throw ChronicleError(.invalidSchema, locate("\(path).default") + error.message)
             }
         }
         return Attribute(name, type, optional: optional, default: defaultValue)
@@ -218,7 +203,19 @@ private struct SchemaJSONReader {
         }
     }
 
+    /// An error naming `path` and its line and column (or, for a key that
+    /// is missing, those of the object that lacks it).
     private func fail(_ path: String, _ message: String) -> ChronicleError {
-        ChronicleError(.invalidSchema, "\(path): \(message)")
+        ChronicleError(.invalidSchema, locate(path) + "\(path): \(message)")
+    }
+
+    /// "line 3, column 17: " for the value at `path`, or the nearest
+    /// enclosing one that is there.
+    private func locate(_ path: String) -> String {
+        var located = path.hasPrefix("(root).") ? String(path.dropFirst("(root).".count)) : path
+        while positions[located] == nil, let cut = located.lastIndex(where: { $0 == "." || $0 == "[" }) {
+            located = String(located[..<cut])
+        }
+        return (positions[located] ?? positions["(root)"]).map { "\($0): " } ?? ""
     }
 }

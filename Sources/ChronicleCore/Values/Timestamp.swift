@@ -39,20 +39,19 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
         lhs.microsecondsSinceEpoch < rhs.microsecondsSinceEpoch
     }
 
-    /// ISO 8601 with six fractional digits, in UTC.
+    /// ISO 8601 with six fractional digits, in UTC, in the proleptic
+    /// Gregorian calendar (as ``init(iso8601:)`` reads it).
     public var description: String {
         let seconds = microsecondsSinceEpoch.floorDivided(by: 1_000_000)
         let micros = microsecondsSinceEpoch - seconds * 1_000_000
-        let date = Date(timeIntervalSince1970: Double(seconds))
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        func pad(_ v: Int?, _ width: Int) -> String {
-            let s = String(v ?? 0)
-            return String(repeating: "0", count: max(0, width - s.count)) + s
+        let days = seconds.floorDivided(by: 86_400)
+        let time = seconds - days * 86_400
+        let (year, month, day) = CivilDate.fromDaysSinceEpoch(days)
+        func pad(_ v: Int64, _ width: Int) -> String {
+            let s = String(v.magnitude)
+            return (v < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - s.count)) + s
         }
-        let fraction = pad(Int(micros), 6)
-        return "\(pad(c.year, 4))-\(pad(c.month, 2))-\(pad(c.day, 2))T\(pad(c.hour, 2)):\(pad(c.minute, 2)):\(pad(c.second, 2)).\(fraction)Z"
+        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(time / 3600, 2)):\(pad(time / 60 % 60, 2)):\(pad(time % 60, 2)).\(pad(micros, 6))Z"
     }
 }
 

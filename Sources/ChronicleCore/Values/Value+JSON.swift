@@ -5,7 +5,8 @@ extension Value {
     /// strings for text, decimals, UUIDs, record IDs and base64 data; numbers
     /// for integers and doubles (doubles also accept `"nan"`, `"inf"`, `"-inf"`,
     /// `"-0.0"` and a `"0x…"` bit pattern); ISO 8601 with up to six fractional
-    /// digits, or integer microseconds, for dates; `{"type", "mime", "base64"}`
+    /// digits and `Z` or an offset (see ``Timestamp/init(iso8601:)``), or
+    /// integer microseconds, for dates; `{"type", "mime", "base64"}`
     /// for transformables.
     ///
     /// - Throws: ``ChronicleError/Code/typeMismatch`` naming `path` when the
@@ -26,6 +27,10 @@ extension Value {
             switch (type, json) {
             case (.string, .string(let s)): self = .string(s)
             case (.int64, .int(let i)): self = .int(i)
+            case (.int64, .double(let d)):
+                // 412.0 is the integer 412; 412.5 is not an integer.
+                guard let i = Int64(exactly: d) else { throw mismatch("an integer") }
+                self = .int(i)
             case (.double, .int(let i)): self = .double(Double(i))
             case (.double, .double(let d)): self = .double(d)
             case (.double, .string(let s)):
@@ -34,7 +39,9 @@ extension Value {
             case (.bool, .bool(let b)): self = .bool(b)
             case (.date, .int(let micros)): self = .date(Timestamp(microsecondsSinceEpoch: micros))
             case (.date, .string(let s)):
-                guard let t = Timestamp(iso8601: s) else { throw mismatch("an ISO 8601 date like 2026-01-31T12:00:00.123456Z") }
+                guard let t = Timestamp(iso8601: s) else {
+                    throw mismatch("an ISO 8601 date like 2026-01-31T12:00:00.123456Z or 2026-01-31T14:00:00+02:00 (at most 6 fractional digits that are not 0)")
+                }
                 self = .date(t)
             case (.data, .string(let s)):
                 guard let d = Data(base64Encoded: s) else { throw mismatch("base64 data") }
@@ -97,42 +104,5 @@ extension Value {
             if s.hasPrefix("0x"), let bits = UInt64(s.dropFirst(2), radix: 16) { return Double(bitPattern: bits) }
             return Double(s)
         }
-    }
-}
-
-extension Timestamp {
-    /// Parses `YYYY-MM-DDTHH:MM:SS[.ffffff]Z` (UTC, up to six fractional digits).
-    public init?(iso8601 string: String) {
-        let u = Array(string.utf8)
-        func number(_ range: Range<Int>) -> Int? {
-            guard range.upperBound <= u.count else { return nil }
-            var v = 0
-            for c in u[range] {
-                guard c >= 48 && c <= 57 else { return nil }
-                v = v * 10 + Int(c - 48)
-            }
-            return v
-        }
-        guard u.count >= 20, u[4] == 45, u[7] == 45, u[10] == 84 || u[10] == 32, u[13] == 58, u[16] == 58,
-              u.last == 90,
-              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-              (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
-        else { return nil }
-        var micros = 0
-        if u.count > 20 {
-            guard u[19] == 46, u.count - 21 >= 1, u.count - 21 <= 6, let f = number(20..<(u.count - 1)) else { return nil }
-            var scale = 1
-            for _ in 0..<(6 - (u.count - 21)) { scale *= 10 }
-            micros = f * scale
-        }
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        guard let date = calendar.date(from: DateComponents(year: year, month: month, day: day,
-                                                              hour: hour, minute: minute, second: second)),
-              calendar.component(.day, from: date) == day
-        else { return nil }
-        let seconds = Int64(date.timeIntervalSince1970.rounded())
-        self.init(microsecondsSinceEpoch: seconds * 1_000_000 + Int64(micros))
     }
 }

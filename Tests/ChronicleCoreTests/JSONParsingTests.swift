@@ -1,0 +1,76 @@
+import ChronicleCore
+import Foundation
+import Testing
+
+/// The strict JSON parser behind schema files and `chronicle save` lines.
+@Suite struct JSONParsingTests {
+    func parse(_ text: String) throws(ChronicleError) -> JSONValue {
+        try JSONValue(parsing: Data(text.utf8))
+    }
+
+    func message(_ text: String) -> String {
+        do {
+            _ = try parse(text)
+            return "parsed"
+        } catch {
+            #expect(error.code == .malformedBody)
+            return error.message
+        }
+    }
+
+    @Test func parsesEveryKindOfValue() throws {
+        let value = try parse(#" {"s": "a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00", "i": -42, "big": 9223372036854775807, "d": 1.5e3, "z": -0.0, "t": true, "f": false, "n": null, "a": [1, [], {}]} "#)
+        #expect(value == .object([
+            "s": .string("a\"\\/\u{8}\u{c}\n\r\té😀"), "i": .int(-42), "big": .int(.max), "d": .double(1500), "z": .double(-0.0),
+            "t": .bool(true), "f": .bool(false), "n": .null, "a": .array([.int(1), .array([]), .object([:])]),
+        ]))
+        guard case .double(let z) = try parse("-0.0") else { Issue.record("-0.0 is a double"); return }
+        #expect(z.sign == .minus)
+        #expect(try parse("9223372036854775808") == .double(9_223_372_036_854_775_808))
+        #expect(try parse("\u{FEFF}[1]") == .array([.int(1)]))
+    }
+
+    /// A key given twice has no single meaning (Foundation keeps one silently).
+    @Test func refusesAKeyGivenTwiceNamingBothPlaces() {
+        #expect(message("{\"a\": 1,\n \"b\": {\"a\": 2, \"c\": 3},\n \"a\": 4}") == #"line 3, column 2: duplicate key "a" (first at line 1, column 2)"#)
+        #expect(message(#"{"x": {"k": 1, "k": 1}}"#) == #"line 1, column 16: duplicate key "k" (first at line 1, column 8)"#)
+    }
+
+    @Test(arguments: [
+        ("", "line 1, column 1: no JSON value: the text is empty"),
+        ("{\"a\": 1", "line 1, column 8: the text ends inside an object: expected ',' or '}'"),
+        ("[1, 2,]", "line 1, column 7: trailing comma before ']'"),
+        ("{\"a\": 1,}", "line 1, column 9: trailing comma before '}'"),
+        ("{\"a\" 1}", "line 1, column 6: expected ':' after key \"a\", found '1'"),
+        ("{a: 1}", "line 1, column 2: expected a key in double quotes, found 'a'"),
+        ("[tru]", "line 1, column 2: expected a value, found 't'"),
+        ("[01]", "line 1, column 2: a number cannot start with 0"),
+        ("[1.]", "line 1, column 4: a number needs a digit after '.'"),
+        ("[1e400]", "line 1, column 2: the number 1e400 is out of range"),
+        ("[\"a\nb\"]", "line 1, column 4: the text ends inside a string (a line break must be written \\n)"),
+        ("[\"\\x\"]", "line 1, column 3: unknown escape \\'x'"),
+        ("[\"\\ud800\"]", "line 1, column 3: \\u escape of a lone surrogate"),
+        ("[1] [2]", "line 1, column 5: unexpected '[' after the JSON value"),
+        ("{\n  \"é\": [1,\n  2", "line 3, column 4: the text ends inside an array: expected ',' or ']'"),
+        ("[\"é\", x]", "line 1, column 7: expected a value, found 'x'"),
+    ])
+    func faultsNameTheirLineAndColumn(_ text: String, _ expected: String) {
+        #expect(message(text) == expected)
+    }
+
+    @Test func refusesInvalidUTF8AndDeepNesting() {
+        var bytes = Data("[\"a".utf8)
+        bytes.append(contentsOf: [0xC3, 0x28])
+        bytes.append(contentsOf: Data("\"]".utf8))
+        #expect(throws: ChronicleError.self) { try JSONValue(parsing: bytes) }
+        let deep = String(repeating: "[", count: JSONValue.maxParsingDepth + 1) + String(repeating: "]", count: JSONValue.maxParsingDepth + 1)
+        #expect(message(deep).contains("nested deeper than \(JSONValue.maxParsingDepth) levels"))
+        let deepest = String(repeating: "[", count: JSONValue.maxParsingDepth) + String(repeating: "]", count: JSONValue.maxParsingDepth)
+        #expect(message(deepest) == "parsed")
+    }
+
+    @Test func theCallerChoosesTheCode() {
+        let error = #expect(throws: ChronicleError.self) { try JSONValue(parsing: Data("{".utf8), code: .schemaSyntax) }
+        #expect(error?.code == .schemaSyntax)
+    }
+}
