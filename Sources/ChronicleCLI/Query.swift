@@ -27,7 +27,7 @@ struct Query: AsyncParsableCommand {
             do {
                 queue = try DatabaseQueue(path: path, configuration: config)
             } catch {
-                throw ChronicleError(.database, "cannot open \(path): \(error)")
+                throw ChronicleError.sqlite(error, .database, "cannot open \(path)")
             }
             let rows: [[String: JSONValue]]
             let columns: [String]
@@ -41,7 +41,7 @@ struct Query: AsyncParsableCommand {
                     return (names, rows)
                 }
             } catch let error as DatabaseError {
-                throw ChronicleError(.database, error.message ?? "\(error)")
+                throw ChronicleError.sqlite(error, .database, "the query failed")
             }
             if output.json {
                 print(JSONText.pretty(.array(rows.map { .object($0) })))

@@ -40,14 +40,14 @@ public struct ContainerVerification: Sendable {
             let page = try await container.list(prefix: "", after: cursor, limit: pageSize)
             for blob in page {
                 if let overlap = overlaps.next(blob.name) { problems.append(ContainerProblem(overlap)) }
-                guard blob.name.rawValue.hasSuffix(".chlog") || blob.name.rawValue.hasSuffix(".chbase") else { continue }
+                guard blob.name.rawValue.hasSuffix(ContainerLayout.logExtension) || blob.name.rawValue.hasSuffix(ContainerLayout.baselinePartExtension) else { continue }
                 switch await Self.verify(blob.name, in: container, decoder: decoder) {
                 case .success(let size):
                     valid += 1
                     bytes += size
                 case .failure(let error):
                     // A foreign entry at a blob's name is reported once, below.
-                    guard error.code != .foreignEntry || !foreignPaths.contains("blobs/" + blob.name.rawValue) else { break }
+                    guard error.code != .foreignEntry || !foreignPaths.contains(ContainerLayout.Directory.blobPath(blob.name)) else { break }
                     problems.append(ContainerProblem(name: blob.name.rawValue, error: error))
                 }
             }
@@ -67,7 +67,7 @@ public struct ContainerVerification: Sendable {
             }
             return .success(data.count)
         } catch {
-            return .failure(error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)"))
+            return .failure(error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)", underlying: error))
         }
     }
 }

@@ -127,10 +127,8 @@ public final class Snapshot: Sendable {
                                                String(decoding: try JSONEncoder.sorted.encode(schema.jsonValue), as: UTF8.self)])
                 }
             }
-        } catch let error as ChronicleError {
-            throw error
         } catch {
-            throw ChronicleError(.database, "cannot open snapshot \(path): \(error)", underlying: error)
+            throw ChronicleError.sqlite(error, .database, "cannot open snapshot \(path)")
         }
     }
 
@@ -165,10 +163,8 @@ public final class Snapshot: Sendable {
                 else { throw ChronicleError(.database, "\(path) has no valid Chronicle identity") }
                 return (s, d, try Schema(json: Data(json.utf8)))
             }
-        } catch let error as ChronicleError {
-            throw error
         } catch {
-            throw ChronicleError(.database, "\(path) is not a Chronicle snapshot: \(error)")
+            throw ChronicleError.sqlite(error, .database, "\(path) is not a Chronicle snapshot")
         }
     }
 
@@ -245,7 +241,7 @@ public final class Snapshot: Sendable {
         do {
             try pool.close()
         } catch {
-            throw ChronicleError(.database, "cannot close snapshot \(path): \(error)", underlying: error)
+            throw ChronicleError.sqlite(error, .database, "cannot close snapshot \(path)")
         }
     }
 }

@@ -25,7 +25,7 @@ extension Schema {
         do {
             root = try JSONDecoder().decode(JSONValue.self, from: data)
         } catch {
-            throw ChronicleError(.schemaSyntax, "schema is not valid JSON: \(Self.describeSyntaxError(error, in: data))")
+            throw ChronicleError(.schemaSyntax, "schema is not valid JSON: \(Self.describeSyntaxError(error, in: data))", underlying: error)
         }
         let reader = SchemaJSONReader()
         let (version, entities) = try reader.read(root)
@@ -38,12 +38,12 @@ extension Schema {
         do {
             data = try Data(contentsOf: url)
         } catch {
-            throw ChronicleError(.io, "cannot read schema file \(url.path): \(error.localizedDescription)")
+            throw ChronicleError.file("cannot read schema file \(url.path)", error)
         }
         do {
             try self.init(json: data)
         } catch {
-            throw ChronicleError(error.code, "\(url.lastPathComponent): \(error.message)")
+            throw ChronicleError(error.code, "\(url.lastPathComponent): \(error.message)", underlying: error)
         }
     }
 
@@ -160,7 +160,7 @@ private struct SchemaJSONReader {
             do {
                 defaultValue = try Value(json: d, for: field, path: "\(path).default")
             } catch {
-                throw ChronicleError(.invalidSchema, error.message)
+                throw ChronicleError(.invalidSchema, error.message, underlying: error)
             }
         }
         return Attribute(name, type, optional: optional, default: defaultValue)
