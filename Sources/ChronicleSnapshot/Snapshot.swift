@@ -65,8 +65,10 @@ public final class Snapshot: Sendable {
     /// Opens the snapshot at `path`, creating it if it does not exist.
     ///
     /// - Throws: ``ChronicleError/Code/storeMismatch`` if the file belongs to
-    ///   another store, device or schema; ``ChronicleError/Code/database`` if
-    ///   it is not a usable SQLite database.
+    ///   another store, device or schema; ``ChronicleError/Code/databaseCorrupt``
+    ///   if it is damaged or not a SQLite database; ``ChronicleError/Code/database``
+    ///   (or ``ChronicleError/Code/io``, ``ChronicleError/Code/diskFull``) if
+    ///   it cannot be opened otherwise. SQLite's error is the underlying one.
     public init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
                 crashInjector: CrashInjector? = nil) throws {
         self.crashInjector = crashInjector
