@@ -2,7 +2,7 @@
 # Both install the system libraries first when they are missing.
 
 SWIFT ?= swift
-APT_PACKAGES := liblz4-dev libsqlite3-dev pkg-config sqlite3
+APT_PACKAGES := liblz4-dev libsqlite3-dev libxxhash-dev pkg-config sqlite3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build release test demo bench fuzz clean
@@ -15,6 +15,7 @@ deps:
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
 	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
+	pkg-config --exists libxxhash 2>/dev/null || missing="$$missing libxxhash-dev"; \
 	command -v sqlite3 >/dev/null 2>&1 || missing="$$missing sqlite3"; \
 	if [ -n "$$missing" ]; then \
 		echo "==> installing system packages:$$missing"; \

@@ -28,8 +28,13 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
+        .systemLibrary(
+            name: "CXXHash",
+            pkgConfig: "libxxhash",
+            providers: [.apt(["libxxhash-dev"])]
+        ),
         // Model, values, clock and the log codec. No file or network I/O.
-        .target(name: "ChronicleCore", dependencies: ["CLZ4"]),
+        .target(name: "ChronicleCore", dependencies: ["CLZ4", "CXXHash"]),
         // Where logs live: the container protocol and its backends.
         .target(
             name: "ChronicleContainer",

@@ -22,6 +22,13 @@ let package = Package(
             path: "Benchmarks/CodecBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        // XXH64 from libxxhash against the hand-written one Chronicle had
+        // before, side by side (see docs/benchmarks.md). No benchmark tool.
+        .executableTarget(
+            name: "xxh64-comparison",
+            dependencies: [.product(name: "ChronicleCore", package: "Chronicle")],
+            path: "Benchmarks/XXH64Comparison"
+        ),
         .executableTarget(
             name: "ApplyBenchmarks",
             dependencies: [

@@ -56,19 +56,17 @@ final class DeviceFolder: @unchecked Sendable {
         do {
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         } catch {
-            throw ChronicleError(.io, "cannot create the device folder \(url.path): \(Self.describe(error))")
+            throw ChronicleError.file("cannot create the device folder \(url.path)", error)
         }
         let lockPath = url.appendingPathComponent(Self.lockFile).path
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
-        guard fd >= 0 else {
-            throw ChronicleError(.io, "cannot open \(lockPath): \(String(cString: strerror(errno)))")
-        }
+        guard fd >= 0 else { throw ChronicleError.system("cannot open \(lockPath)", errno: errno) }
         let deadline = ContinuousClock.now.advanced(by: wait)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let err = errno
             guard err == EWOULDBLOCK || err == EINTR else {
                 close(fd)
-                throw ChronicleError(.io, "cannot lock \(lockPath): \(String(cString: strerror(err)))")
+                throw ChronicleError.system("cannot lock \(lockPath)", errno: err)
             }
             if ContinuousClock.now >= deadline {
                 let holder = Self.readHolder(fd)
@@ -116,7 +114,7 @@ final class DeviceFolder: @unchecked Sendable {
         guard fd >= 0 else {
             let err = errno
             if err == ENOENT { return nil }
-            throw ChronicleError(.io, "cannot read \(path): \(String(cString: strerror(err)))")
+            throw ChronicleError.system("cannot read \(path)", errno: err)
         }
         defer { close(fd) }
         var st = stat()
@@ -128,12 +126,13 @@ final class DeviceFolder: @unchecked Sendable {
         }
         var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
         let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        guard n >= 0 else { throw ChronicleError(.io, "cannot read \(path): \(String(cString: strerror(errno)))") }
+        guard n >= 0 else { throw ChronicleError.system("cannot read \(path)", errno: errno) }
         do {
             return try JSONDecoder().decode(Identity.self, from: Data(bytes[0..<n]))
         } catch {
-            throw ChronicleError(.malformedBody, "\(path) is not a valid device file (it names the device's ID): \(Self.describe(error)). "
-                + "Restore it from a backup, or move the folder aside to start this device afresh")
+            let failure = ChronicleError.decoding("\(path), the device file naming the device's ID,", error)
+            throw ChronicleError(failure.code, failure.message + ". Restore it from a backup, or move the folder aside to start this device afresh",
+                                 underlying: error)
         }
     }
 
@@ -158,7 +157,7 @@ final class DeviceFolder: @unchecked Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data: Data
-        do { data = try encoder.encode(identity) } catch { throw ChronicleError(.misuse, "cannot encode the device file: \(error)") }
+        do { data = try encoder.encode(identity) } catch { throw ChronicleError(.invalidValue, "cannot encode the device file", underlying: error) }
         try Self.writeAtomically(Array(data), to: url.appendingPathComponent(Self.identityFile).path, directory: url.path)
     }
 
@@ -167,7 +166,7 @@ final class DeviceFolder: @unchecked Sendable {
     static func writeAtomically(_ bytes: [UInt8], to path: String, directory: String) throws {
         let temp = path + ".tmp-\(getpid())"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
-        guard fd >= 0 else { throw ChronicleError(.io, "cannot write \(temp): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw ChronicleError.system("cannot write \(temp)", errno: errno) }
         var written = 0
         while written < bytes.count {
             let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + written, $0.count - written) }
@@ -181,9 +180,9 @@ final class DeviceFolder: @unchecked Sendable {
         let synced = fsync(fd) == 0
         close(fd)
         guard written == bytes.count, synced, rename(temp, path) == 0 else {
-            let reason = String(cString: strerror(written == bytes.count && synced ? errno : err))
+            let failure = ChronicleError.system("cannot write \(path)", errno: written == bytes.count && synced ? errno : err)
             unlink(temp)
-            throw ChronicleError(.io, "cannot write \(path): \(reason)")
+            throw failure
         }
         syncDirectory(directory)
     }
@@ -217,7 +216,7 @@ final class DeviceFolder: @unchecked Sendable {
         do {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         } catch {
-            throw ChronicleError(.io, "cannot create \(folder.path): \(Self.describe(error))")
+            throw ChronicleError.file("cannot create \(folder.path)", error)
         }
         let base = (path as NSString).lastPathComponent.replacingOccurrences(of: ".sqlite", with: "")
         var target = folder.appendingPathComponent("\(base)-\(device.map { "\($0)" } ?? "unknown")-\(reason).sqlite").path
@@ -228,7 +227,7 @@ final class DeviceFolder: @unchecked Sendable {
         }
         for suffix in ["-wal", "-shm", ""] where FileManager.default.fileExists(atPath: path + suffix) {
             guard rename(path + suffix, target + suffix) == 0 else {
-                throw ChronicleError(.io, "cannot move \(path + suffix) to \(target + suffix): \(String(cString: strerror(errno)))")
+                throw ChronicleError.system("cannot move \(path + suffix) to \(target + suffix)", errno: errno)
             }
         }
         Self.syncDirectory(folder.path)
@@ -241,13 +240,6 @@ final class DeviceFolder: @unchecked Sendable {
         let folder = url.appendingPathComponent(Self.retiredFolder)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         return names.filter { $0.hasPrefix("\(store)") && $0.hasSuffix(".sqlite") }.sorted().map { folder.appendingPathComponent($0).path }
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? CocoaError, let underlying = error.underlying as? POSIXError {
-            return String(cString: strerror(underlying.code.rawValue))
-        }
-        return (error as NSError).localizedDescription
     }
 }
 

@@ -276,8 +276,8 @@ public actor Store {
     /// Whether opening a snapshot failed because its file is damaged (not,
     /// say, unreadable for lack of permission).
     private static func isDamage(_ error: ChronicleError) -> Bool {
-        guard error.code == .database, let db = error.underlying as? DatabaseError else { return false }
-        return db.resultCode == .SQLITE_CORRUPT || db.resultCode == .SQLITE_NOTADB
+        // SQLite's own verdict on the file, not a bad value Chronicle read from it.
+        error.code == .databaseCorrupt && error.underlying(as: DatabaseError.self) != nil
     }
 
     /// Completes a move to a new device ID that a crash interrupted: once
@@ -304,7 +304,7 @@ public actor Store {
     private static func moveSnapshot(from source: String, to target: String) throws {
         for suffix in ["-wal", "-shm", ""] where FileManager.default.fileExists(atPath: source + suffix) {
             guard rename(source + suffix, target + suffix) == 0 else {
-                throw ChronicleError(.io, "cannot move \(source + suffix) to \(target + suffix): \(String(cString: strerror(errno)))")
+                throw ChronicleError.system("cannot move \(source + suffix) to \(target + suffix)", errno: errno)
             }
         }
     }
@@ -320,7 +320,7 @@ public actor Store {
             return known!
         }
         if let marker {
-            return try parseActiveStore(marker.bytes)
+            return try ActiveStorePointer(markerBytes: marker.bytes).store
         }
         var random = SeededRandom(seed: seed ^ 0x5354_4F52_4549_4453)
         var generator = RecordIDGenerator(seed: random.next())
@@ -329,7 +329,7 @@ public actor Store {
             // No pointer, but stores in the container (the pointer was lost,
             // or a sync service has not delivered it yet): never start an
             // empty store beside them.
-            let stores = try await container.listChildren(prefix: "").compactMap(StoreID.init(string:))
+            let stores = try await container.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:))
             if stores.count == 1 {
                 candidate = stores[0]
             } else if stores.count > 1 {
@@ -338,24 +338,15 @@ public actor Store {
             }
         }
         do {
-            _ = try await container.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(candidate)\"}".utf8))
+            _ = try await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: candidate))
             return candidate
         } catch let error as ChronicleError where error.code.isTransient && known != nil {
             return known!
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Another device created it first: use theirs.
             guard let marker = try await container.readMarker(ContainerLayout.activeStore) else { throw error }
-            return try parseActiveStore(marker.bytes)
+            return try ActiveStorePointer(markerBytes: marker.bytes).store
         }
-    }
-
-    static func parseActiveStore(_ bytes: [UInt8]) throws -> StoreID {
-        guard case .object(let o)? = try? JSONDecoder().decode(JSONValue.self, from: Data(bytes)),
-              case .string(let s)? = o["store"], let id = StoreID(string: s)
-        else {
-            throw ChronicleError(.malformedBody, "the active-store marker is not {\"store\": \"<uuid>\"}")
-        }
-        return id
     }
 
     // MARK: Writing

@@ -136,7 +136,7 @@ struct DemoRun {
         try await devices[1].upload()
         let phoneLogs = try await container.listAll(prefix: ContainerLayout.logPrefix(store: devices[1].storeID, device: DeviceID(index: 2)))
         let victim = phoneLogs[phoneLogs.count - 1].name
-        let path = container.root.appendingPathComponent("blobs/\(victim)")
+        let path = container.root.appendingPathComponent(ContainerLayout.Directory.blobPath(victim))
         var bytes = try Data(contentsOf: path)
         bytes[bytes.count / 2] ^= 0x10
         try bytes.write(to: path)

@@ -24,10 +24,12 @@ struct DeviceFile: Codable {
         guard lstat(url.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size <= 64 * 1024 else {
             throw ChronicleError(.malformedBody, "\(url.path) is not a device file (a regular file of at most 64 KiB naming the device)")
         }
+        let data: Data
+        do { data = try Data(contentsOf: url) } catch { throw ChronicleError.file("cannot read \(url.path)", error) }
         do {
-            return try JSONDecoder().decode(DeviceFile.self, from: Data(contentsOf: url))
+            return try JSONDecoder().decode(DeviceFile.self, from: data)
         } catch {
-            throw ChronicleError(.malformedBody, "\(url.path) is not a valid device file: \(error.localizedDescription)")
+            throw ChronicleError.decoding("\(url.path), the device file,", error)
         }
     }
 

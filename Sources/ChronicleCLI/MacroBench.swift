@@ -186,7 +186,7 @@ struct MacroBench {
 
     /// Puts `logs` logs of `perLog` inserts each, from `devices` devices, into `container`.
     func fill(_ container: any Container, store: StoreID, logs: Int, perLog: Int, devices: Int, firstSequence: UInt64 = 1, seed: UInt64) async throws -> [Row] {
-        _ = try? await container.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(store)\"}".utf8))
+        _ = try? await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store))
         let encoder = LogEncoder(storeID: store)
         var all: [Row] = []
         let progress = ProgressLine("bench: writing logs", unit: "logs", total: logs)
@@ -198,7 +198,8 @@ struct MacroBench {
             let rows = Self.logRows(l, perLog: perLog, seed: seed)
             let t = Self.transaction(rows, device: device, sequence: sequence, milliseconds: 1_700_000_000_000 + UInt64(l))
             try await container.put(ContainerLayout.log(store: store, device: device, first: sequence, last: sequence), try encoder.encode([t]))
-            if l < devices { _ = try? await container.createMarker(ContainerLayout.deviceRegistration(store: store, device: device), []) }
+            if l < devices { _ = try? await container.createMarker(ContainerLayout.deviceRegistration(store: store, device: device),
+                                                               DeviceRegistration(device: device, incarnation: nil)) }
             all += rows
         }
         return all

@@ -42,7 +42,7 @@ struct Query: AsyncParsableCommand {
             do {
                 queue = try DatabaseQueue(path: path, configuration: config)
             } catch {
-                throw ChronicleError(.database, "cannot open \(path): \(error)")
+                throw ChronicleError.sqlite(error, .database, "cannot open \(path)")
             }
             let rows: [[JSONValue]]
             let columns: [String]
@@ -58,7 +58,7 @@ struct Query: AsyncParsableCommand {
                     return (statement.columnNames, rows)
                 }
             } catch let error as DatabaseError {
-                throw ChronicleError(.database, error.message ?? "\(error)")
+                throw ChronicleError.sqlite(error, .database, "the query failed")
             }
             if output.json {
                 var seen: Set<String> = []

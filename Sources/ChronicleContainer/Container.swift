@@ -24,13 +24,17 @@ import ChronicleCore
 /// caller's cap with ``ChronicleError/Code/sizeOverCap`` before reading or
 /// allocating it, so a hostile blob costs no more memory than the cap.
 ///
-/// Every method throws ``ChronicleError``. Codes whose
-/// ``ChronicleError/Code/isTransient`` is true (``ChronicleError/Code/unavailable``)
-/// may succeed when retried.
+/// Every method throws ``ChronicleError``, keeping the backend's own error
+/// (a `POSIXError`, a database driver's) as its underlying error. Codes whose
+/// ``ChronicleError/Code/isTransient`` is true (``ChronicleError/Code/unavailable``,
+/// ``ChronicleError/Code/diskFull``) may succeed when retried.
 ///
 /// Backends: ``DirectoryContainer`` (the embedded default: a local, synced or
-/// network folder), ``InMemoryContainer`` (tests), and, in other modules, the
-/// simulated and PostgreSQL containers. All pass the same conformance suite.
+/// network folder), ``InMemoryContainer`` (tests), and `SimulatedContainer`
+/// in the simulation harness. Each runs the conformance suite
+/// (`ContainerConformance` in the `ChronicleTestSupport` target): the first
+/// two in `ChronicleContainerTests`, the simulated one, with its faults
+/// off, in `ChronicleSimulationTests`. A new backend runs the same suite.
 public protocol Container: Sendable {
     /// What this backend guarantees.
     var capabilities: ContainerCapabilities { get }

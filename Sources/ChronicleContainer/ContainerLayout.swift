@@ -14,12 +14,22 @@ import ChronicleCore
 ///
 /// See `docs/container-layout.md`.
 public enum ContainerLayout {
-    /// The marker naming the active store.
+    /// The marker naming the active store; it holds an ``ActiveStorePointer``.
     public static let activeStore = try! ContainerName("active-store")
+
+    /// The prefix whose children (``Container/listChildren(prefix:)``) are
+    /// the stores that have blobs in the container.
+    public static let storesPrefix = ""
+
+    /// How a log's name ends.
+    public static let logExtension = ".chlog"
+
+    /// How a baseline part's name ends.
+    public static let baselinePartExtension = ".chbase"
 
     /// The prefix of every log of `device` in `store`.
     public static func logPrefix(store: StoreID, device: DeviceID) -> String {
-        "\(store)/logs/\(device)/"
+        "\(logsPrefix(store: store))\(device)/"
     }
 
     /// The prefix of every log in `store`.
@@ -37,7 +47,7 @@ public enum ContainerLayout {
 
     /// The name of the log holding `first...last` of `device`.
     public static func log(store: StoreID, device: DeviceID, first: UInt64, last: UInt64) -> ContainerName {
-        try! ContainerName("\(logShardPrefix(store: store, device: device, shard: first / sequencesPerShard))\(hex16(first))-\(hex16(last)).chlog")
+        try! ContainerName("\(logShardPrefix(store: store, device: device, shard: first / sequencesPerShard))\(hex16(first))-\(hex16(last))\(logExtension)")
     }
 
     /// The folder of `device`'s logs whose first sequence divided by
@@ -137,7 +147,7 @@ public enum ContainerLayout {
 
     /// The name of part `part` (from 1) of a baseline.
     public static func baselinePart(store: StoreID, clock: HybridTimestamp, device: DeviceID, vector: UInt64, part: UInt64) -> ContainerName {
-        try! ContainerName("\(baselinePrefix(store: store, clock: clock, device: device, vector: vector))\(String(hex16(part).suffix(8))).chbase")
+        try! ContainerName("\(baselinePrefix(store: store, clock: clock, device: device, vector: vector))\(String(hex16(part).suffix(8)))\(baselinePartExtension)")
     }
 
     /// A digest of a sequence vector, for baseline names: XXH64 of each
@@ -175,7 +185,7 @@ public enum ContainerLayout {
               let clock = UInt64(parts[2].prefix(16), radix: 16),
               let device = DeviceID(string: String(parts[2].dropFirst(17).prefix(36))),
               let vector = UInt64(parts[2].suffix(16), radix: 16),
-              parts[3].count == 8 + ".chbase".count, parts[3].hasSuffix(".chbase"),
+              parts[3].count == 8 + baselinePartExtension.count, parts[3].hasSuffix(baselinePartExtension),
               let part = UInt64(parts[3].prefix(8), radix: 16), part >= 1
         else { return nil }
         let parsed = ParsedBaselinePart(store: store, clock: HybridTimestamp(rawValue: clock), device: device, vector: vector, part: part)
@@ -185,8 +195,11 @@ public enum ContainerLayout {
 
     /// A device's registration marker.
     public static func deviceRegistration(store: StoreID, device: DeviceID) -> ContainerName {
-        try! ContainerName("\(store)/devices/\(device)")
+        try! ContainerName("\(deviceRegistrationsPrefix(store: store))\(device)")
     }
+
+    /// The prefix of the registration markers of `store`'s devices.
+    public static func deviceRegistrationsPrefix(store: StoreID) -> String { "\(store)/devices/" }
 
     /// A device's corruption mark.
     public static func corruptionMark(store: StoreID, device: DeviceID) -> ContainerName {
@@ -223,9 +236,9 @@ public enum ContainerLayout {
         let parts = name.rawValue.split(separator: "/")
         guard parts.count == 5, parts[1] == "logs",
               let store = StoreID(string: String(parts[0])), let device = DeviceID(string: String(parts[2])),
-              parts[4].hasSuffix(".chlog")
+              parts[4].hasSuffix(logExtension)
         else { return nil }
-        let range = parts[4].dropLast(".chlog".count).split(separator: "-")
+        let range = parts[4].dropLast(logExtension.count).split(separator: "-")
         guard range.count == 2, range[0].count == 16, range[1].count == 16,
               let first = UInt64(range[0], radix: 16), let last = UInt64(range[1], radix: 16),
               first >= 1, last >= first,
@@ -235,4 +248,25 @@ public enum ContainerLayout {
     }
 
     static func hex16(_ v: UInt64) -> String { v.paddedHex }
+
+    /// Where a ``DirectoryContainer`` keeps things below its root folder:
+    /// blobs and markers at the paths their names give, under `blobs/` and
+    /// `markers/`; temporary files of puts in `tmp/`; beside each marker its
+    /// lock file, the marker's name followed by `.lock`.
+    public enum Directory {
+        /// The folder of blobs.
+        public static let blobs = "blobs"
+        /// The folder of markers and their lock files.
+        public static let markers = "markers"
+        /// The folder of temporary files.
+        public static let temporary = "tmp"
+        /// What follows a marker's name to name its lock file.
+        public static let lockSuffix = ".lock"
+
+        /// The path of blob `name` from the root folder.
+        public static func blobPath(_ name: ContainerName) -> String { "\(blobs)/\(name)" }
+
+        /// The path of marker `name` from the root folder.
+        public static func markerPath(_ name: ContainerName) -> String { "\(markers)/\(name)" }
+    }
 }

@@ -41,7 +41,7 @@ public struct ContainerVerification: Sendable {
             let page = try await container.list(prefix: "", after: cursor, limit: pageSize)
             for blob in page {
                 if let overlap = overlaps.next(blob.name) { problems.append(ContainerProblem(overlap)) }
-                guard blob.name.rawValue.hasSuffix(".chlog") || blob.name.rawValue.hasSuffix(".chbase") else {
+                guard blob.name.rawValue.hasSuffix(ContainerLayout.logExtension) || blob.name.rawValue.hasSuffix(ContainerLayout.baselinePartExtension) else {
                     // Chronicle writes logs and baseline parts only: anything
                     // else (a file where a shard folder belongs, a stray copy)
                     // is not what readers expect there.
@@ -57,7 +57,7 @@ public struct ContainerVerification: Sendable {
                     bytes += size
                 case .failure(let error):
                     // A foreign entry at a blob's name is reported once, below.
-                    guard error.code != .foreignEntry || !foreignPaths.contains("blobs/" + blob.name.rawValue) else { break }
+                    guard error.code != .foreignEntry || !foreignPaths.contains(ContainerLayout.Directory.blobPath(blob.name)) else { break }
                     problems.append(ContainerProblem(name: blob.name.rawValue, error: error))
                 }
             }
@@ -78,7 +78,7 @@ public struct ContainerVerification: Sendable {
             }
             return .success(data.count)
         } catch {
-            return .failure(error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)"))
+            return .failure(error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)", underlying: error))
         }
     }
 }

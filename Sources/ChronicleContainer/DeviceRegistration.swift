@@ -13,7 +13,10 @@ import Foundation
 /// folder restored from a copy) differ in it, which is how the second one
 /// learns it must not write under that ID. Registrations written before
 /// incarnations existed hold only the device.
-public struct DeviceRegistration: Sendable, Hashable, Codable {
+public struct DeviceRegistration: MarkerPayload, Hashable {
+    /// "a device registration marker".
+    public static let markerDescription = "a device registration marker"
+
     /// The registered device.
     public var device: DeviceID
     /// The incarnation of the snapshot that registered it, if recorded.
@@ -25,17 +28,11 @@ public struct DeviceRegistration: Sendable, Hashable, Codable {
         self.incarnation = incarnation
     }
 
-    /// Parses a marker's bytes, or gives nil if they are not a registration.
+    /// Parses a marker's bytes, or gives nil if they are not a registration
+    /// (``init(markerBytes:)`` says why).
     public init?(bytes: [UInt8]) {
-        guard let decoded = try? JSONDecoder().decode(Self.self, from: Data(bytes)) else { return nil }
+        guard let decoded = try? Self(markerBytes: bytes) else { return nil }
         self = decoded
-    }
-
-    /// The marker's bytes.
-    public var bytes: [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        return Array((try? encoder.encode(self)) ?? Data())
     }
 
     enum CodingKeys: String, CodingKey { case device, incarnation }

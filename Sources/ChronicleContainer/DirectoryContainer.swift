@@ -100,18 +100,18 @@ public struct DirectoryContainer: Container {
             do {
                 try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             } catch {
-                throw ChronicleError(.io, "cannot create the container folder \(path): \(error.localizedDescription)")
+                throw ChronicleError.file("cannot create the container folder \(path)", error)
             }
             handle = try DirectoryHandle.openRoot(path, followSymbolicLink: rootMayBeSymlink)
         }
         guard let rootFolder = handle else {
             throw ChronicleError(.notFound, "no container at \(path): the folder does not exist. Create a container with `chronicle init --container \(path)` (or `DirectoryContainer(root:create: true)`)")
         }
-        if !create, try rootFolder.kind(of: "blobs") == nil, try rootFolder.kind(of: "markers") == nil {
+        if !create, try rootFolder.kind(of: ContainerLayout.Directory.blobs) == nil, try rootFolder.kind(of: ContainerLayout.Directory.markers) == nil {
             throw ChronicleError(.notFound, "no container at \(path): the folder holds no blobs/ or markers/ folder. If it is a network share, check that it is mounted; to make a new container there, run `chronicle init --container \(path)` (or open it with `create: true`)")
         }
-        for folder in ["blobs", "markers"] { _ = try rootFolder.directory(folder, create: true) }
-        let tmp = try rootFolder.directory("tmp", create: true)!
+        for folder in [ContainerLayout.Directory.blobs, ContainerLayout.Directory.markers] { _ = try rootFolder.directory(folder, create: true) }
+        let tmp = try rootFolder.directory(ContainerLayout.Directory.temporary, create: true)!
         // Best effort: a container that cannot be tidied can still be used.
         _ = try? removeStaleTemporaryFiles(in: tmp, now: Date(), limit: 4096)
     }
@@ -119,11 +119,13 @@ public struct DirectoryContainer: Container {
     // MARK: Blobs
 
     public func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
-        guard let log = ContainerLayout.parseLog(name) else { return try putBlob(name, bytes, in: folder("blobs")) }
+        guard let log = ContainerLayout.parseLog(name) else { return try putBlob(name, bytes, in: folder(ContainerLayout.Directory.blobs)) }
         try Self.checkLogSpan(log, name)
-        let devices = try folder("markers").directory(components: [Substring(log.store.description), "devices"], create: true)!
-        try devices.withLock("\(log.device).lock") { () throws(ChronicleError) in
-            let blobs = try folder("blobs")
+        // The lock of the device's registration marker.
+        let (folders, leaf) = Self.split(ContainerLayout.deviceRegistration(store: log.store, device: log.device))
+        let devices = try folder(ContainerLayout.Directory.markers).directory(components: folders, create: true)!
+        try devices.withLock(leaf + ContainerLayout.Directory.lockSuffix) { () throws(ChronicleError) in
+            let blobs = try folder(ContainerLayout.Directory.blobs)
             try refuseOverlap(log, name, in: blobs)
             try putBlob(name, bytes, in: blobs)
         }
@@ -155,17 +157,17 @@ public struct DirectoryContainer: Container {
     private func putBlob(_ name: ContainerName, _ bytes: [UInt8], in blobs: DirectoryHandle) throws(ChronicleError) {
         let (folders, leaf) = Self.split(name)
         let folder = try blobs.directory(components: folders, create: true)!
-        let tmp = try self.folder("tmp")
+        let tmp = try self.folder(ContainerLayout.Directory.temporary)
         let temp = try writeTemporary(bytes, in: tmp)
         defer { try? tmp.remove(temp) }
         let err = tmp.link(temp, as: leaf, in: folder)
         if err == 0 { return try folder.sync() }
-        guard err == EEXIST else { throw DirectoryHandle.posixError("link \(name)", err) }
+        guard err == EEXIST else { throw ChronicleError.system("link \(name)", errno: err) }
         let existing: [UInt8]?
         do {
             existing = try folder.readFile(leaf, maxBytes: bytes.count, what: "blob \(name)")
         } catch where error.code == .sizeOverCap {
-            throw ChronicleError(.blobConflict, "blob \(name) already exists, larger than the \(bytes.count) bytes offered")
+            throw ChronicleError(.blobConflict, "blob \(name) already exists, larger than the \(bytes.count) bytes offered", underlying: error)
         }
         guard let existing else {
             throw ChronicleError(.unavailable, "blob \(name) was removed while it was being put; retry")
@@ -177,14 +179,14 @@ public struct DirectoryContainer: Container {
 
     public func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
         let (folders, leaf) = Self.split(name)
-        guard let folder = try folder("blobs").directory(components: folders, create: false),
+        guard let folder = try folder(ContainerLayout.Directory.blobs).directory(components: folders, create: false),
               let bytes = try folder.readFile(leaf, maxBytes: maxBytes, what: "blob \(name)")
         else { throw ChronicleError(.notFound, "no blob named \(name)") }
         return bytes
     }
 
     public func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
-        let blobs = try folder("blobs")
+        let blobs = try folder(ContainerLayout.Directory.blobs)
         var page: [BlobInfo] = []
         var cached: (folder: String, handle: DirectoryHandle?)?
         // Names outside the grammar are skipped here (see `foreignEntries`),
@@ -206,13 +208,13 @@ public struct DirectoryContainer: Container {
 
     public func listChildren(prefix: String) async throws -> [String] {
         let folders = try Self.folders(of: prefix)
-        guard let folder = try folder("blobs").directory(components: folders, create: false) else { return [] }
+        guard let folder = try folder(ContainerLayout.Directory.blobs).directory(components: folders, create: false) else { return [] }
         return try folder.entries().map(\.name).filter { ContainerName.isValid($0) }.sorted()
     }
 
     public func delete(_ name: ContainerName) async throws {
         let (folders, leaf) = Self.split(name)
-        guard let folder = try folder("blobs").directory(components: folders, create: false) else { return }
+        guard let folder = try folder(ContainerLayout.Directory.blobs).directory(components: folders, create: false) else { return }
         try folder.remove(leaf)
         try folder.sync()
     }
@@ -230,8 +232,9 @@ public struct DirectoryContainer: Container {
             for entry in try folder.entries() {
                 let rel = relative.isEmpty ? entry.name : relative + "/" + entry.name
                 guard let kind = try folder.kind(of: entry) else { continue }
-                let isLock = markers && kind == .regularFile && rel.hasSuffix(".lock")
-                let name = try? ContainerName(isLock ? String(rel.dropLast(".lock".count)) : rel)
+                let lockSuffix = ContainerLayout.Directory.lockSuffix
+                let isLock = markers && kind == .regularFile && rel.hasSuffix(lockSuffix)
+                let name = try? ContainerName(isLock ? String(rel.dropLast(lockSuffix.count)) : rel)
                 let path = folder.pathOf(entry.name)
                 guard let name else {
                     if rel.hasPrefix(prefix) { found.append(ForeignEntry(path: path, reason: .nameOutsideGrammar)) }
@@ -251,8 +254,8 @@ public struct DirectoryContainer: Container {
                 }
             }
         }
-        try visit(folder("blobs"), "", markers: false)
-        try visit(folder("markers"), "", markers: true)
+        try visit(folder(ContainerLayout.Directory.blobs), "", markers: false)
+        try visit(folder(ContainerLayout.Directory.markers), "", markers: true)
         return found.sorted { $0.path < $1.path }
     }
 
@@ -260,21 +263,21 @@ public struct DirectoryContainer: Container {
 
     public func readMarker(_ name: ContainerName) async throws -> Marker? {
         let (folders, leaf) = try Self.splitMarker(name)
-        guard let folder = try folder("markers").directory(components: folders, create: false) else { return nil }
+        guard let folder = try folder(ContainerLayout.Directory.markers).directory(components: folders, create: false) else { return nil }
         return try Self.readMarkerFile(folder, leaf, name: name)
     }
 
     public func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker {
         try Self.checkMarkerSize(bytes, name)
         let (folders, leaf) = try Self.splitMarker(name)
-        let folder = try folder("markers").directory(components: folders, create: true)!
+        let folder = try folder(ContainerLayout.Directory.markers).directory(components: folders, create: true)!
         let marker = Marker(bytes: bytes, version: 1)
-        let tmp = try self.folder("tmp")
+        let tmp = try self.folder(ContainerLayout.Directory.temporary)
         let temp = try writeTemporary(Self.markerFileBytes(marker), in: tmp)
         defer { try? tmp.remove(temp) }
         let err = tmp.link(temp, as: leaf, in: folder)
         if err == EEXIST { throw ChronicleError(.markerConflict, "marker \(name) already exists") }
-        guard err == 0 else { throw DirectoryHandle.posixError("create marker \(name)", err) }
+        guard err == 0 else { throw ChronicleError.system("create marker \(name)", errno: err) }
         try folder.sync()
         return marker
     }
@@ -282,9 +285,9 @@ public struct DirectoryContainer: Container {
     public func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
         try Self.checkMarkerSize(bytes, name)
         let (folders, leaf) = try Self.splitMarker(name)
-        let folder = try folder("markers").directory(components: folders, create: true)!
-        let tmp = try self.folder("tmp")
-        return try folder.withLock(leaf + ".lock") { () throws(ChronicleError) -> Marker in
+        let folder = try folder(ContainerLayout.Directory.markers).directory(components: folders, create: true)!
+        let tmp = try self.folder(ContainerLayout.Directory.temporary)
+        return try folder.withLock(leaf + ContainerLayout.Directory.lockSuffix) { () throws(ChronicleError) -> Marker in
             guard let current = try Self.readMarkerFile(folder, leaf, name: name) else {
                 throw ChronicleError(.markerConflict, "marker \(name) does not exist (expected version \(expected))")
             }
@@ -306,8 +309,8 @@ public struct DirectoryContainer: Container {
 
     public func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws {
         let (folders, leaf) = try Self.splitMarker(name)
-        guard let folder = try folder("markers").directory(components: folders, create: false) else { return }
-        try folder.withLock(leaf + ".lock") { () throws(ChronicleError) in
+        guard let folder = try folder(ContainerLayout.Directory.markers).directory(components: folders, create: false) else { return }
+        try folder.withLock(leaf + ContainerLayout.Directory.lockSuffix) { () throws(ChronicleError) in
             guard let current = try Self.readMarkerFile(folder, leaf, name: name) else { return }
             if let expected, current.version != expected {
                 throw ChronicleError(.markerConflict, "marker \(name) is at version \(current.version), expected \(expected)")
@@ -318,8 +321,8 @@ public struct DirectoryContainer: Container {
     }
 
     public func listMarkers(prefix: String) async throws -> [ContainerName] {
-        try walk(folder("markers"), prefix: prefix, after: nil, markers: true)
-            .filter { !$0.hasSuffix(".lock") }
+        try walk(folder(ContainerLayout.Directory.markers), prefix: prefix, after: nil, markers: true)
+            .filter { !$0.hasSuffix(ContainerLayout.Directory.lockSuffix) }
             .compactMap { try? ContainerName($0) }.sorted()
     }
 
@@ -331,11 +334,7 @@ public struct DirectoryContainer: Container {
     /// allocated. A missing file is ``ChronicleError/Code/notFound``.
     public static func readFile(atPath path: String, maxBytes: Int) throws(ChronicleError) -> [UInt8] {
         let file = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard file >= 0 else {
-            let err = errno
-            if err == ENOENT { throw ChronicleError(.notFound, "cannot read \(path): no such file") }
-            throw DirectoryHandle.posixError("open \(path)", err)
-        }
+        guard file >= 0 else { throw ChronicleError.system("cannot read \(path)", errno: errno) }
         defer { close(file) }
         return try DirectoryHandle.readRegularFile(file, maxBytes: maxBytes, what: path)
     }
@@ -357,7 +356,7 @@ public struct DirectoryContainer: Container {
     /// followed.
     @discardableResult
     public func removeStaleTemporaryFiles(now: Date, limit: Int = 4096) throws(ChronicleError) -> Int {
-        try Self.removeStaleTemporaryFiles(in: folder("tmp"), now: now, limit: limit)
+        try Self.removeStaleTemporaryFiles(in: folder(ContainerLayout.Directory.temporary), now: now, limit: limit)
     }
 
     private static func removeStaleTemporaryFiles(in tmp: DirectoryHandle, now: Date, limit: Int) throws(ChronicleError) -> Int {
@@ -415,7 +414,7 @@ public struct DirectoryContainer: Container {
     /// A marker name's folders and last component; names ending in `.lock`
     /// are the lock files'.
     private static func splitMarker(_ name: ContainerName) throws(ChronicleError) -> (folders: [Substring], leaf: String) {
-        guard !name.rawValue.hasSuffix(".lock") else {
+        guard !name.rawValue.hasSuffix(ContainerLayout.Directory.lockSuffix) else {
             throw ChronicleError(.invalidName, "marker name \(name): names ending in .lock are reserved for the directory container's lock files")
         }
         return split(name)

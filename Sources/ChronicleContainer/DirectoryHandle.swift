@@ -50,7 +50,7 @@ final class DirectoryHandle: Sendable {
             }
             throw ChronicleError(.foreignEntry, "the container path \(path) is \(kind.phrase), not a folder")
         }
-        throw posixError("open container folder \(path)", err)
+        throw ChronicleError.system("open container folder \(path)", errno: err)
     }
 
     /// Opens the folder `name` in this one; nil if it does not exist and
@@ -70,7 +70,7 @@ final class DirectoryHandle: Sendable {
                     throw ChronicleError(.unavailable, "folder \(pathOf(name)) vanished while it was being created; retry")
                 }
                 if mkdirat(fd, name, 0o755) != 0 && errno != EEXIST {
-                    throw Self.posixError("create folder \(pathOf(name))", errno)
+                    throw ChronicleError.system("create folder \(pathOf(name))", errno: errno)
                 }
                 created = true
             case ENOENT:
@@ -79,7 +79,7 @@ final class DirectoryHandle: Sendable {
                 let kind = try self.kind(of: name) ?? .unknown
                 throw foreign(name, kind, expected: "a folder")
             default:
-                throw Self.posixError("open folder \(pathOf(name))", err)
+                throw ChronicleError.system("open folder \(pathOf(name))", errno: err)
             }
         }
     }
@@ -115,7 +115,7 @@ final class DirectoryHandle: Sendable {
         if fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 { return st }
         let err = errno
         if err == ENOENT || err == ENOTDIR { return nil }
-        throw Self.posixError("stat \(pathOf(name))", err)
+        throw ChronicleError.system("stat \(pathOf(name))", errno: err)
     }
 
     /// The names in this folder with their kinds (nil where the file system
@@ -123,11 +123,11 @@ final class DirectoryHandle: Sendable {
     func entries() throws(ChronicleError) -> [(name: String, kind: EntryKind?)] {
         // A descriptor of its own: a duplicate would share (and move) the read position.
         let own = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard own >= 0 else { throw Self.posixError("open folder \(path)", errno) }
+        guard own >= 0 else { throw ChronicleError.system("open folder \(path)", errno: errno) }
         guard let dir = fdopendir(own) else {
             let err = errno
             close(own)
-            throw Self.posixError("read folder \(path)", err)
+            throw ChronicleError.system("read folder \(path)", errno: err)
         }
         defer { closedir(dir) }
         var result: [(name: String, kind: EntryKind?)] = []
@@ -176,7 +176,7 @@ final class DirectoryHandle: Sendable {
             let err = errno
             if err == ENOENT { return nil }
             if err == ELOOP { throw foreign(name, .symbolicLink, expected: "a regular file") }
-            throw Self.posixError("open \(what)", err)
+            throw ChronicleError.system("open \(what)", errno: err)
         }
         defer { close(file) }
         return try Self.readRegularFile(file, maxBytes: maxBytes, what: what)
@@ -188,7 +188,7 @@ final class DirectoryHandle: Sendable {
     /// before anything is allocated).
     static func readRegularFile(_ file: Int32, maxBytes: Int, what: String) throws(ChronicleError) -> [UInt8] {
         var st = stat()
-        guard fstat(file, &st) == 0 else { throw posixError("stat \(what)", errno) }
+        guard fstat(file, &st) == 0 else { throw ChronicleError.system("stat \(what)", errno: errno) }
         let kind = EntryKind(mode: st.st_mode)
         guard kind == .regularFile else {
             throw ChronicleError(.foreignEntry, "\(what) is \(kind.phrase), not a regular file: refused")
@@ -212,7 +212,7 @@ final class DirectoryHandle: Sendable {
             }
             count = done
         }
-        if failure != 0 { throw posixError("read \(what)", failure) }
+        if failure != 0 { throw ChronicleError.system("read \(what)", errno: failure) }
         return bytes
     }
 
@@ -220,7 +220,7 @@ final class DirectoryHandle: Sendable {
     /// fsyncs it. A partly written file is removed.
     func writeNewFile(_ name: String, _ bytes: [UInt8]) throws(ChronicleError) {
         let file = openat(fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard file >= 0 else { throw Self.posixError("create \(pathOf(name))", errno) }
+        guard file >= 0 else { throw ChronicleError.system("create \(pathOf(name))", errno: errno) }
         defer { close(file) }
         var written = 0
         while written < bytes.count {
@@ -229,14 +229,14 @@ final class DirectoryHandle: Sendable {
                 if errno == EINTR { continue }
                 let err = errno
                 unlinkat(fd, name, 0)
-                throw Self.posixError("write \(pathOf(name))", err)
+                throw ChronicleError.system("write \(pathOf(name))", errno: err)
             }
             written += n
         }
         guard fsync(file) == 0 else {
             let err = errno
             unlinkat(fd, name, 0)
-            throw Self.posixError("fsync \(pathOf(name))", err)
+            throw ChronicleError.system("fsync \(pathOf(name))", errno: err)
         }
     }
 
@@ -250,7 +250,7 @@ final class DirectoryHandle: Sendable {
     /// entry there (a link is replaced, never followed).
     func rename(_ name: String, as target: String, in folder: DirectoryHandle) throws(ChronicleError) {
         guard renameat(fd, name, folder.fd, target) == 0 else {
-            throw Self.posixError("rename \(pathOf(name)) to \(folder.pathOf(target))", errno)
+            throw ChronicleError.system("rename \(pathOf(name)) to \(folder.pathOf(target))", errno: errno)
         }
     }
 
@@ -262,12 +262,12 @@ final class DirectoryHandle: Sendable {
         let err = errno
         if err == ENOENT { return }
         if err == EISDIR || err == EPERM, try kind(of: name) == .directory { throw foreign(name, .directory, expected: "a file") }
-        throw Self.posixError("remove \(pathOf(name))", err)
+        throw ChronicleError.system("remove \(pathOf(name))", errno: err)
     }
 
     /// Makes this folder's entries durable.
     func sync() throws(ChronicleError) {
-        guard fsync(fd) == 0 else { throw Self.posixError("fsync folder \(path)", errno) }
+        guard fsync(fd) == 0 else { throw ChronicleError.system("fsync folder \(path)", errno: errno) }
     }
 
     /// Runs `body` holding an exclusive `flock(2)` on the lock file `name`
@@ -281,11 +281,11 @@ final class DirectoryHandle: Sendable {
         guard file >= 0 else {
             let err = errno
             if err == ELOOP { throw foreign(name, .symbolicLink, expected: "a lock file") }
-            throw Self.posixError("open lock \(pathOf(name))", err)
+            throw ChronicleError.system("open lock \(pathOf(name))", errno: err)
         }
         defer { close(file) }
         var st = stat()
-        guard fstat(file, &st) == 0 else { throw Self.posixError("stat lock \(pathOf(name))", errno) }
+        guard fstat(file, &st) == 0 else { throw ChronicleError.system("stat lock \(pathOf(name))", errno: errno) }
         let kind = EntryKind(mode: st.st_mode)
         guard kind == .regularFile else { throw foreign(name, kind, expected: "a lock file") }
         // Holders keep these locks for a few file operations; one held much
@@ -294,7 +294,7 @@ final class DirectoryHandle: Sendable {
         var waited = 0
         while flock(file, LOCK_EX | LOCK_NB) != 0 {
             let err = errno
-            guard err == EWOULDBLOCK || err == EINTR else { throw Self.posixError("lock \(pathOf(name))", err) }
+            guard err == EWOULDBLOCK || err == EINTR else { throw ChronicleError.system("lock \(pathOf(name))", errno: err) }
             guard waited < Self.lockWaitMilliseconds else {
                 throw ChronicleError(.unavailable, "\(pathOf(name)) in the container stayed locked by another process for \(Self.lockWaitMilliseconds / 1000) s; try again later")
             }
@@ -309,12 +309,5 @@ final class DirectoryHandle: Sendable {
 
     func foreign(_ name: String, _ kind: EntryKind, expected: String) -> ChronicleError {
         ChronicleError(.foreignEntry, "\(pathOf(name)) in the container is \(kind.phrase), where Chronicle keeps \(expected): refused (Chronicle never follows links or reads anything but regular files in a container; remove it)")
-    }
-
-    static func posixError(_ what: String, _ err: Int32) -> ChronicleError {
-        let message = String(cString: strerror(err))
-        // Out of space, I/O errors and stale network handles may pass.
-        let transient = [EAGAIN, EBUSY, ENOSPC, EIO, ESTALE, ETIMEDOUT, EINTR].contains(err)
-        return ChronicleError(transient ? .unavailable : .io, "\(what): \(message) (errno \(err))")
     }
 }

@@ -163,7 +163,7 @@ public struct MultiProcessSimulation: Sendable {
             }
         }
         let decoder = LogDecoder(schema: schema)
-        for blob in try await shared.listAll(prefix: "") where blob.name.rawValue.hasSuffix(".chlog") {
+        for blob in try await shared.listAll(prefix: "") where blob.name.rawValue.hasSuffix(ContainerLayout.logExtension) {
             do { _ = try decoder.open(try await shared.get(blob.name)) } catch {
                 result.violations.append("verify: \(blob.name): \(error)")
             }

@@ -72,7 +72,7 @@ public struct Probability: Sendable, Hashable, Comparable, Codable, CustomString
         do {
             try self.init(value)
         } catch {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message))
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: error.message, underlyingError: error))
         }
     }
 

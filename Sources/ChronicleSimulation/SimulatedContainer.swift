@@ -69,7 +69,7 @@ public final class SimulatedContainer: Sendable {
 
     /// Flips one bit of a random stored log; returns its name.
     @discardableResult
-    public func flipRandomBit(suffix: String = ".chlog", where include: (ContainerName) -> Bool = { _ in true }) async throws -> ContainerName? {
+    public func flipRandomBit(suffix: String = ContainerLayout.logExtension, where include: (ContainerName) -> Bool = { _ in true }) async throws -> ContainerName? {
         let logs = try await base.listAll(prefix: "").filter { $0.name.rawValue.hasSuffix(suffix) && include($0.name) }
         guard !logs.isEmpty else { return nil }
         let (index, bit) = state.withLock { s in (Int(s.random.next() % UInt64(logs.count)), s.random.next()) }

@@ -321,6 +321,6 @@ public final class Simulation {
         summary.stateHash = report.stateHash
         summary.records = report.records
         summary.newDeviceStartedFromBaseline = report.newDeviceStartedFromBaseline
-        summary.logs = try await accounts[0].everything.listAll(prefix: "").filter { $0.name.rawValue.hasSuffix(".chlog") }.count
+        summary.logs = try await accounts[0].everything.listAll(prefix: "").filter { $0.name.rawValue.hasSuffix(ContainerLayout.logExtension) }.count
     }
 }

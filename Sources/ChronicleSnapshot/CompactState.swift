@@ -76,7 +76,7 @@ enum CompactState {
         let column = Int32(entity.fields.count)
         let bytes = columnBytes(statement, column)
         guard bytes.count == 24 else {
-            throw ChronicleError(.database, "\(entity.name).\(Self.column) holds \(bytes.count) bytes, not a 24-byte version")
+            throw ChronicleError(.databaseCorrupt, "\(entity.name).\(Self.column) holds \(bytes.count) bytes, not a 24-byte version")
         }
         let version = bytes.withUnsafeBytes { raw in
             Version(clock: HybridTimestamp(rawValue: raw.loadUnaligned(as: UInt64.self).bigEndian),

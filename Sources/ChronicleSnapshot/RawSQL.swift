@@ -140,7 +140,8 @@ extension Database {
         }
     }
 
-    private func rawError(_ code: Int32, _ statement: OpaquePointer) -> DatabaseError {
+    /// The error of a failed step of `statement`, as GRDB would report it.
+    func rawError(_ code: Int32, _ statement: OpaquePointer) -> DatabaseError {
         DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
                       sql: sqlite3_sql(statement).map { String(cString: $0) })
     }

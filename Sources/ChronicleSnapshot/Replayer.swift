@@ -264,13 +264,13 @@ public struct Replayer: Sendable {
         let registration = DeviceRegistration(device: device, incarnation: incarnation)
         if let marker = try await container.readMarker(name) {
             if let incarnation, DeviceRegistration(bytes: marker.bytes)?.incarnation == nil {
-                _ = try? await container.replaceMarker(name, DeviceRegistration(device: device, incarnation: incarnation).bytes,
+                _ = try? await container.replaceMarker(name, DeviceRegistration(device: device, incarnation: incarnation),
                                                        expected: marker.version)
             }
             return
         }
         do {
-            _ = try await container.createMarker(name, registration.bytes)
+            _ = try await container.createMarker(name, registration)
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Registered concurrently: what we wanted.
         }
@@ -280,7 +280,7 @@ public struct Replayer: Sendable {
     /// of logs (a device whose registration is missing, lost or not synced
     /// yet is still imported). One marker listing and one folder read.
     public func devices() async throws -> [DeviceID] {
-        let prefix = "\(snapshot.storeID)/devices/"
+        let prefix = ContainerLayout.deviceRegistrationsPrefix(store: snapshot.storeID)
         let registered = try await container.listMarkers(prefix: prefix).compactMap { DeviceID(string: String($0.lastComponent)) }
         let withLogs = try await container.listChildren(prefix: ContainerLayout.logsPrefix(store: snapshot.storeID)).compactMap { DeviceID(string: $0) }
         return Set(registered + withLogs).sorted { $0.description < $1.description }
@@ -495,7 +495,7 @@ public struct Replayer: Sendable {
             }
             return log
         } catch {
-            let error = error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)")
+            let error = error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)", underlying: error)
             recordFailure(name.rawValue, device: device, error, into: &report)
             return nil
         }
@@ -582,8 +582,9 @@ public struct ImportReport: Sendable {
         public var name: String
         /// Its device.
         public var device: DeviceID
-        /// Why. ``ChronicleError/Code/isTransient`` and ``ChronicleError/Code/shortRead``
-        /// (a blob not fully visible yet) may clear on a later pass.
+        /// Why. A failure whose code ``ChronicleError/Code/isTransient`` (a
+        /// blob not fully visible yet, a container not answering, a full
+        /// disk) may clear on a later pass.
         public var error: ChronicleError
 
         /// Creates a failure.
@@ -628,16 +629,16 @@ public struct ImportReport: Sendable {
     public var passedOverBaselines: [String] = []
 
     /// Whether the pass left something to wait for: a log not visible yet
-    /// (a gap, a blob still arriving, a container not answering) or a
-    /// baseline still being written. A later pass may clear it.
+    /// (a gap, a blob still arriving, a container not answering), a full
+    /// disk, or a baseline still being written. A later pass may clear it.
     public var isWaiting: Bool {
-        !gaps.isEmpty || waitingForBaseline != nil || failures.contains { $0.error.code.isTransient || $0.error.code == .shortRead }
+        !gaps.isEmpty || waitingForBaseline != nil || failures.contains { $0.error.code.isTransient }
     }
 
     /// The failures a later pass will not clear by itself: damaged or
     /// foreign logs that only their owner (or the health monitor) can repair.
     public var permanentFailures: [Failure] {
-        failures.filter { !$0.error.code.isTransient && $0.error.code != .shortRead }
+        failures.filter { !$0.error.code.isTransient }
     }
 
     /// Creates an empty report.

@@ -48,12 +48,16 @@ extension Snapshot {
         guard !logs.isEmpty else { return result }
         do {
             try write(logs, into: &result)
-        } catch let error as ChronicleError {
-            throw error
         } catch {
             // The transaction itself failed (a full disk, an I/O error at
-            // commit): SQLite rolled all of it back.
-            throw ChronicleError(.applyFailed, "applying \(logs.count) logs from \(logs[0].name) failed; none of them was applied: \(error)")
+            // commit): SQLite rolled all of it back. When a log's failure
+            // made SQLite abort the whole transaction (a full disk does),
+            // GRDB reports the abort: the log's failure is the cause.
+            let what = "applying \(logs.count) logs from \(logs[0].name) failed; none of them was applied"
+            if let cause = result.failure?.error, (error as? DatabaseError)?.resultCode == .SQLITE_ABORT {
+                throw ChronicleError(cause.code, "\(what): \(cause.message)", underlying: cause)
+            }
+            throw ChronicleError.sqlite(error, .applyFailed, what)
         }
         return result
     }
@@ -69,11 +73,8 @@ extension Snapshot {
                     }
                     result.outcomes.append(outcome)
                     if case .gap = outcome { break }
-                } catch let error as ChronicleError {
-                    result.failure = (index, error)
-                    break
                 } catch {
-                    result.failure = (index, ChronicleError(.applyFailed, "applying \(name) failed; nothing of it was applied: \(error)"))
+                    result.failure = (index, ChronicleError.sqlite(error, .applyFailed, "applying \(name) failed; nothing of it was applied"))
                     break
                 }
             }
@@ -89,7 +90,7 @@ extension Snapshot {
             throw ChronicleError(.storeMismatch, "log \(name) belongs to store \(header.storeID), this snapshot to \(storeID)")
         }
         guard header.kind == .transactions else {
-            throw ChronicleError(.misuse, "apply takes transaction logs; \(name) is a \(header.kind)")
+            throw ChronicleError(.malformedBody, "\(name) holds a \(header.kind) log where a transactions log belongs")
         }
         let applied = try appliedSequence(db, header.deviceID)
         if header.lastSequence <= applied { return .alreadyApplied }
@@ -185,10 +186,8 @@ private struct ApplyVisitor: LogVisitor {
             values.removeAll(keepingCapacity: true)
             for v in raw { values.append((v.field, v.value.value)) }
             try engine.apply(kind, entity: entity, id: recordID, values: values, version: version)
-        } catch let error as ChronicleError {
-            throw error
         } catch {
-            throw ChronicleError(.applyFailed, "applying a change to \(recordID) failed: \(error)")
+            throw ChronicleError.sqlite(error, .applyFailed, "applying a change to \(recordID) failed")
         }
     }
 }

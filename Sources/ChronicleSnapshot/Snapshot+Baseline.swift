@@ -53,16 +53,14 @@ extension Snapshot {
     ///
     /// - Parameter partBytes: the uncompressed body size after which a part
     ///   is closed.
-    /// - Throws: ``ChronicleError/Code/misuse`` for a part size below 1 KiB;
-    ///   ``ChronicleError/Code/database`` if the database cannot be read.
+    /// - Throws: ``ChronicleError/Code/database`` if the database cannot be read.
+    /// - Precondition: `partBytes` is at least 1 KiB.
     public func baselineExport(partBytes: Int = Snapshot.baselinePartBytes) throws -> BaselineExport {
-        guard partBytes >= 1024 else { throw ChronicleError(.misuse, "a baseline part needs at least 1 KiB, not \(partBytes) bytes") }
+        precondition(partBytes >= 1024, "a baseline part needs at least 1 KiB, not \(partBytes) bytes")
         do {
             return try BaselineExport(self, snapshot: pool.makeSnapshot(), partBytes: partBytes)
-        } catch let error as ChronicleError {
-            throw error
         } catch {
-            throw ChronicleError(.database, "cannot start a baseline export: \(error)")
+            throw ChronicleError.sqlite(error, .database, "cannot start a baseline export")
         }
     }
 
@@ -112,10 +110,8 @@ extension Snapshot {
                 let part = try database.read { db in try fill(db) }
                 if part.isFinal { done = true }
                 return part
-            } catch let error as ChronicleError {
-                throw error
             } catch {
-                throw ChronicleError(.database, "exporting a baseline failed: \(error)")
+                throw ChronicleError.sqlite(error, .database, "exporting a baseline failed")
             }
         }
 
@@ -133,7 +129,7 @@ extension Snapshot {
                         read += 1
                         let entity: Int = row[0]
                         guard entity >= 0, entity < schema.entities.count else {
-                            throw ChronicleError(.database, "_chronicle_records names entity \(entity); the schema has \(schema.entities.count)")
+                            throw ChronicleError(.databaseCorrupt, "_chronicle_records names entity \(entity); the schema has \(schema.entities.count)")
                         }
                         let id: RecordID = row[1]
                         cursor = (entity, id)
@@ -157,11 +153,11 @@ extension Snapshot {
                         let code = sqlite3_step(statement)
                         if code == SQLITE_DONE { break }
                         guard code == SQLITE_ROW else {
-                            throw ChronicleError(.database, "reading \(entity.name) failed: \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
+                            throw ChronicleError.sqlite(db.rawError(code, statement), .database, "reading \(entity.name) failed")
                         }
                         read += 1
                         let idBytes = columnBytes(statement, Int32(entity.fields.count + 1))
-                        guard idBytes.count == 16 else { throw ChronicleError(.database, "\(entity.name) has a row whose ID is \(idBytes.count) bytes") }
+                        guard idBytes.count == 16 else { throw ChronicleError(.databaseCorrupt, "\(entity.name) has a row whose ID is \(idBytes.count) bytes") }
                         let id = idBytes.withUnsafeBytes { RecordID(bytes: $0) }
                         cursor = (index, id)
                         if let part = try writer.add(entity, id, try CompactState.read(statement, entity)) {
@@ -209,18 +205,19 @@ extension Snapshot {
 
         /// Applies the next part and returns the change events it caused.
         ///
-        /// - Throws: ``ChronicleError/Code/misuse`` if the baseline is
-        ///   complete already or `log` is not a baseline;
+        /// - Throws: ``ChronicleError/Code/malformedBody`` for a log that is
+        ///   not a baseline part, a part after the final one, a part out of
+        ///   order, or one whose device or vector differs from part 1's;
         ///   ``ChronicleError/Code/storeMismatch`` for another store;
         ///   ``ChronicleError/Code/schemaMismatch`` for another schema;
-        ///   ``ChronicleError/Code/malformedBody`` for a part out of
-        ///   order or one whose device or vector differs from part 1's;
         ///   ``ChronicleError/Code/applyFailed`` if it cannot be applied.
         ///   Nothing of a part that throws is applied.
         public mutating func apply(_ log: DecodedLog) throws -> [RecordEvent] {
-            guard summary == nil else { throw ChronicleError(.misuse, "the baseline's final part is applied already") }
             guard case .baseline(let header, let part) = log else {
-                throw ChronicleError(.misuse, "a baseline application takes baseline parts, not a \(log.header.kind) log")
+                throw ChronicleError(.malformedBody, "a baseline is made of baseline parts, not a \(log.header.kind) log")
+            }
+            if let summary {
+                throw ChronicleError(.malformedBody, "baseline part \(header.baselinePart) follows part \(summary.parts), which was marked final")
             }
             guard header.storeID == snapshot.storeID else {
                 throw ChronicleError(.storeMismatch, "baseline part of store \(header.storeID); this snapshot is of \(snapshot.storeID)")
@@ -286,10 +283,8 @@ extension Snapshot {
                 try crashInjector?.check(.importBeforeCommit)
                 return engine.events
             }
-        } catch let error as ChronicleError {
-            throw error
         } catch {
-            throw ChronicleError(.applyFailed, "applying a baseline part failed; nothing of it was applied: \(error)")
+            throw ChronicleError.sqlite(error, .applyFailed, "applying a baseline part failed; nothing of it was applied")
         }
     }
 }

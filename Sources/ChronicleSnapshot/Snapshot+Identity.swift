@@ -116,10 +116,8 @@ extension Snapshot {
                 try db.execute(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'", arguments: [Int64(bitPattern: hlc.rawValue)])
                 return mapping
             }
-        } catch let error as ChronicleError {
-            throw error
         } catch {
-            throw ChronicleError(.database, "carrying saves over failed: \(error)", underlying: error)
+            throw ChronicleError.sqlite(error, .database, "carrying saves over failed")
         }
     }
 

@@ -21,13 +21,16 @@ extension Snapshot {
     ///
     /// - Throws: ``ChronicleError`` with ``ChronicleError/Code/typeMismatch``,
     ///   ``ChronicleError/Code/missingValue``, ``ChronicleError/Code/uniqueViolation``,
-    ///   ``ChronicleError/Code/recordNotFound``, ``ChronicleError/Code/deleteDenied``,
+    ///   ``ChronicleError/Code/recordNotFound``, ``ChronicleError/Code/recordExists``,
+    ///   ``ChronicleError/Code/invalidChange``, ``ChronicleError/Code/deleteDenied``,
     ///   ``ChronicleError/Code/unknownEntity`` or ``ChronicleError/Code/unknownAttribute``;
     ///   ``ChronicleError/Code/sizeOverCap`` if the save's log would be larger
     ///   than `maxBodyBytes`, which every reader refuses; nothing is written then.
+    ///   A full disk is ``ChronicleError/Code/diskFull``.
+    /// - Precondition: `changes` is not empty.
     public func save(_ changes: [Change], physicalMilliseconds: UInt64,
                      maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes) throws -> SaveResult {
-        guard !changes.isEmpty else { throw ChronicleError(.misuse, "a save needs at least one change") }
+        precondition(!changes.isEmpty, "Snapshot.save needs at least one change")
         do {
             return try pool.write { db in
                 let sequence = try appliedSequence(db, deviceID) + 1
@@ -68,12 +71,10 @@ extension Snapshot {
                 try crashInjector?.check(.saveBeforeCommit)
                 return SaveResult(sequence: sequence, clock: clock, events: engine.events)
             }
-        } catch let error as ChronicleError {
-            throw error
-        } catch let error as DatabaseError where error.resultCode == .SQLITE_CONSTRAINT {
-            throw ChronicleError(.uniqueViolation, "save violates a unique constraint: \(error.message ?? "")")
+        } catch let error as DatabaseError where error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE {
+            throw ChronicleError(.uniqueViolation, "the save would give two records one unique key: \(error.message ?? "")", underlying: error)
         } catch {
-            throw ChronicleError(.database, "save failed: \(error)")
+            throw ChronicleError.sqlite(error, .database, "the save failed; nothing of it was saved")
         }
     }
 
@@ -99,7 +100,9 @@ extension Snapshot {
             guard let i = entity.fieldIndex(named: fv.name) else {
                 throw ChronicleError(.unknownAttribute, "\(entity.name) has no field named \(fv.name)")
             }
-            guard seen.insert(i).inserted else { throw ChronicleError(.misuse, "\(entity.name).\(fv.name) is given twice") }
+            guard seen.insert(i).inserted else {
+                throw ChronicleError(.invalidChange, "\(entity.name).\(fv.name) is given twice in one change of \(change.recordID)")
+            }
             let field = entity.fields[i]
             guard field.accepts(fv.value) else {
                 if fv.value.isNull { throw ChronicleError(.missingValue, "\(entity.name).\(fv.name) is required") }
@@ -119,7 +122,9 @@ extension Snapshot {
             // A visible record may keep its state in its row (`CompactState`).
             let known = try visible || Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?"),
                                                      arguments: [entityIndex, change.recordID]) ?? false
-            guard !known else { throw ChronicleError(.misuse, "\(entity.name) \(change.recordID) already exists; record IDs are never reused") }
+            guard !known else {
+                throw ChronicleError(.recordExists, "\(entity.name) \(change.recordID) already exists (or existed: record IDs are never reused)")
+            }
             for (i, field) in entity.fields.enumerated() where !seen.contains(i) {
                 if let d = field.defaultValue {
                     values.append((i, d))
@@ -133,10 +138,12 @@ extension Snapshot {
             complete.values = values.map { FieldValue(entity.fields[$0.field].name, $0.value) }
         case .update:
             guard visible else { throw ChronicleError(.recordNotFound, "no \(entity.name) with ID \(change.recordID)") }
-            guard !values.isEmpty else { throw ChronicleError(.misuse, "an update of \(change.recordID) changes nothing") }
+            guard !values.isEmpty else { throw ChronicleError(.invalidChange, "an update of \(entity.name) \(change.recordID) changes no field") }
         case .delete:
             guard visible else { throw ChronicleError(.recordNotFound, "no \(entity.name) with ID \(change.recordID)") }
-            guard values.isEmpty else { throw ChronicleError(.misuse, "a delete carries no values") }
+            guard values.isEmpty else {
+                throw ChronicleError(.invalidChange, "a delete of \(entity.name) \(change.recordID) carries values (\(change.values.map(\.name).joined(separator: ", "))); a delete has none")
+            }
             try checkDeny(entity, change.recordID, db)
         }
         try checkUnique(entity, change, values, db)
@@ -171,25 +178,31 @@ extension Snapshot {
         }
     }
 
-    /// A local save may not create a duplicate of a visible record's unique key.
+    /// A local save may not create a duplicate of a visible record's unique
+    /// key. The error names the key's values and the record that has them.
     private func checkUnique(_ entity: Entity, _ change: Change, _ values: [(field: Int, value: Value)], _ db: Database) throws {
         guard change.kind != .delete, !entity.uniqueConstraints.isEmpty else { return }
         let current = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM \(quoted(entity.name)) WHERE id = ?"), arguments: [change.recordID])
         for key in entity.uniqueConstraints {
             var conditions: [String] = []
             var arguments: [DatabaseValue] = []
+            var named: [String] = []
             for name in key {
                 let i = entity.fieldIndex(named: name)!
-                let value = values.first { $0.field == i }?.value.databaseValue ?? (current?[name] as DatabaseValue?) ?? .null
+                let given = values.first { $0.field == i }?.value
+                let stored = (current?[name] as DatabaseValue?) ?? .null
+                let value = given?.databaseValue ?? stored
                 if value.isNull { conditions = []; break }
                 conditions.append("\(quoted(name)) = ?")
                 arguments.append(value)
+                named.append("\(name) \(try given ?? Value(databaseValue: stored, field: entity.fields[i]))")
             }
             guard !conditions.isEmpty else { continue }
             arguments.append(change.recordID.databaseValue)
-            let sql = "SELECT 1 FROM \(quoted(entity.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ? LIMIT 1"
-            if try Bool.fetchOne(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments)) ?? false {
-                throw ChronicleError(.uniqueViolation, "another \(entity.name) already has \(key.joined(separator: ", ")) equal to these values")
+            let sql = "SELECT id FROM \(quoted(entity.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ? LIMIT 1"
+            if let existing = try RecordID.fetchOne(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments)) {
+                throw ChronicleError(.uniqueViolation, "\(entity.name) \(existing) already has \(named.joined(separator: " and ")); "
+                    + "\(key.count == 1 ? "\(key[0]) is" : "(\(key.joined(separator: ", "))) are") unique, so \(change.recordID) cannot have it too")
             }
         }
     }

@@ -65,8 +65,10 @@ public final class Snapshot: Sendable {
     /// Opens the snapshot at `path`, creating it if it does not exist.
     ///
     /// - Throws: ``ChronicleError/Code/storeMismatch`` if the file belongs to
-    ///   another store, device or schema; ``ChronicleError/Code/database`` if
-    ///   it is not a usable SQLite database.
+    ///   another store, device or schema; ``ChronicleError/Code/databaseCorrupt``
+    ///   if it is damaged or not a SQLite database; ``ChronicleError/Code/database``
+    ///   (or ``ChronicleError/Code/io``, ``ChronicleError/Code/diskFull``) if
+    ///   it cannot be opened otherwise. SQLite's error is the underlying one.
     public init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
                 crashInjector: CrashInjector? = nil) throws {
         self.crashInjector = crashInjector
@@ -127,10 +129,8 @@ public final class Snapshot: Sendable {
                                                String(decoding: try JSONEncoder.sorted.encode(schema.jsonValue), as: UTF8.self)])
                 }
             }
-        } catch let error as ChronicleError {
-            throw error
         } catch {
-            throw ChronicleError(.database, "cannot open snapshot \(path): \(error)", underlying: error)
+            throw ChronicleError.sqlite(error, .database, "cannot open snapshot \(path)")
         }
     }
 
@@ -165,10 +165,8 @@ public final class Snapshot: Sendable {
                 else { throw ChronicleError(.database, "\(path) has no valid Chronicle identity") }
                 return (s, d, try Schema(json: Data(json.utf8)))
             }
-        } catch let error as ChronicleError {
-            throw error
         } catch {
-            throw ChronicleError(.database, "\(path) is not a Chronicle snapshot: \(error)")
+            throw ChronicleError.sqlite(error, .database, "\(path) is not a Chronicle snapshot")
         }
     }
 
@@ -245,7 +243,7 @@ public final class Snapshot: Sendable {
         do {
             try pool.close()
         } catch {
-            throw ChronicleError(.database, "cannot close snapshot \(path): \(error)", underlying: error)
+            throw ChronicleError.sqlite(error, .database, "cannot close snapshot \(path)")
         }
     }
 }

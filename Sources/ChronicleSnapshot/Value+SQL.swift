@@ -37,7 +37,7 @@ extension Value {
             return
         }
         func bad() -> ChronicleError {
-            ChronicleError(.database, "column \(field.name) holds \(dbValue), which is not a valid \(field.kind)")
+            ChronicleError(.databaseCorrupt, "column \(field.name) holds \(dbValue), which is not a valid \(field.kind)")
         }
         switch field.kind {
         case .reference:

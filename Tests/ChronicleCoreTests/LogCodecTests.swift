@@ -74,11 +74,18 @@ import Testing
         let a = Samples.transaction(Samples.library, sequence: 1, changes: 1, &rng)
         let c = Samples.transaction(Samples.library, sequence: 3, changes: 1, &rng)
         let encoder = LogEncoder(storeID: Samples.store)
-        #expect(throws: ChronicleError.self) { try encoder.encode([a, c]) }
-        #expect(throws: ChronicleError.self) { try encoder.encode([]) }
+        expectError(.invalidValue) { _ = try encoder.encode([a, c]) }
         var zero = a
         zero.sequence = 0
-        #expect(throws: ChronicleError.self) { try encoder.encode([zero]) }
+        expectError(.invalidValue) { _ = try encoder.encode([zero]) }
+    }
+
+    /// An empty list is a misuse of the API, not bad data: a precondition
+    /// failure with a message, as GRDB stops on misuse.
+    @Test func encodingNoTransactionsIsAPreconditionFailure() async {
+        await #expect(processExitsWith: .failure) {
+            _ = try? LogEncoder(storeID: Samples.store).encode([])
+        }
     }
 
     @Test func schemaMismatchIsRefused() throws {

@@ -125,7 +125,7 @@ import Testing
         let (before, after) = try await reports(NewDeviceFromBaselineChecker()) { sim in
             let storeID = store(sim, 0).storeID
             let side = InMemoryContainer()
-            _ = try await side.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(storeID)\"}".utf8))
+            _ = try await side.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: storeID))
             let rogue = try await Store.open(Store.Configuration(
                 schema: Simulation.schema, deviceID: DeviceID(index: 77), directory: sim.root.appendingPathComponent("rogue"),
                 container: side, clock: sim.clock, seed: 5, logger: sim.logger, durability: .normal, knownStore: storeID))

@@ -188,7 +188,7 @@ import Testing
         #expect(throws: ChronicleError.self) { try reopened.recordVersions(entity: "Sample", id: id) }
         let update = try Self.log(device: 2, sequence: 2, [Change(.update, entity: "Sample", recordID: id, values: [FieldValue("n", .int(2))])])
         let result = try reopened.apply([(update, "two")])
-        #expect(result.failure?.error.code == .database)
+        #expect(result.failure?.error.code == .databaseCorrupt)
         #expect(try reopened.read { db in try Int64.fetchOne(db, sql: "SELECT n FROM Sample") } == .min)
     }
 

@@ -1,9 +1,14 @@
+import Foundation
+
 /// The one error type Chronicle throws.
 ///
 /// An error carries a ``Code`` to match on, a human-readable message naming
-/// what is wrong, an optional underlying cause, and the source location that
-/// raised it. Codes are open-ended values (not an enum), so later versions can
-/// add codes without breaking `switch` statements in apps.
+/// what is wrong, the underlying error that caused it (a SQLite error, a
+/// system call's `POSIXError`, a decoding error, or another
+/// `ChronicleError`), and the source location that raised it. Codes are
+/// open-ended values (not an enum): each of Chronicle's modules declares the
+/// codes it raises, and later versions can add codes without breaking
+/// `switch` statements in apps.
 ///
 /// ```swift
 /// do {
@@ -12,15 +17,29 @@
 ///     // the blob is damaged: report it, keep importing the others
 /// }
 /// ```
+///
+/// Whether retrying may help is ``Code/isTransient``: a full disk
+/// (``Code/diskFull``) or a blob still arriving (``Code/shortRead``) is
+/// transient; a corrupt snapshot (`databaseCorrupt`) is not. The cause says
+/// more when a code is not enough: ``underlying(as:)`` finds the SQLite
+/// `DatabaseError` or the `POSIXError` anywhere in the chain of causes.
 public struct ChronicleError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare with `==` or match with `~=`.
+    ///
+    /// Each module declares the codes it raises in an extension of `Code`:
+    /// the model and the log codec here, the containers in
+    /// `ChronicleContainer`, the snapshot in `ChronicleSnapshot`, the device
+    /// folder in `Chronicle`. A code is its ``name``: two codes with one
+    /// name are equal, so names are unique across modules.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// The stable, machine-readable name of the code (used in `--json` output).
         public let name: String
         /// Whether retrying the same operation later may succeed.
         public let isTransient: Bool
 
-        init(_ name: String, transient: Bool = false) {
+        /// Declares a code; for the modules of Chronicle, each in its own
+        /// `extension ChronicleError.Code`.
+        package init(_ name: String, transient: Bool = false) {
             self.name = name
             self.isTransient = transient
         }
@@ -36,8 +55,10 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         }
 
         // MARK: Log decoding
-        /// Fewer bytes than the format requires.
-        public static let shortRead = Code("shortRead")
+        /// Fewer bytes than the format requires: the log is shorter than
+        /// its header says. Transient: a sync service may still be copying
+        /// the blob. A blob that stays short is the health monitor's to judge.
+        public static let shortRead = Code("shortRead", transient: true)
         /// The first bytes are not a Chronicle log.
         public static let badMagic = Code("badMagic")
         /// A format version this build cannot read.
@@ -76,60 +97,45 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         public static let uniqueViolation = Code("uniqueViolation")
         /// A save names a record that does not exist.
         public static let recordNotFound = Code("recordNotFound")
+        /// An insert names a record ID that is taken: record IDs are never reused.
+        public static let recordExists = Code("recordExists")
+        /// A change that means nothing: an update that changes no field, a
+        /// delete that carries values, a field given twice.
+        public static let invalidChange = Code("invalidChange")
         /// A delete is refused by a `deny` delete rule.
         public static let deleteDenied = Code("deleteDenied")
         /// A value is out of its representable range.
         public static let invalidValue = Code("invalidValue")
 
-        // MARK: Containers
-        /// A store UUID, device ID or blob name does not follow the grammar.
-        public static let invalidName = Code("invalidName")
-        /// Different bytes were put under an existing immutable name.
-        public static let blobConflict = Code("blobConflict")
-        /// The named blob or marker does not exist.
+        // MARK: Files and I/O (every module)
+        /// The named blob, marker or file does not exist.
         public static let notFound = Code("notFound")
-        /// A marker's compare-and-swap lost against another writer.
-        public static let markerConflict = Code("markerConflict")
         /// The container did not answer or a blob is not fully visible yet.
         public static let unavailable = Code("unavailable", transient: true)
-        /// An I/O operation failed.
+        /// An I/O operation failed. The message names the file and says why
+        /// in the system's words; the underlying error is the `POSIXError`.
         public static let io = Code("io")
-        /// Something that is not Chronicle's sits in a container: a symbolic
-        /// link, a FIFO, a device, a socket, a folder where a blob or marker
-        /// belongs, or a name outside the grammar. Chronicle never follows,
-        /// opens for reading or writes through such an entry; a person must
-        /// remove it. Not transient.
-        public static let foreignEntry = Code("foreignEntry")
+        /// The disk (or the user's quota) is full: `ENOSPC`, `EDQUOT`, or
+        /// SQLite's `SQLITE_FULL`. Transient: nothing is damaged, and the
+        /// same operation succeeds once space is freed.
+        public static let diskFull = Code("diskFull", transient: true)
 
-        // MARK: Snapshot and store
-        /// The snapshot belongs to another store, device or schema.
-        public static let storeMismatch = Code("storeMismatch")
-        /// A log could not be applied to the snapshot.
-        public static let applyFailed = Code("applyFailed")
-        /// A baseline's parts are not all there (yet): its final part, or a
-        /// part before it, is missing. Retried later.
-        public static let incompleteBaseline = Code("incompleteBaseline", transient: true)
-        /// A SQLite error underneath.
-        public static let database = Code("database")
-        /// The API was used in a way it does not allow.
+        // MARK: Misuse
+        /// Not raised by the library, which stops on a misuse of its API
+        /// (calling things in an impossible order, an argument outside what
+        /// a function takes) with a precondition failure that says what
+        /// was wrong. Tools built on it may use this code for their own
+        /// usage errors.
         public static let misuse = Code("misuse")
-        /// Another process, or another open ``Store`` in this process, holds
-        /// the device folder. The message names the process when it can.
-        public static let deviceInUse = Code("deviceInUse", transient: true)
-        /// The container holds history for this device that the device's own
-        /// files do not (its folder was restored from an older copy, copied
-        /// to a second machine, or lost its snapshot). The device continues
-        /// under a new device ID; this code names the reason in reports.
-        public static let identityConflict = Code("identityConflict")
-        /// A simulation made the device crash here (never raised in production).
-        public static let simulatedCrash = Code("simulatedCrash")
     }
 
     /// What kind of failure this is.
     public let code: Code
     /// What is wrong, for a person.
     public let message: String
-    /// The error that caused this one, if any.
+    /// The error that caused this one, if any: kept by every wrap, so a
+    /// full disk and a corrupt database stay told apart however many layers
+    /// they went through.
     public let underlying: (any Error & Sendable)?
     /// The source file that raised the error.
     public let file: String
@@ -156,5 +162,18 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
             return "\(code): \(message) (\(underlying))"
         }
         return "\(code): \(message)"
+    }
+
+    /// The first error of type `E` in the chain of causes, this error
+    /// included: `underlying(as: DatabaseError.self)` for the SQLite error
+    /// under an apply failure, `underlying(as: POSIXError.self)` for the
+    /// system call's (under Foundation's `CocoaError` too).
+    public func underlying<E: Error>(as type: E.Type) -> E? {
+        var next: (any Error)? = self
+        while let error = next {
+            if let match = error as? E { return match }
+            next = (error as? ChronicleError)?.underlying ?? (error as? CocoaError)?.underlying
+        }
+        return nil
     }
 }

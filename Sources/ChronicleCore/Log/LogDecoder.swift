@@ -135,9 +135,7 @@ public struct VerifiedLog: Sendable {
     /// Throws the first error `visitor` throws (and, for a log not yet
     /// verified, any body error).
     public func walk<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
-        guard header.kind == .transactions else {
-            throw ChronicleError(.misuse, "walk visits transactions; this log is a \(header.kind)")
-        }
+        precondition(header.kind == .transactions, "walk visits transactions; this log is a \(header.kind): check the header's kind first")
         try body.withBytes { raw throws(ChronicleError) in
             try BodyWalker(schema: schema, header: header, body: raw).walk(&visitor)
         }

@@ -22,12 +22,11 @@ public struct LogEncoder: Sendable {
 
     /// Encodes consecutive transactions of one device into one log (group commit).
     ///
-    /// - Throws: ``ChronicleError/Code/misuse`` when the list is empty, mixes
-    ///   devices or schemas, or its sequences are not consecutive.
+    /// - Throws: ``ChronicleError/Code/invalidValue`` when the list mixes
+    ///   devices or schemas, or its sequences are not consecutive from 1 up.
+    /// - Precondition: `transactions` is not empty.
     public func encode(_ transactions: [Transaction]) throws(ChronicleError) -> [UInt8] {
-        guard let first = transactions.first else {
-            throw ChronicleError(.misuse, "a log needs at least one transaction")
-        }
+        guard let first = transactions.first else { preconditionFailure("LogEncoder.encode needs at least one transaction") }
         // Size the buffer once: growing it copies the body again.
         var estimate = 64
         for t in transactions { estimate += BodyCodec.estimatedSize(t) }
@@ -38,7 +37,8 @@ public struct LogEncoder: Sendable {
             guard t.deviceID == first.deviceID, t.schemaHash == first.schemaHash,
                   t.sequence == first.sequence + UInt64(i), t.sequence >= 1
             else {
-                throw ChronicleError(.misuse, "transactions in one log must be one device's consecutive sequences (from 1) under one schema")
+                throw ChronicleError(.invalidValue, "transaction \(t.sequence) of device \(t.deviceID) cannot be number \(i + 1) of a log that starts at "
+                    + "\(first.sequence) of device \(first.deviceID): a log holds one device's consecutive sequences (from 1) under one schema")
             }
             minClock = min(minClock, t.clock)
             maxClock = max(maxClock, t.clock)
@@ -80,12 +80,17 @@ public struct LogEncoder: Sendable {
 
     /// Encodes consecutive pre-encoded transactions of `device` into one log.
     /// The result is byte-identical to ``encode(_:)`` of the same transactions.
+    ///
+    /// - Throws: ``ChronicleError/Code/invalidValue`` when the sequences are
+    ///   not consecutive from 1 up.
+    /// - Precondition: `bodies` is not empty.
     public func encode(bodies: [EncodedTransaction], device: DeviceID, schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
-        guard let first = bodies.first else { throw ChronicleError(.misuse, "a log needs at least one transaction") }
+        guard let first = bodies.first else { preconditionFailure("LogEncoder.encode(bodies:) needs at least one transaction") }
         var w = ByteWriter(capacity: bodies.reduce(64) { $0 + $1.body.count })
         for (i, b) in bodies.enumerated() {
             guard b.sequence == first.sequence + UInt64(i), b.sequence >= 1 else {
-                throw ChronicleError(.misuse, "transactions in one log must be consecutive sequences (from 1)")
+                throw ChronicleError(.invalidValue, "transaction \(b.sequence) of device \(device) cannot be number \(i + 1) of a log that starts at "
+                    + "\(first.sequence): a log holds consecutive sequences (from 1)")
             }
             w.writeRaw(b.body)
         }
@@ -103,7 +108,7 @@ public struct LogEncoder: Sendable {
     /// last one marked final; a baseline of one log is part 1, final.
     public func encode(_ baseline: Baseline, part: UInt64 = 1, isFinal: Bool = true, deviceID: DeviceID,
                        schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
-        guard part >= 1 else { throw ChronicleError(.misuse, "baseline parts are numbered from 1") }
+        precondition(part >= 1, "baseline parts are numbered from 1, not \(part)")
         var w = ByteWriter(capacity: 64 * baseline.records.count + 64)
         let clocks = BodyCodec.write(baseline, to: &w)
         guard baseline.records.count <= Int(UInt32.max) else {

@@ -147,7 +147,8 @@ public struct LogHeader: Sendable, Hashable {
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> LogHeader {
         let prefix = min(bytes.count, magic.count)
         for i in 0..<prefix where bytes[i] != magic[i] {
-            throw ChronicleError(.badMagic, "not a Chronicle log: first bytes are \(hex(bytes, prefix)), expected 43484e52")
+            let expected = magic.withUnsafeBytes { hex($0, magic.count) }
+            throw ChronicleError(.badMagic, "not a Chronicle log: first bytes are \(hex(bytes, prefix)), expected \(expected) (\"CHRN\")")
         }
         guard bytes.count >= size else {
             throw ChronicleError(.shortRead, "log is \(bytes.count) bytes, shorter than its \(size)-byte header")

@@ -42,12 +42,12 @@ extension Schema {
         do {
             data = try Data(contentsOf: url)
         } catch {
-            throw ChronicleError(.io, "cannot read schema file \(url.path): \(error.localizedDescription)")
+            throw ChronicleError.file("cannot read schema file \(url.path)", error)
         }
         do {
             try self.init(json: data)
         } catch {
-            throw ChronicleError(error.code, "\(url.lastPathComponent): \(error.message)")
+            throw ChronicleError(error.code, "\(url.lastPathComponent): \(error.message)", underlying: error)
         }
     }
 
@@ -145,7 +145,7 @@ private struct SchemaJSONReader {
             do {
                 defaultValue = try Value(json: d, for: field, path: "\(path).default")
             } catch {
-                throw ChronicleError(.invalidSchema, locate("\(path).default") + error.message)
+                throw ChronicleError(.invalidSchema, locate("\(path).default") + error.message, underlying: error)
             }
         }
         return Attribute(name, type, optional: optional, default: defaultValue)

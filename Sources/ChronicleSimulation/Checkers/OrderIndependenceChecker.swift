@@ -28,7 +28,7 @@ struct OrderIndependenceChecker: InvariantChecker {
     /// The state hash of a fresh device importing `logs`.
     static func referenceHash(_ logs: StoreLogs, store storeID: StoreID, state: QuiescedState) async throws -> String {
         let pristine = InMemoryContainer()
-        _ = try await pristine.createMarker(ContainerLayout.activeStore, Array("{\"store\":\"\(storeID)\"}".utf8))
+        _ = try await pristine.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: storeID))
         for device in logs.devices {
             let transactions = logs.contiguous(device)
             guard let last = transactions.last?.sequence else { continue }

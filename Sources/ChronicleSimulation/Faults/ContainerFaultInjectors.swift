@@ -30,7 +30,7 @@ struct BaselineBitFlipFault: FaultInjector {
     let probability: Probability
 
     func step(_ run: Simulation) async throws {
-        if probability.draw(&run.baselineRandom), let name = try await run.accounts[0].flipRandomBit(suffix: ".chbase") {
+        if probability.draw(&run.baselineRandom), let name = try await run.accounts[0].flipRandomBit(suffix: ContainerLayout.baselinePartExtension) {
             run.note("bit flip in baseline part \(name)")
         }
     }

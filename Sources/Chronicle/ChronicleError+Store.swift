@@ -1,0 +1,8 @@
+import ChronicleCore
+
+/// The codes of the store and its device folder.
+extension ChronicleError.Code {
+    /// Another process, or another open ``Store`` in this process, holds
+    /// the device folder. The message names the process when it can.
+    public static let deviceInUse = Self("deviceInUse", transient: true)
+}
