@@ -3,8 +3,9 @@ import ChronicleCore
 /// Every log and baseline part of a container checked whole: read under the
 /// decoder's cap, verified (header, checksums, decompression, every change),
 /// and compared with its name; plus every entry that is not Chronicle's and
-/// every pair of overlapping logs of one device, and every device's
-/// sequences that no log holds although later ones are there. `chronicle verify` prints
+/// every pair of overlapping logs of one device, every device's sequences
+/// that no log holds although later ones are there, and the markers devices
+/// read (the active-store pointer, device registrations). `chronicle verify` prints
 /// it and exits 1 when ``problems`` is not empty; a health monitor can run
 /// it on any backend.
 ///
@@ -65,6 +66,39 @@ public struct ContainerVerification: Sendable {
         } while cursor != nil
         problems += foreign.map(ContainerProblem.init)
         problems += overlaps.gaps.map(ContainerProblem.init)
+        problems += try await Self.markerProblems(in: container, foreign: foreignPaths)
+    }
+
+    /// The markers devices read, checked: the active-store pointer must name
+    /// a store, and each device registration must be one, of the device its
+    /// name says. A marker that cannot be read (too large, damaged) is a
+    /// problem too. Markers Chronicle does not read yet are left alone.
+    private static func markerProblems(in container: any Container, foreign: Set<String>) async throws -> [ContainerProblem] {
+        var problems: [ContainerProblem] = []
+        for name in try await container.listMarkers(prefix: "") where !foreign.contains(ContainerLayout.Directory.markers + "/" + name.rawValue) {
+            do {
+                if name == ContainerLayout.activeStore {
+                    _ = try await container.readMarker(name, as: ActiveStorePointer.self)
+                } else if let device = Self.registeredDevice(name) {
+                    guard let registration = try await container.readMarker(name, as: DeviceRegistration.self)?.payload else { continue }
+                    if registration.device != device {
+                        throw ChronicleError(.malformedBody, "the registration names device \(registration.device), not the device of its name")
+                    }
+                }
+            } catch let error as ChronicleError {
+                problems.append(ContainerProblem(name: name.rawValue, error: error))
+            }
+        }
+        return problems
+    }
+
+    /// The device a registration marker's name is for, or nil if `name` is
+    /// not a registration's.
+    private static func registeredDevice(_ name: ContainerName) -> DeviceID? {
+        let parts = name.rawValue.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, let store = StoreID(string: String(parts[0])), let device = DeviceID(string: String(parts[2])),
+              name == ContainerLayout.deviceRegistration(store: store, device: device) else { return nil }
+        return device
     }
 
     /// Reads and verifies one blob: its size, or what is wrong.

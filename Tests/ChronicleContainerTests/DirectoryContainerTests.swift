@@ -324,4 +324,33 @@ import Glibc
         let again = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
         #expect(again.problems.map(\.name) == [log(3, 4).rawValue, log(8, 9).rawValue], "\(again.problems)")
     }
+
+    /// The markers devices read are checked: an active-store pointer that
+    /// names no store, a registration that is not one, names another device
+    /// or is too large to read.
+    @Test func verificationChecksTheMarkersDevicesRead() async throws {
+        let c = try open()
+        let other = DeviceID(index: 9)
+        _ = try await c.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store))
+        _ = try await c.createMarker(ContainerLayout.deviceRegistration(store: store, device: device), DeviceRegistration(device: device, incarnation: 7))
+        #expect(try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil)).passed)
+
+        func writeMarker(_ name: ContainerName, _ bytes: [UInt8]) throws {
+            let file = URL(fileURLWithPath: path("markers/\(name.rawValue)"))
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try Data([0, 0, 0, 0, 0, 0, 0, 1] + bytes).write(to: file)
+        }
+        try writeMarker(ContainerLayout.activeStore, Array("not json".utf8))
+        try writeMarker(ContainerLayout.deviceRegistration(store: store, device: device), try DeviceRegistration(device: other, incarnation: 1).markerBytes())
+        try writeMarker(ContainerLayout.deviceRegistration(store: store, device: other), Array(repeating: 0x20, count: Marker.maxBytes + 1))
+        let verification = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
+        let byName = Dictionary(grouping: verification.problems, by: \.name).mapValues { $0.map(\.error.code) }
+        #expect(byName[ContainerLayout.activeStore.rawValue] == [.malformedBody], "\(verification.problems)")
+        #expect(byName[ContainerLayout.deviceRegistration(store: store, device: device).rawValue] == [.malformedBody], "\(verification.problems)")
+        #expect(byName[ContainerLayout.deviceRegistration(store: store, device: other).rawValue] == [.sizeOverCap], "\(verification.problems)")
+        // An empty pointer is no pointer either.
+        try writeMarker(ContainerLayout.activeStore, [])
+        let empty = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
+        #expect(empty.problems.contains { $0.name == ContainerLayout.activeStore.rawValue }, "\(empty.problems)")
+    }
 }
