@@ -288,4 +288,48 @@ import Testing
         #expect(error?.code == .invalidValue)
         #expect(try await store.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Item") } == 0)
     }
+
+    /// Only strings and a relationship: nothing the old JSON coding refused.
+    struct Basic: ChronicleRecord, Equatable {
+        static let entityName = "Item"
+        var id: RecordID
+        var title: String
+        var note: String?
+        var folder: RecordID?
+    }
+
+    @Test func basicClearingAnOptional() async throws {
+        let store = try await Self.store()
+        let folder = try await store.write { tx in tx.insert("Folder", ["name": "Workshop"]) }
+        var basic = Basic(id: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0101), title: "File", note: "flat", folder: folder)
+        try await store.write { tx in try tx.insert(basic) }
+        basic.folder = nil
+        basic.note = nil
+        try await store.write { tx in try tx.update(basic) }
+        #expect(try await store.fetch(Basic.self, id: basic.id) == basic)
+    }
+
+    @Test func basicInsertThenUpdate() async throws {
+        let store = try await Self.store()
+        var basic = Basic(id: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0102), title: "File", note: "flat")
+        try await store.write { tx in
+            try tx.insert(basic)
+            basic.title = "Rasp"
+            try tx.update(basic)
+        }
+        #expect(try await store.fetch(Basic.self, id: basic.id) == basic)
+    }
+
+    @Test func basicInsertThenDelete() async throws {
+        let store = try await Self.store()
+        let basic = Basic(id: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0103), title: "File")
+        try await store.write { tx in
+            try tx.insert(basic)
+            var renamed = basic
+            renamed.title = "Rasp"
+            try tx.update(renamed)
+            tx.delete(renamed)
+        }
+        #expect(try await store.fetch(Basic.self, id: basic.id) == nil)
+    }
 }
