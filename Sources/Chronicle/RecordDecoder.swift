@@ -9,6 +9,19 @@ protocol RecordSource {
     func isNull(_ field: Int) throws -> Bool
     /// The field's value.
     func value(_ field: Int) throws -> Value
+    /// The common kinds read straight from the source, for a field of their
+    /// own type; nil (for null too) to take the general path through `value`.
+    func string(_ field: Int) -> String?
+    func int64(_ field: Int) -> Int64?
+    func double(_ field: Int) -> Double?
+    func date(_ field: Int) -> Date?
+}
+
+extension RecordSource {
+    func string(_ field: Int) -> String? { nil }
+    func int64(_ field: Int) -> Int64? { nil }
+    func double(_ field: Int) -> Double? { nil }
+    func date(_ field: Int) -> Date? { nil }
 }
 
 /// A row of an entity's table: every field is there.
@@ -22,6 +35,23 @@ struct RowSource: RecordSource {
     func isNull(_ field: Int) throws -> Bool { row.hasNull(atIndex: columns[field]) }
     func value(_ field: Int) throws -> Value {
         try Value(databaseValue: row[columns[field]], field: fields[field])
+    }
+
+    // GRDB reads these straight from the statement's columns.
+    func string(_ field: Int) -> String? { row[columns[field]] }
+    func int64(_ field: Int) -> Int64? { row[columns[field]] }
+
+    func double(_ field: Int) -> Double? {
+        // NaN and -0.0 are stored as 8 bytes (`Value.databaseValue`): not here.
+        guard case .double(let d) = (row[columns[field]] as DatabaseValue).storage else { return nil }
+        return d
+    }
+
+    func date(_ field: Int) -> Date? {
+        // A REAL is seconds since 1970: `Date(timeIntervalSince1970:)` of it
+        // is exactly `Timestamp.date` (`Value.databaseValue`).
+        guard case .double(let seconds) = (row[columns[field]] as DatabaseValue).storage else { return nil }
+        return Date(timeIntervalSince1970: seconds)
     }
 }
 
@@ -57,6 +87,8 @@ final class RecordDecoder<Source: RecordSource>: Decoder {
     let id: RecordID
     /// When set, every key the record reads is noted here.
     let reads: KeyReads?
+    /// Per field index, its attribute type (nil for a relationship).
+    let kinds: [AttributeType?]
 
     var codingPath: [any CodingKey] { [] }
     var userInfo: [CodingUserInfoKey: Any] { [:] }
@@ -67,6 +99,7 @@ final class RecordDecoder<Source: RecordSource>: Decoder {
         self.source = source
         self.id = id
         self.reads = reads
+        kinds = entity.fields.map { if case .attribute(let type) = $0.kind { type } else { nil } }
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
@@ -98,6 +131,14 @@ final class RecordDecoder<Source: RecordSource>: Decoder {
         return try RecordValueConversion.decode(T.self, from: try source.value(i), field: entity.fields[i], path: path(key))
     }
 
+    /// The index of a field of type `type` that the source reads
+    /// directly, when no key reads are being noted.
+    @inline(__always)
+    fileprivate func direct(_ key: String, _ type: AttributeType) -> Int? {
+        guard reads == nil, let i = fieldIndex[key], kinds[i] == type else { return nil }
+        return i
+    }
+
     fileprivate func contains(_ key: String) -> Bool {
         reads?.optional.insert(key)
         if key == "id" { return true }
@@ -124,21 +165,39 @@ final class RecordDecoder<Source: RecordSource>: Decoder {
         func contains(_ key: Key) -> Bool { decoder.contains(key.stringValue) }
         func decodeNil(forKey key: Key) throws -> Bool { try decoder.decodeNil(key.stringValue) }
 
-        func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try decoder.decode(type, key: key.stringValue) }
-        func decode(_ type: String.Type, forKey key: Key) throws -> String { try decoder.decode(type, key: key.stringValue) }
-        func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try decoder.decode(type, key: key.stringValue) }
+        func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool {
+            if let i = decoder.direct(key.stringValue, .bool), let v = decoder.source.int64(i) { return v != 0 }
+            return try decoder.decode(type, key: key.stringValue)
+        }
+        func decode(_ type: String.Type, forKey key: Key) throws -> String {
+            if let i = decoder.direct(key.stringValue, .string), let v = decoder.source.string(i) { return v }
+            return try decoder.decode(type, key: key.stringValue)
+        }
+        func decode(_ type: Double.Type, forKey key: Key) throws -> Double {
+            if let i = decoder.direct(key.stringValue, .double), let v = decoder.source.double(i) { return v }
+            return try decoder.decode(type, key: key.stringValue)
+        }
         func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try decoder.decode(type, key: key.stringValue) }
-        func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try decoder.decode(type, key: key.stringValue) }
+        func decode(_ type: Int.Type, forKey key: Key) throws -> Int {
+            if let i = decoder.direct(key.stringValue, .int64), let v = decoder.source.int64(i) { return Int(v) }
+            return try decoder.decode(type, key: key.stringValue)
+        }
         func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try decoder.decode(type, key: key.stringValue) }
         func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try decoder.decode(type, key: key.stringValue) }
         func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try decoder.decode(type, key: key.stringValue) }
-        func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try decoder.decode(type, key: key.stringValue) }
+        func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 {
+            if let i = decoder.direct(key.stringValue, .int64), let v = decoder.source.int64(i) { return v }
+            return try decoder.decode(type, key: key.stringValue)
+        }
         func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try decoder.decode(type, key: key.stringValue) }
         func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try decoder.decode(type, key: key.stringValue) }
         func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try decoder.decode(type, key: key.stringValue) }
         func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try decoder.decode(type, key: key.stringValue) }
         func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try decoder.decode(type, key: key.stringValue) }
-        func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T { try decoder.decode(type, key: key.stringValue) }
+        func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+            if T.self == Date.self, let i = decoder.direct(key.stringValue, .date), let v = decoder.source.date(i) { return v as! T }
+            return try decoder.decode(type, key: key.stringValue)
+        }
 
         func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
             throw nested(key)
