@@ -51,6 +51,7 @@ struct FetchBench: AsyncParsableCommand {
             }
             let clock = ContinuousClock()
             var chronicle = Double.infinity, grdb = Double.infinity
+            var datesAgree = true
             for _ in 0..<max(1, rounds) {
                 var start = clock.now
                 let notes = try await store.fetchAll(Note.self)
@@ -58,15 +59,18 @@ struct FetchBench: AsyncParsableCommand {
                 start = clock.now
                 let rows = try await store.read { db in try Note.fetchAll(db, sql: "SELECT * FROM Note ORDER BY id") }
                 grdb = min(grdb, (clock.now - start) / .seconds(1))
-                guard notes.count == records, rows.count == records, notes.last?.created == rows.last?.created else {
+                guard notes.count == records, notes.map(\.id) == rows.map(\.id) else {
                     throw ChronicleError(.misuse, "the two fetches disagree: \(notes.count) and \(rows.count) records")
                 }
+                // Whether GRDB's default decoding reads the dates Chronicle saved.
+                datesAgree = notes.map(\.created) == rows.map(\.created)
             }
             try await store.close()
-            let text = String(format: "%d records: Store.fetchAll %.3f s, GRDB FetchableRecord %.3f s (%.2fx), best of %d rounds",
-                              records, chronicle, grdb, chronicle / grdb, max(1, rounds))
+            let text = String(format: "%d records: Store.fetchAll %.3f s, GRDB FetchableRecord %.3f s (%.2fx), best of %d rounds; dates read alike: %@",
+                              records, chronicle, grdb, chronicle / grdb, max(1, rounds), datesAgree ? "yes" : "NO")
             output.print(.object(["records": .int(Int64(records)), "fetchAllSeconds": .double(chronicle),
-                                  "grdbSeconds": .double(grdb), "ratio": .double(chronicle / grdb)]), text: text)
+                                  "grdbSeconds": .double(grdb), "ratio": .double(chronicle / grdb),
+                                  "datesAgree": .bool(datesAgree)]), text: text)
         }
     }
 }

@@ -123,6 +123,16 @@ import Testing
         await #expect(throws: (any Error).self) { try await store.read { db in try ThingRow.fetchAll(db) } }
     }
 
+    @Test(arguments: [-0.0, Double.nan, Double(bitPattern: 0x7FF8_0000_0000_0001), -Double.infinity])
+    func doublesSQLiteCannotKeepReadBackBitForBitThroughRecords(ratio: Double) async throws {
+        let store = try await TestDevices(1, schema: Self.schema).stores[0]
+        var thing = Self.thing(3, created: Self.dates[0], folder: nil)
+        thing.ratio = ratio
+        try await store.write { tx in try tx.insert(thing) }
+        #expect(try await store.fetchAll(Thing.self).map(\.ratio.bitPattern) == [ratio.bitPattern])
+        #expect(try await store.fetch(Thing.self, id: thing.id)?.ratio.bitPattern == ratio.bitPattern)
+    }
+
     @Test func selectStarAndTypedFetchesShowOnlyTheFields() async throws {
         let store = try await TestDevices(1, schema: Self.schema).stores[0]
         let thing = Self.thing(7, created: Self.dates[0], folder: nil)
