@@ -29,7 +29,7 @@ enum RecordValueConversion {
             return .transformable(try TransformableValue(encoding: value))
         }
         guard let plain = try plainValue(value, for: field, path: path) else {
-            throw ChronicleError(.typeMismatch, "\(path) is a \(field.kind); got a \(T.self), which is not a single value")
+            throw ChronicleError(.typeMismatch, "\(path) is \(field.kind.withArticle); got a \(T.self), which is not a single value")
         }
         return try coerce(plain, to: field, path: path)
     }
@@ -89,7 +89,7 @@ enum RecordValueConversion {
         case (.attribute(.decimal), .int(let i)): return .decimal(ChronicleDecimal(i))
         default: break
         }
-        throw ChronicleError(.typeMismatch, "\(path) is a \(field.kind); got \(value)")
+        throw ChronicleError(.typeMismatch, "\(path) is \(field.kind.withArticle); got \(value)")
     }
 
     // MARK: Decoding
@@ -177,7 +177,7 @@ enum RecordValueConversion {
     }
 
     static func mismatch<T>(_ type: T.Type, _ value: Value, _ field: Field, _ path: String) -> ChronicleError {
-        ChronicleError(.typeMismatch, "cannot read \(path), a \(field.kind) holding \(value), as \(T.self)")
+        ChronicleError(.typeMismatch, "cannot read \(path), \(field.kind.withArticle) holding \(value), as \(T.self)")
     }
 }
 
@@ -192,11 +192,11 @@ struct SingleValueReader: Decoder, SingleValueDecodingContainer {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        throw ChronicleError(.typeMismatch, "cannot read \(path), a \(field.kind), as a keyed value")
+        throw ChronicleError(.typeMismatch, "cannot read \(path), \(field.kind.withArticle), as a keyed value")
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        throw ChronicleError(.typeMismatch, "cannot read \(path), a \(field.kind), as a list")
+        throw ChronicleError(.typeMismatch, "cannot read \(path), \(field.kind.withArticle), as a list")
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer { self }

@@ -116,7 +116,7 @@ extension Snapshot {
             let field = entity.fields[i]
             guard field.accepts(fv.value) else {
                 if fv.value.isNull { throw ChronicleError(.missingValue, "\(entity.name).\(fv.name) is required") }
-                throw ChronicleError(.typeMismatch, "\(entity.name).\(fv.name) is a \(field.kind); got \(fv.value)")
+                throw ChronicleError(.typeMismatch, "\(entity.name).\(fv.name) is \(field.kind.withArticle); got \(fv.value)")
             }
             if case .reference(let destination, _) = field.kind, case .reference(let target) = fv.value {
                 let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(destination)) WHERE id = ?"), arguments: [target]) ?? false

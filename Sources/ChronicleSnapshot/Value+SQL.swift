@@ -44,7 +44,7 @@ extension Value {
             return
         }
         func bad() -> ChronicleError {
-            ChronicleError(.database, "column \(field.name) holds \(dbValue), which is not a valid \(field.kind)")
+            ChronicleError(.database, "column \(field.name) holds \(dbValue), which is not a valid value for \(field.kind.withArticle)")
         }
         switch field.kind {
         case .reference:

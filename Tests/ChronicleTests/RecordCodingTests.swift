@@ -189,6 +189,14 @@ import Testing
         }
         #expect(error?.code == .typeMismatch)
         #expect(error?.message == "Item.title is a string attribute; got 5")
+        let other = await #expect(throws: ChronicleError.self) {
+            try await store.write { tx in tx.insert("Item", ["title": "t", "priority": "high", "folder": "x"]) }
+        }
+        #expect(other?.message == "Item.folder is a to-one relationship to Folder; got \"x\"")
+        let int = await #expect(throws: ChronicleError.self) {
+            try await store.write { tx in tx.insert("Item", ["title": "t", "priority": "high"]) }
+        }
+        #expect(int?.message == "Item.priority is an int64 attribute; got \"high\"")
     }
 
     @Test func insertThenUpdateInOneTransaction() async throws {

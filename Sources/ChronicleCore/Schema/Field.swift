@@ -46,4 +46,9 @@ extension Field.Kind: CustomStringConvertible {
         case .reference(let destination, _): return "to-one relationship to \(destination)"
         }
     }
+
+    /// The description after its article: `a string attribute`, `an int64 attribute`.
+    package var withArticle: String {
+        (self == .attribute(.int64) ? "an " : "a ") + description
+    }
 }
