@@ -143,6 +143,10 @@ import Testing
         #expect(found.id == thing.id)
         #expect(try await store.read { db in try ThingRow.fetchCount(db) } == 1)
         #expect(try await store.read { db in try ThingRow.filter(Column("count") < 0).fetchAll(db) }.map(\.id) == [thing.id])
+        // What GRDB's observation of a request on the view tracks: the rows' table, which Chronicle writes.
+        let region = try await store.read { db in try ThingRow.all().databaseRegion(db) }
+        #expect(region.isModified(byEventsOfKind: .insert(tableName: "_chronicle_rows_Thing")))
+        #expect(!region.isModified(byEventsOfKind: .insert(tableName: "_chronicle_outbox")))
     }
 
     // MARK: Snapshots of format 4
