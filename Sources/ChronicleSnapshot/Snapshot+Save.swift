@@ -36,8 +36,11 @@ extension Snapshot {
                 let version = Version(clock: clock, device: deviceID)
                 var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
                 var normalized: [Change] = []
-                // A reference may name a record this save inserts later.
+                // A reference may name a record this save inserts later (and
+                // does not delete).
+                let deleted = Set(changes.lazy.filter { $0.kind == .delete }.map { InsertedRecord(entity: $0.entity, id: $0.recordID) })
                 let inserted = Set(changes.lazy.filter { $0.kind == .insert }.map { InsertedRecord(entity: $0.entity, id: $0.recordID) })
+                    .subtracting(deleted)
                 // Records not visible right after their change, checked
                 // again once the whole save is applied.
                 var invisible: [(Change, Int)] = []

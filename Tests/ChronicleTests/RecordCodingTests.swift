@@ -260,6 +260,19 @@ import Testing
         #expect(try await store.fetch(Item.self, id: item.id)?.folder == folder)
     }
 
+    @Test func aReferenceToARecordTheSaveDeletesIsRefused() async throws {
+        let store = try await Self.store()
+        let error = await #expect(throws: ChronicleError.self) {
+            try await store.write { tx in
+                let folder = tx.insert("Folder", ["name": "Gone"])
+                tx.delete("Folder", id: folder)
+                tx.insert("Item", ["title": "Orphan", "folder": .reference(folder)])
+            }
+        }
+        #expect(error?.code == .recordNotFound)
+        #expect(try await store.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Item") } == 0)
+    }
+
     @Test func deleteByTypeAndID() async throws {
         let store = try await Self.store()
         let item = Self.item(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_000E))
