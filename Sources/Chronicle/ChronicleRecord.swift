@@ -1,11 +1,31 @@
 import Foundation
+import GRDB
 
 /// A Codable type stored as one entity's records.
 ///
-/// Properties map to fields by name; `id` is the record ID. Values convert
-/// through their JSON form: `String`, integers, `Double`, `Bool`, `Data`,
-/// `UUID`, ``ChronicleDecimal``, ``RecordID`` (for to-one relationships) and
-/// `Date` (as microseconds) all work.
+/// Properties map to fields by name (their `CodingKeys`); `id` is the
+/// record ID. Chronicle's own encoder and decoder convert each property
+/// for its field's type: `String`, the integer types, `Double`, `Bool`,
+/// `Date`, `Data`, `UUID`, Foundation's `Decimal` (exactly), ``RecordID``
+/// for to-one relationships, and arrays or any other Codable value in a
+/// `transformable` attribute (stored as JSON). See `docs/values.md`.
+///
+/// What a record stores:
+///
+/// - **Every field its type declares**, nil included. A declared field is
+///   a key the type encodes, or reads when it decodes (synthesized Codable
+///   skips nil optionals when encoding, but reads every key when
+///   decoding). So `note.folder = nil` then `tx.update(note)` clears the
+///   folder.
+/// - **Nothing else.** Fields of the entity that the type neither encodes
+///   nor reads are left as they are by an update (and get their defaults on
+///   insert): a type may map only some of an entity's fields.
+/// - **Properties kept in memory only** are left out of storage: leave
+///   them out of `CodingKeys`, or give the type an `init(from:)` that reads
+///   them with `decodeIfPresent`. A key that is no field of the entity is
+///   ignored unless the type *requires* it to decode (then the record could
+///   be saved but never read back), which is a
+///   ``ChronicleError/Code/unknownAttribute`` error naming the key.
 ///
 /// ```swift
 /// struct Book: ChronicleRecord {
@@ -23,56 +43,74 @@ public protocol ChronicleRecord: Codable, Sendable {
 }
 
 enum RecordCoding {
-    static let encoder: JSONEncoder = {
-        let e = JSONEncoder()
-        e.dateEncodingStrategy = .custom { date, encoder in
-            var c = encoder.singleValueContainer()
-            try c.encode(Timestamp(date).microsecondsSinceEpoch)
-        }
-        e.dataEncodingStrategy = .base64
-        return e
-    }()
+    /// Field indices by name.
+    static func fieldIndex(_ entity: Entity) -> [String: Int] {
+        Dictionary(uniqueKeysWithValues: entity.fields.enumerated().map { ($0.element.name, $0.offset) })
+    }
 
-    static let decoder: JSONDecoder = {
-        let d = JSONDecoder()
-        d.dateDecodingStrategy = .custom { decoder in
-            let c = try decoder.singleValueContainer()
-            if let micros = try? c.decode(Int64.self) { return Timestamp(microsecondsSinceEpoch: micros).date }
-            let s = try c.decode(String.self)
-            guard let t = Timestamp(iso8601: s) else {
-                throw DecodingError.dataCorruptedError(in: c, debugDescription: "not a date: \(s)")
-            }
-            return t.date
-        }
-        return d
-    }()
-
-    /// The record's fields as values, `id` excluded.
+    /// What the record stores (see ``ChronicleRecord``), by field name, `id`
+    /// excluded: every field it encodes, and null for every field it reads
+    /// when decoding but did not encode.
     static func values<R: ChronicleRecord>(of record: R, entity: Entity) throws -> [String: Value] {
-        let data = try encoder.encode(record)
-        guard case .object(let object) = try JSONDecoder().decode(JSONValue.self, from: data) else {
-            throw ChronicleError(.typeMismatch, "\(R.self) does not encode as an object")
+        let fieldIndex = fieldIndex(entity)
+        let encoder = RecordEncoder(entity: entity, fieldIndex: fieldIndex)
+        do {
+            try record.encode(to: encoder)
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError(.typeMismatch, "a \(R.self) cannot be encoded for \(entity.name): \(error)")
+        }
+        if let refusal = encoder.refusal { throw ChronicleError(.typeMismatch, refusal) }
+        // Decoding the record from what it encoded shows which keys its type
+        // declares, the nil optionals that encoding skipped among them.
+        let reads = KeyReads()
+        do {
+            _ = try R(from: RecordDecoder(entity: entity, fieldIndex: fieldIndex, source: ValuesSource(values: encoder.values),
+                                          id: record.id, reads: reads))
+        } catch let error as ChronicleError where error.code == .unknownAttribute {
+            throw error
+        } catch {
+            throw ChronicleError(.typeMismatch, "a \(R.self) cannot be read back from what it stores in \(entity.name): \(error)")
         }
         var values: [String: Value] = [:]
-        for (key, json) in object where key != "id" {
-            guard let field = entity.field(named: key) else {
-                throw ChronicleError(.unknownAttribute, "\(R.self).\(key) is not a field of \(entity.name)")
+        for (i, field) in entity.fields.enumerated() {
+            if let value = encoder.values[i] {
+                values[field.name] = value
+            } else if reads.contains(field.name) {
+                values[field.name] = .null
             }
-            values[key] = try Value(json: json, for: field, path: "\(R.self).\(key)")
         }
         return values
     }
 
-    /// Builds a record from a row's values.
-    static func record<R: ChronicleRecord>(_ type: R.Type, id: RecordID, values: [String: Value]) throws -> R {
-        var object: [String: JSONValue] = ["id": .string(id.description)]
-        for (k, v) in values {
-            if case .date(let t) = v {
-                object[k] = .int(t.microsecondsSinceEpoch)
-            } else if !v.isNull {
-                object[k] = v.json
+    /// Builds a record from its values by field name; a field missing from
+    /// `values` reads as absent.
+    static func record<R: ChronicleRecord>(_ type: R.Type, id: RecordID, values: [String: Value], entity: Entity) throws -> R {
+        let source = ValuesSource(values: entity.fields.map { values[$0.name] })
+        return try R(from: RecordDecoder(entity: entity, fieldIndex: fieldIndex(entity), source: source, id: id))
+    }
+
+    /// Reads records from rows of `SELECT *` on the entity's table.
+    static func records<R: ChronicleRecord>(_ type: R.Type, entity: Entity, cursor: RowCursor) throws -> [R] {
+        let fieldIndex = fieldIndex(entity)
+        let columnNames = cursor.columnNames
+        func column(_ name: String) throws -> Int {
+            guard let i = columnNames.firstIndex(of: name) else {
+                throw ChronicleError(.database, "the \(entity.name) table has no column \(name)")
             }
+            return i
         }
-        return try decoder.decode(R.self, from: try JSONEncoder().encode(JSONValue.object(object)))
+        let idColumn = try column("id")
+        let columns = try entity.fields.map { try column($0.name) }
+        var records: [R] = []
+        while let row = try cursor.next() {
+            guard let id = RecordID.fromDatabaseValue(row[idColumn]) else {
+                throw ChronicleError(.database, "a \(entity.name) row has no valid record ID")
+            }
+            let source = RowSource(row: row, columns: columns, fields: entity.fields)
+            records.append(try R(from: RecordDecoder(entity: entity, fieldIndex: fieldIndex, source: source, id: id)))
+        }
+        return records
     }
 }

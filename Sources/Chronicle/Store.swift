@@ -373,8 +373,9 @@ public actor Store {
         }
         let result = try body(&tx)
         ids = tx.generator
-        guard !tx.changes.isEmpty else { return (result, nil) }
-        let saved = try snapshot.save(tx.changes, physicalMilliseconds: now, maxBodyBytes: configuration.limits.maxBodyBytes)
+        let changes = try tx.checkedChanges()
+        guard !changes.isEmpty else { return (result, nil) }
+        let saved = try snapshot.save(changes, physicalMilliseconds: now, maxBodyBytes: configuration.limits.maxBodyBytes)
         hub.publish(saved.events)
         return (result, saved)
     }
@@ -392,15 +393,18 @@ public actor Store {
             throw ChronicleError(.unknownEntity, "no entity named \(R.entityName)")
         }
         return try snapshot.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM \"\(entity.name)\" ORDER BY id").map { row in
-                try RecordCoding.record(R.self, id: row["id"], values: try Store.values(row, entity: entity))
-            }
+            try RecordCoding.records(R.self, entity: entity, cursor: Row.fetchCursor(db, sql: "SELECT * FROM \"\(entity.name)\" ORDER BY id"))
         }
     }
 
     /// One record of a Codable type, or nil.
     public func fetch<R: ChronicleRecord>(_ type: R.Type, id: RecordID) throws -> R? {
-        try Store.row(snapshot, entity: R.entityName, id: id).map { try RecordCoding.record(R.self, id: id, values: $0) }
+        guard let entity = configuration.schema.entity(named: R.entityName) else {
+            throw ChronicleError(.unknownEntity, "no entity named \(R.entityName)")
+        }
+        return try snapshot.read { db in
+            try RecordCoding.records(R.self, entity: entity, cursor: Row.fetchCursor(db, sql: "SELECT * FROM \"\(entity.name)\" WHERE id = ?", arguments: [id])).first
+        }
     }
 
     /// The values of one visible record, or nil.

@@ -6,7 +6,7 @@ import Foundation
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure Chronicle against its baselines, side by side in one run (build with -c release).",
-        subcommands: [ScenarioBench.self, CodecBench.self],
+        subcommands: [ScenarioBench.self, CodecBench.self, FetchBench.self],
         defaultSubcommand: ScenarioBench.self)
 }
 

@@ -190,13 +190,13 @@ struct MergeEngine {
         }
     }
 
-    /// Recomputes the row of every record of the entities that are not
-    /// independent (those keep every state in `_chronicle_records`), a batch
-    /// at a time: brings a snapshot whose view an older rule computed to
-    /// what this version computes from the same states.
-    mutating func recomputeView(batch: Int = 100_000) throws {
-        let entities = sql.indices.filter { !sql[$0].isIndependent }
-        for entity in entities {
+    /// Recomputes the row of every record of `entities` (by default, every
+    /// entity that is not independent: those keep every state in
+    /// `_chronicle_records`), a batch at a time: brings a snapshot whose
+    /// view an older rule or format computed to what this version computes
+    /// from the same states.
+    mutating func recomputeView(entities: [Int]? = nil, batch: Int = 100_000) throws {
+        for entity in entities ?? sql.indices.filter({ !sql[$0].isIndependent }) {
             let ids = try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM _chronicle_records WHERE entity = ? ORDER BY id"), arguments: [entity])
             for start in stride(from: 0, to: ids.count, by: batch) {
                 for id in ids[start..<min(ids.count, start + batch)] { schedule(entity, id) }

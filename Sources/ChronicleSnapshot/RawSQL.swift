@@ -49,7 +49,9 @@ struct RawBinder {
         switch value {
         case .null: sqlite3_bind_null(statement, index)
         case .int(let i): sqlite3_bind_int64(statement, index, i)
-        case .date(let t): sqlite3_bind_int64(statement, index, t.microsecondsSinceEpoch)
+        case .date(let t):
+            guard let seconds = t.storedSeconds else { return bind(value.databaseValue) }
+            sqlite3_bind_double(statement, index, seconds)
         case .bool(let b): sqlite3_bind_int64(statement, index, b ? 1 : 0)
         case .double(let d) where !d.isNaN && !(d == 0 && d.sign == .minus): sqlite3_bind_double(statement, index, d)
         case .string(let s): return bind(s)
@@ -77,9 +79,15 @@ struct RawBinder {
             guard let length = try? reader.readVarint(), let bytes = try? reader.readSlice(Int(length), "bytes") else { return bind(raw.value) }
             guard raw.tag == 1 else { return bindInPlace(bytes) }
             sqlite3_bind_text(statement, index, (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
-        case 2, 6:
+        case 2:
             guard let i = try? reader.readSignedVarint() else { return bind(raw.value) }
             sqlite3_bind_int64(statement, index, i)
+        case 6:
+            // A date: seconds since 1970 (`Value.databaseValue`).
+            guard let micros = try? reader.readSignedVarint(),
+                  let seconds = Timestamp(microsecondsSinceEpoch: micros).storedSeconds
+            else { return bind(raw.value) }
+            sqlite3_bind_double(statement, index, seconds)
         case 3:
             guard let bits = try? reader.readUInt64() else { return bind(raw.value) }
             let d = Double(bitPattern: bits)

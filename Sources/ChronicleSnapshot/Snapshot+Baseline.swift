@@ -142,7 +142,7 @@ extension Snapshot {
                     let entity = schema.entities[index]
                     let columns = entity.fields.map { quoted($0.name) + ", " }.joined()
                     let statement = try db.cachedStatement(sql: """
-                        SELECT \(columns)\(CompactState.column), id FROM \(quoted(entity.name))
+                        SELECT \(columns)\(CompactState.column), id FROM \(quoted(SnapshotTables.rows(entity.name)))
                         WHERE \(CompactState.column) IS NOT NULL AND id > ? ORDER BY id LIMIT \(Self.page)
                         """).sqliteStatement
                     sqlite3_reset(statement)

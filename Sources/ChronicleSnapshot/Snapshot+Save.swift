@@ -39,8 +39,16 @@ extension Snapshot {
                 let version = Version(clock: clock, device: deviceID)
                 var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
                 var normalized: [Change] = []
+                // A reference may name a record this save inserts later (and
+                // does not delete).
+                let deleted = Set(changes.lazy.filter { $0.kind == .delete }.map { InsertedRecord(entity: $0.entity, id: $0.recordID) })
+                let inserted = Set(changes.lazy.filter { $0.kind == .insert }.map { InsertedRecord(entity: $0.entity, id: $0.recordID) })
+                    .subtracting(deleted)
+                // Records not visible right after their change, checked
+                // again once the whole save is applied.
+                var invisible: [(Change, Int)] = []
                 for change in changes {
-                    let (entity, values, complete) = try validate(change, db)
+                    let (entity, values, complete) = try validate(change, inserted: inserted, db)
                     // A record and the duplicates merged into it are one
                     // record to the app: a delete or a key change of it is
                     // one of them all, so no duplicate comes back.
@@ -50,11 +58,14 @@ extension Snapshot {
                         try engine.apply(change.kind, entity: entity, id: id, values: values, version: version)
                     }
                     try engine.settle()
-                    try checkVisible(change, entity: entity, db)
+                    if try !isVisible(change, entity: entity, db) { invisible.append((change, entity)) }
                     normalized.append(complete)
                     for id in duplicates {
                         normalized.append(Change(change.kind, entity: complete.entity, recordID: id, values: complete.values))
                     }
+                }
+                for (change, entity) in invisible where try !isVisible(change, entity: entity, db) {
+                    throw ChronicleError(.recordNotFound, "\(schema.entities[entity].name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
                 }
                 let transaction = Transaction(deviceID: deviceID, sequence: sequence, clock: clock,
                                               schemaHash: schema.hash, changes: normalized)
@@ -88,7 +99,12 @@ extension Snapshot {
     /// Checks one change against the schema and the current state; returns
     /// the entity index, the values by field index, and the change with
     /// defaults filled in.
-    private func validate(_ change: Change, _ db: Database) throws -> (Int, [(field: Int, value: Value)], Change) {
+    private struct InsertedRecord: Hashable {
+        let entity: String
+        let id: RecordID
+    }
+
+    private func validate(_ change: Change, inserted: Set<InsertedRecord>, _ db: Database) throws -> (Int, [(field: Int, value: Value)], Change) {
         guard let entityIndex = schema.entityIndex(named: change.entity) else {
             throw ChronicleError(.unknownEntity, "no entity named \(change.entity)")
         }
@@ -106,11 +122,11 @@ extension Snapshot {
             let field = entity.fields[i]
             guard field.accepts(fv.value) else {
                 if fv.value.isNull { throw ChronicleError(.missingValue, "\(entity.name).\(fv.name) is required") }
-                throw ChronicleError(.typeMismatch, "\(entity.name).\(fv.name) takes \(field.kind), not \(fv.value)")
+                throw ChronicleError(.typeMismatch, "\(entity.name).\(fv.name) is \(field.kind.withArticle); got \(fv.value)")
             }
             if case .reference(let destination, _) = field.kind, case .reference(let target) = fv.value {
                 let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(destination)) WHERE id = ?"), arguments: [target]) ?? false
-                guard exists else {
+                guard exists || inserted.contains(InsertedRecord(entity: destination, id: target)) else {
                     throw ChronicleError(.recordNotFound, "\(entity.name).\(fv.name) refers to \(destination) \(target), which does not exist")
                 }
             }
@@ -207,15 +223,13 @@ extension Snapshot {
         }
     }
 
-    /// After a local insert or update, the record must be visible: anything
-    /// else means the save could not take effect as asked.
-    private func checkVisible(_ change: Change, entity: Int, _ db: Database) throws {
-        guard change.kind != .delete else { return }
-        let e = schema.entities[entity]
-        let visible = try db.first(entitySQL[entity].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false
-        guard visible else {
-            throw ChronicleError(.recordNotFound, "\(e.name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
-        }
+    /// After a local insert or update, the record must be visible (right
+    /// after the change, or once the save is applied: a reference to a
+    /// record the save inserts later): anything else means the save could
+    /// not take effect as asked.
+    private func isVisible(_ change: Change, entity: Int, _ db: Database) throws -> Bool {
+        guard change.kind != .delete else { return true }
+        return try db.first(entitySQL[entity].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false
     }
 
     func appliedSequence(_ db: Database, _ device: DeviceID) throws -> UInt64 {

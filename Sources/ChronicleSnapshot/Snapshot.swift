@@ -25,8 +25,14 @@ public final class Snapshot: Sendable {
     /// snapshot adds it). 4: de-duplication in ID order, each record visible
     /// unless a smaller visible one shares a key with it (opening a format 2
     /// or 3 snapshot recomputes the rows of every entity that has references
-    /// or unique keys, so it shows what this rule computes).
-    public static let format = 4
+    /// or unique keys, so it shows what this rule computes). 5: each
+    /// entity's rows are in `_chronicle_rows_<name>`, read through a view
+    /// named after the entity that leaves out `_chronicle_version`; dates
+    /// are stored as seconds since 1970 (a REAL), which GRDB's `Date`
+    /// decoding reads exactly (opening an older snapshot moves the rows and
+    /// converts the dates, and recomputes the rows of entities whose unique
+    /// keys include a date).
+    public static let format = 5
     /// The page cache of the snapshot's writing connection, in KiB.
     public static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.
@@ -81,6 +87,7 @@ public final class Snapshot: Sendable {
         var config = Configuration()
         config.journalMode = .wal
         config.busyMode = .timeout(10)
+        config.schemaSource = EntityViewKeys(schema)
         // `PRAGMA synchronous` is per connection, and GRDB's DatabasePool
         // runs its WAL set-up on the writer after `prepareDatabase`, setting
         // NORMAL there. So it is set twice: here, for any connection GRDB
@@ -114,10 +121,12 @@ public final class Snapshot: Sendable {
                     }
                     try Self.checkIdentity(db, schema: schema, storeID: storeID, deviceID: deviceID)
                     if format < Self.format {
-                        try SnapshotTables.migrate(db, schema: schema, from: format)
+                        let recompute = try SnapshotTables.migrate(db, schema: schema, from: format)
+                        var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported)
                         if format < 4 {
-                            var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported)
                             try engine.recomputeView()
+                        } else if !recompute.isEmpty {
+                            try engine.recomputeView(entities: recompute)
                         }
                         try db.execute(sql: "PRAGMA user_version = \(Self.format)")
                     }

@@ -1,18 +1,66 @@
 import ChronicleCore
 import GRDB
 
-/// The tables of a snapshot: one per entity (what apps query), and
-/// Chronicle's own, all prefixed `_chronicle_` (entity names start with a
-/// letter, so they cannot collide). See `docs/architecture.md`.
+/// The tables of a snapshot: per entity, a table of its rows
+/// (`_chronicle_rows_<name>`) and a view named after it that apps query;
+/// and Chronicle's own tables. Everything but the views is prefixed
+/// `_chronicle_` (entity names start with a letter, so they cannot
+/// collide). See `docs/architecture.md`.
 enum SnapshotTables {
+    /// The table that holds an entity's rows and their compact states.
+    /// Apps read the view named after the entity, which shows `id` and the
+    /// fields only (see `docs/architecture.md`).
+    static func rows(_ entity: String) -> String { "_chronicle_rows_" + entity }
+
     /// Brings a snapshot of an older format up to ``Snapshot/format``.
-    static func migrate(_ db: Database, schema: Schema, from format: Int) throws {
+    /// Returns the indices of the entities whose rows must be recomputed
+    /// from their states: those whose unique keys include a date, whose
+    /// stored keys format 5 changes.
+    static func migrate(_ db: Database, schema: Schema, from format: Int) throws -> [Int] {
         if format < 3 {
             // Format 3 adds the compact-state column; every existing state
             // stays in `_chronicle_records`, which format 3 still reads.
             for entity in schema.entities {
-                try db.execute(sql: "ALTER TABLE \(quoted(entity.name)) ADD COLUMN \(CompactState.column) BLOB")
+                let table = try db.tableExists(rows(entity.name)) ? rows(entity.name) : entity.name
+                try db.execute(sql: "ALTER TABLE \(quoted(table)) ADD COLUMN \(CompactState.column) BLOB")
             }
+        }
+        var recompute: [Int] = []
+        if format < 5 {
+            // Format 5 moves each entity's rows into `_chronicle_rows_<name>`
+            // behind a view without Chronicle's column, and stores dates as
+            // seconds since 1970 (see `Value.databaseValue`).
+            db.add(function: legacyDate)
+            defer { db.remove(function: legacyDate) }
+            for (index, entity) in schema.entities.enumerated() where !(try db.tableExists(rows(entity.name))) {
+                try createTable(db, entity)
+                let columns = entity.fields.map { quoted($0.name) }
+                let converted = entity.fields.map { field in
+                    if case .attribute(.date) = field.kind { return "\(legacyDate.name)(\(quoted(field.name)))" }
+                    return quoted(field.name)
+                }
+                try db.execute(sql: """
+                    INSERT INTO \(quoted(rows(entity.name))) (\((["id"] + columns + [CompactState.column]).joined(separator: ", ")))
+                    SELECT \((["id"] + converted + [CompactState.column]).joined(separator: ", ")) FROM \(quoted(entity.name))
+                    """)
+                try db.execute(sql: "DROP TABLE \(quoted(entity.name))")
+                try createIndexesAndView(db, entity)
+                let dateKey = entity.uniqueConstraints.joined().contains { name in
+                    if case .attribute(.date)? = entity.field(named: name)?.kind { return true } else { return false }
+                }
+                if dateKey { recompute.append(index) }
+            }
+        }
+        return recompute
+    }
+
+    /// Converts a format 4 date column (integer microseconds) to format 5.
+    private static let legacyDate = DatabaseFunction("_chronicle_format4_date", argumentCount: 1, pure: true) { values in
+        switch values[0].storage {
+        case .int64(let micros): return Value.date(Timestamp(microsecondsSinceEpoch: micros)).databaseValue
+        case .double(let d) where d.rounded() == d && abs(d) < 9.2e18:
+            return Value.date(Timestamp(microsecondsSinceEpoch: Int64(d))).databaseValue
+        default: return values[0]
         }
     }
 
@@ -45,21 +93,48 @@ enum SnapshotTables {
             ) WITHOUT ROWID;
             """)
         for entity in schema.entities {
-            var columns = ["id BLOB PRIMARY KEY NOT NULL"]
-            for field in entity.fields {
-                columns.append("\(quoted(field.name)) \(field.kind.sqlType)")
-            }
-            columns.append("\(CompactState.column) BLOB")
-            try db.execute(sql: "CREATE TABLE \(quoted(entity.name)) (\(columns.joined(separator: ", ")))")
-            for field in entity.fields {
-                if case .reference = field.kind {
-                    try db.execute(sql: "CREATE INDEX \(quoted("\(entity.name)_\(field.name)_ref")) ON \(quoted(entity.name)) (\(quoted(field.name)))")
-                }
-            }
-            for (i, key) in entity.uniqueConstraints.enumerated() {
-                // Unique among visible records: dedupe guarantees it, the index enforces it.
-                try db.execute(sql: "CREATE UNIQUE INDEX \(quoted("\(entity.name)_unique_\(i)")) ON \(quoted(entity.name)) (\(key.map(quoted).joined(separator: ", ")))")
+            try createTable(db, entity)
+            try createIndexesAndView(db, entity)
+        }
+    }
+
+    private static func createTable(_ db: Database, _ entity: Entity) throws {
+        var columns = ["id BLOB PRIMARY KEY NOT NULL"]
+        for field in entity.fields {
+            columns.append("\(quoted(field.name)) \(field.kind.sqlType)")
+        }
+        columns.append("\(CompactState.column) BLOB")
+        try db.execute(sql: "CREATE TABLE \(quoted(rows(entity.name))) (\(columns.joined(separator: ", ")))")
+    }
+
+    /// The indexes of an entity's rows, and the view apps read.
+    private static func createIndexesAndView(_ db: Database, _ entity: Entity) throws {
+        let table = quoted(rows(entity.name))
+        for field in entity.fields {
+            if case .reference = field.kind {
+                try db.execute(sql: "CREATE INDEX \(quoted("\(entity.name)_\(field.name)_ref")) ON \(table) (\(quoted(field.name)))")
             }
         }
+        for (i, key) in entity.uniqueConstraints.enumerated() {
+            // Unique among visible records: dedupe guarantees it, the index enforces it.
+            try db.execute(sql: "CREATE UNIQUE INDEX \(quoted("\(entity.name)_unique_\(i)")) ON \(table) (\(key.map(quoted).joined(separator: ", ")))")
+        }
+        let columns = (["id"] + entity.fields.map { quoted($0.name) }).joined(separator: ", ")
+        try db.execute(sql: "CREATE VIEW \(quoted(entity.name)) AS SELECT \(columns) FROM \(table)")
+    }
+}
+
+/// Tells GRDB that each entity's view is keyed by `id`, so records typed
+/// on it can be fetched by ID (`Note.find(db, id:)`) as on a table.
+struct EntityViewKeys: DatabaseSchemaSource {
+    /// The entity names, lowercased (SQLite names ignore case).
+    let entities: Set<String>
+
+    init(_ schema: Schema) {
+        entities = Set(schema.entities.map { $0.name.lowercased() })
+    }
+
+    func columnsForPrimaryKey(_ db: Database, inView view: DatabaseObjectID) throws -> [String]? {
+        entities.contains(view.name.lowercased()) ? ["id"] : nil
     }
 }

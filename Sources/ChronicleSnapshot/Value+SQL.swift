@@ -4,9 +4,14 @@ import GRDB
 
 extension Value {
     /// How a value is stored in a snapshot column. Most map to SQLite's own
-    /// types so the `sqlite3` shell and app queries read them naturally; the
-    /// two doubles SQLite cannot keep exactly (NaN payloads and -0.0) are
-    /// stored as their 8-byte big-endian bit pattern instead.
+    /// types so the `sqlite3` shell, app queries and GRDB's decoding read
+    /// them naturally (see `docs/values.md`); the two doubles SQLite cannot
+    /// keep exactly (NaN payloads and -0.0) are stored as their 8-byte
+    /// big-endian bit pattern instead. A date is a REAL of seconds since
+    /// 1970 (``Timestamp/secondsSince1970``, which GRDB's `Date` decoding
+    /// reads as exactly ``Timestamp/date``), or, for the rare date whose
+    /// microsecond no double holds exactly (a fraction of a second far from
+    /// 1970), its microseconds as an 8-byte big-endian BLOB.
     public var databaseValue: DatabaseValue {
         switch self {
         case .null: return .null
@@ -18,7 +23,9 @@ extension Value {
             }
             return d.databaseValue
         case .bool(let b): return (b ? 1 : 0 as Int64).databaseValue
-        case .date(let t): return t.microsecondsSinceEpoch.databaseValue
+        case .date(let t):
+            if let seconds = t.storedSeconds { return seconds.databaseValue }
+            return Data(withUnsafeBytes(of: t.microsecondsSinceEpoch.bigEndian) { Array($0) }).databaseValue
         case .data(let d): return d.databaseValue
         case .decimal(let d): return d.description.databaseValue
         case .uuid(let u): return u.uuidString.lowercased().databaseValue
@@ -37,7 +44,7 @@ extension Value {
             return
         }
         func bad() -> ChronicleError {
-            ChronicleError(.databaseCorrupt, "column \(field.name) holds \(dbValue), which is not a valid \(field.kind)")
+            ChronicleError(.databaseCorrupt, "column \(field.name) holds \(dbValue), which is not a valid value for \(field.kind.withArticle)")
         }
         switch field.kind {
         case .reference:
@@ -55,8 +62,21 @@ extension Value {
                     self = .double(d)
                 }
             case .bool: guard let i = Int64.fromDatabaseValue(dbValue) else { throw bad() }; self = .bool(i != 0)
-            case .date: guard let i = Int64.fromDatabaseValue(dbValue) else { throw bad() }
-                self = .date(Timestamp(microsecondsSinceEpoch: i))
+            case .date:
+                switch dbValue.storage {
+                case .double(let seconds):
+                    guard let t = Timestamp(exactlySecondsSince1970: seconds) else { throw bad() }
+                    self = .date(t)
+                case .int64(let seconds):
+                    // What SQLite makes of a whole number of seconds in a
+                    // column without REAL affinity.
+                    guard let t = Timestamp(exactlySecondsSince1970: Double(seconds)) else { throw bad() }
+                    self = .date(t)
+                case .blob(let data) where data.count == 8:
+                    self = .date(Timestamp(microsecondsSinceEpoch: Int64(bitPattern: data.reduce(0) { $0 << 8 | UInt64($1) })))
+                default:
+                    throw bad()
+                }
             case .data: guard let d = Data.fromDatabaseValue(dbValue) else { throw bad() }; self = .data(d)
             case .decimal:
                 guard let s = String.fromDatabaseValue(dbValue), let d = ChronicleDecimal(string: s) else { throw bad() }
@@ -85,6 +105,51 @@ extension RecordID: DatabaseValueConvertible {
     }
 }
 
+extension Timestamp {
+    /// The REAL a snapshot column stores for this date: its seconds since
+    /// 1970, when they give back this very microsecond; nil otherwise.
+    var storedSeconds: Double? {
+        let seconds = secondsSince1970
+        return Timestamp(exactlySecondsSince1970: seconds) == self ? seconds : nil
+    }
+}
+
+extension Timestamp: DatabaseValueConvertible {
+    /// A timestamp as a snapshot stores it (see `Value.databaseValue`).
+    public var databaseValue: DatabaseValue { Value.date(self).databaseValue }
+
+    /// Reads a date column exactly: seconds since 1970, or 8 bytes of
+    /// microseconds.
+    public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> Timestamp? {
+        guard case .date(let t)? = try? Value(databaseValue: dbValue, field: Field(name: "date", kind: .attribute(.date), isOptional: false, defaultValue: nil)) else { return nil }
+        return t
+    }
+}
+
+extension ChronicleDecimal: DatabaseValueConvertible {
+    /// A decimal as a snapshot stores it: its exact text.
+    public var databaseValue: DatabaseValue { description.databaseValue }
+
+    /// Reads a decimal column exactly, representation included (`1.50`).
+    public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> ChronicleDecimal? {
+        String.fromDatabaseValue(dbValue).flatMap(ChronicleDecimal.init(string:))
+    }
+}
+
+extension TransformableValue: DatabaseValueConvertible {
+    /// A transformable value as a snapshot stores it: JSON text with its
+    /// type name, MIME type and base64 bytes.
+    public var databaseValue: DatabaseValue { Value.transformable(self).databaseValue }
+
+    /// Reads a transformable column, so a GRDB record can declare a
+    /// `TransformableValue` property and call ``TransformableValue/decoded(as:)``.
+    public static func fromDatabaseValue(_ dbValue: DatabaseValue) -> TransformableValue? {
+        let field = Field(name: "value", kind: .attribute(.transformable), isOptional: false, defaultValue: nil)
+        guard case .transformable(let t)? = try? Value(databaseValue: dbValue, field: field) else { return nil }
+        return t
+    }
+}
+
 extension JSONEncoder {
     static var sorted: JSONEncoder {
         let e = JSONEncoder()
@@ -101,8 +166,8 @@ extension Field.Kind {
         case .attribute(let t):
             switch t {
             case .string, .decimal, .uuid, .transformable: return "TEXT"
-            case .int64, .bool, .date: return "INTEGER"
-            case .double: return "REAL"
+            case .int64, .bool: return "INTEGER"
+            case .double, .date: return "REAL"
             case .data: return "BLOB"
             }
         }
@@ -141,7 +206,9 @@ struct EntitySQL: Sendable {
 
     static func make(_ schema: Schema) -> [EntitySQL] {
         schema.entities.map { e in
-            let table = quoted(e.name)
+            // Chronicle writes and reads rows in their own table, not the
+            // view apps read (see `SnapshotTables`).
+            let table = quoted(SnapshotTables.rows(e.name))
             let columns = e.fields.map { quoted($0.name) }.joined(separator: ", ")
             let referenced = schema.entities.contains { other in
                 other.fields.contains { if case .reference(let d, _) = $0.kind { return d == e.name } else { return false } }

@@ -41,7 +41,7 @@ import Testing
     static func places(_ snapshot: Snapshot, _ entity: String, _ id: RecordID) throws -> (full: Bool, compact: Bool) {
         try snapshot.read { db in
             let full = try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_records WHERE id = ?", arguments: [Data(id.bytes)]) ?? false
-            let compact = try Bool.fetchOne(db, sql: "SELECT 1 FROM \"\(entity)\" WHERE id = ? AND _chronicle_version IS NOT NULL",
+            let compact = try Bool.fetchOne(db, sql: "SELECT 1 FROM \"_chronicle_rows_\(entity)\" WHERE id = ? AND _chronicle_version IS NOT NULL",
                                             arguments: [Data(id.bytes)]) ?? false
             return (full, compact)
         }
@@ -182,7 +182,7 @@ import Testing
         _ = try snapshot.apply(Self.log(device: 2, sequence: 1, [Change(.insert, entity: "Sample", recordID: id, values: Self.awkward)]), name: "one")
         try snapshot.close()
         let queue = try DatabaseQueue(path: dir.appendingPathComponent("s1.sqlite").path)
-        try queue.write { try $0.execute(sql: "UPDATE Sample SET _chronicle_version = x'0102'") }
+        try queue.write { try $0.execute(sql: "UPDATE _chronicle_rows_Sample SET _chronicle_version = x'0102'") }
         try queue.close()
         let reopened = try Self.snapshot(dir)
         #expect(throws: ChronicleError.self) { try reopened.recordVersions(entity: "Sample", id: id) }
@@ -208,12 +208,12 @@ import Testing
         }
         let queue = try DatabaseQueue(path: path)
         try queue.write { db in
-            try db.execute(sql: "ALTER TABLE Sample DROP COLUMN _chronicle_version; ALTER TABLE Priced DROP COLUMN _chronicle_version; PRAGMA user_version = 2")
+            try db.execute(sql: "ALTER TABLE _chronicle_rows_Sample DROP COLUMN _chronicle_version; ALTER TABLE _chronicle_rows_Priced DROP COLUMN _chronicle_version; PRAGMA user_version = 2")
         }
         try queue.close()
         let snapshot = try Self.snapshot(dir)
         #expect(try snapshot.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") } == Snapshot.format)
-        #expect(try snapshot.read { db in try db.columns(in: "Sample").map(\.name).contains("_chronicle_version") })
+        #expect(try snapshot.read { db in try db.columns(in: "_chronicle_rows_Sample").map(\.name).contains("_chronicle_version") })
         _ = try snapshot.apply(Self.log(device: 2, sequence: 2, [
             Change(.update, entity: "Sample", recordID: id, values: [FieldValue("n", .int(2))]),
             Change(.insert, entity: "Sample", recordID: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_00E2), values: Self.awkward),

@@ -138,9 +138,9 @@ import Testing
         let path = dir.appendingPathComponent("old.sqlite").path
         let queue = try DatabaseQueue(path: path)
         try queue.write { db in
-            try db.execute(sql: "DELETE FROM Folder")
-            try db.execute(sql: "INSERT INTO Folder (id, name, code) VALUES (?, 'stale', NULL)", arguments: [Self.folders[5]])
-            try db.execute(sql: "UPDATE Note SET folder = ?", arguments: [Self.folders[5]])
+            try db.execute(sql: "DELETE FROM _chronicle_rows_Folder")
+            try db.execute(sql: "INSERT INTO _chronicle_rows_Folder (id, name, code) VALUES (?, 'stale', NULL)", arguments: [Self.folders[5]])
+            try db.execute(sql: "UPDATE _chronicle_rows_Note SET folder = ?", arguments: [Self.folders[5]])
             try db.execute(sql: "PRAGMA user_version = 3")
         }
         try queue.close()

@@ -36,3 +36,19 @@ public struct Field: Hashable, Sendable {
         }
     }
 }
+
+extension Field.Kind: CustomStringConvertible {
+    /// The kind as a schema names it: `string attribute`, `to-one
+    /// relationship to Folder`.
+    public var description: String {
+        switch self {
+        case .attribute(let type): return "\(type.rawValue) attribute"
+        case .reference(let destination, _): return "to-one relationship to \(destination)"
+        }
+    }
+
+    /// The description after its article: `a string attribute`, `an int64 attribute`.
+    package var withArticle: String {
+        (self == .attribute(.int64) ? "an " : "a ") + description
+    }
+}

@@ -28,11 +28,29 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
         }
     }
 
-    /// The `Date` nearest to this timestamp.
+    /// The `Date` nearest to this timestamp: `Date(timeIntervalSince1970:
+    /// secondsSince1970)`.
     public var date: Date {
-        let seconds = microsecondsSinceEpoch / 1_000_000
-        let micros = microsecondsSinceEpoch % 1_000_000
-        return Date(timeIntervalSince1970: Double(seconds) + Double(micros) / 1_000_000)
+        Date(timeIntervalSince1970: secondsSince1970)
+    }
+
+    /// Seconds since the Unix epoch as a `Double`: whole seconds plus the
+    /// microseconds over a million. Snapshots store dates this way, so
+    /// GRDB's `Date` decoding gives exactly ``date``.
+    public var secondsSince1970: Double {
+        Double(microsecondsSinceEpoch / 1_000_000) + Double(microsecondsSinceEpoch % 1_000_000) / 1_000_000
+    }
+
+    /// The timestamp whose ``secondsSince1970`` is `seconds`, or nil if no
+    /// timestamp has it. A double cannot hold every microsecond far from
+    /// 1970: this succeeds for every microsecond from about 1834 to 2106,
+    /// and for whole seconds at any date.
+    public init?(exactlySecondsSince1970 seconds: Double) {
+        let micros = (seconds * 1_000_000).rounded()
+        guard micros > -9.2e18 && micros < 9.2e18 else { return nil }
+        let t = Timestamp(microsecondsSinceEpoch: Int64(micros))
+        guard t.secondsSince1970.bitPattern == seconds.bitPattern else { return nil }
+        self = t
     }
 
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
