@@ -21,8 +21,8 @@ import GRDB
 ///   nor reads are left as they are by an update (and get their defaults on
 ///   insert): a type may map only some of an entity's fields.
 /// - **Properties kept in memory only** are left out of storage: leave
-///   them out of `CodingKeys`, or give the type an `init(from:)` that reads
-///   them with `decodeIfPresent`. A key that is no field of the entity is
+///   them out of `CodingKeys`, make them optional, or give the type an
+///   `init(from:)` that reads them with `decodeIfPresent`. A key that is no field of the entity is
 ///   ignored unless the type *requires* it to decode (then the record could
 ///   be saved but never read back), which is a
 ///   ``ChronicleError/Code/unknownAttribute`` error naming the key.
