@@ -74,6 +74,7 @@ let package = Package(
             name: "ChronicleCLI",
             dependencies: [
                 "Chronicle",
+                "ChronicleSnapshot",
                 "ChronicleSimulation",
                 "CLZ4",
                 "CSQLite",

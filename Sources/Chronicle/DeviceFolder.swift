@@ -1,3 +1,4 @@
+import ChronicleContainer
 import ChronicleCore
 import Foundation
 
@@ -50,13 +51,21 @@ final class DeviceFolder: @unchecked Sendable {
     ///
     /// - Throws: ``ChronicleError/Code/deviceInUse`` naming the holder's
     ///   process if the lock stays taken; ``ChronicleError/Code/io`` if the
-    ///   folder cannot be created or is not a folder.
+    ///   folder cannot be created or is not a folder;
+    ///   ``ChronicleError/Code/invalidValue`` if it is a container's folder.
     init(_ url: URL, wait: Duration) async throws {
         self.url = url
         do {
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         } catch {
             throw ChronicleError.file("cannot create the device folder \(url.path)", error)
+        }
+        // A container's folder (blobs/ and markers/) is never a device's:
+        // the device's files would sit among what every device syncs.
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: url.appendingPathComponent(ContainerLayout.Directory.blobs).path, isDirectory: &isFolder), isFolder.boolValue,
+           FileManager.default.fileExists(atPath: url.appendingPathComponent(ContainerLayout.Directory.markers).path, isDirectory: &isFolder), isFolder.boolValue {
+            throw ChronicleError(.invalidValue, "\(url.path) is a container (it holds blobs/ and markers/), not a device folder: give each device a folder of its own, outside the container")
         }
         let lockPath = url.appendingPathComponent(Self.lockFile).path
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)

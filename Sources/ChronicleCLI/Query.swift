@@ -1,6 +1,7 @@
 import ArgumentParser
 import CSQLite
 import Chronicle
+import ChronicleSnapshot
 import Foundation
 
 struct Query: AsyncParsableCommand {
@@ -89,7 +90,8 @@ struct Query: AsyncParsableCommand {
         init(_ statement: Statement, column index: Int, schema: Schema) {
             guard let table = sqlite3_column_table_name(statement.sqliteStatement, Int32(index)),
                   let column = sqlite3_column_origin_name(statement.sqliteStatement, Int32(index)),
-                  let entity = schema.entity(named: String(cString: table))
+                  // A column of an entity's view comes from its rows table.
+                  let entity = SnapshotTables.entity(ofRowsTable: String(cString: table)).flatMap(schema.entity(named:))
             else { self = .untyped; return }
             let name = String(cString: column)
             if name == "id" {

@@ -54,27 +54,41 @@ public struct ContainerInventory: Sendable {
 
     /// Takes the inventory of `container`.
     ///
-    /// - Throws: what the container throws for a listing or the
-    ///   active-store pointer (a foreign entry there included).
+    /// - Throws: what the container throws for a listing, or when it does
+    ///   not answer; a damaged marker or stray entry is a problem, not a throw.
     public init(of container: any Container, pageSize: Int = 1000) async throws {
-        activeStore = try await container.readMarker(ContainerLayout.activeStore)
+        do {
+            activeStore = try await container.readMarker(ContainerLayout.activeStore)
+        } catch let error as ChronicleError where !error.code.isTransient {
+            // Damaged: reported with the other markers' problems below.
+            activeStore = nil
+        }
+        var strays: [ContainerProblem] = []
         var overlaps = ContainerLayout.LogOverlapScan()
         var overlapping: [ContainerProblem] = []
         var cursor: ContainerName?
         repeat {
             let page = try await container.list(prefix: "", after: cursor, limit: pageSize)
             for blob in page {
-                count(blob)
+                if !count(blob) {
+                    strays.append(ContainerProblem(name: blob.name.rawValue, error: ChronicleError(
+                        .foreignEntry, "a blob that is neither a log nor a baseline part: Chronicle did not write it, and no device reads it")))
+                }
                 if let overlap = overlaps.next(blob.name) { overlapping.append(ContainerProblem(overlap)) }
             }
             cursor = page.count == pageSize ? page.last?.name : nil
         } while cursor != nil
         markers = try await container.listMarkers(prefix: "")
         foreignEntries = try await container.foreignEntries()
+        let foreignPaths = Set(foreignEntries.map(\.path))
         problems = foreignEntries.map(ContainerProblem.init) + overlapping + overlaps.gaps.map(ContainerProblem.init)
+            + strays.filter { !foreignPaths.contains(ContainerLayout.Directory.blobs + "/" + $0.name) }
+            + (try await ContainerVerification.markerProblems(in: container, foreign: foreignPaths))
     }
 
-    private mutating func count(_ blob: BlobInfo) {
+    /// Counts `blob` where it belongs; false for a blob that is neither a
+    /// log nor a baseline part.
+    private mutating func count(_ blob: BlobInfo) -> Bool {
         let store = String(blob.name.rawValue.prefix { $0 != "/" })
         if let log = ContainerLayout.parseLog(blob.name) {
             var logs = stores[store, default: StoreContents()].devices[log.device, default: DeviceLogs()]
@@ -91,6 +105,8 @@ public struct ContainerInventory: Sendable {
             stores[store, default: StoreContents()].baselines[folder] = parts
         } else {
             stores[store, default: StoreContents()].otherBlobs += 1
+            return false
         }
+        return true
     }
 }

@@ -211,6 +211,17 @@ public enum ContainerLayout {
         try! ContainerName("\(store)/election")
     }
 
+    /// Whether `name` is a marker Chronicle writes: the active-store pointer,
+    /// a device's registration or corruption mark, a store's election lease.
+    public static func isReservedMarker(_ name: ContainerName) -> Bool {
+        if name == activeStore { return true }
+        let parts = name.rawValue.split(separator: "/", omittingEmptySubsequences: false)
+        guard let first = parts.first, let store = StoreID(string: String(first)) else { return false }
+        if parts.count == 2 { return name == election(store: store) }
+        guard parts.count == 3, let device = DeviceID(string: String(parts[2])) else { return false }
+        return name == deviceRegistration(store: store, device: device) || name == corruptionMark(store: store, device: device)
+    }
+
     /// A log name taken apart, or nil if `name` is not a log name.
     public struct ParsedLogName: Sendable, Hashable {
         /// The store.

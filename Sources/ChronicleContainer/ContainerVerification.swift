@@ -72,8 +72,8 @@ public struct ContainerVerification: Sendable {
     /// The markers devices read, checked: the active-store pointer must name
     /// a store, and each device registration must be one, of the device its
     /// name says. A marker that cannot be read (too large, damaged) is a
-    /// problem too. Markers Chronicle does not read yet are left alone.
-    private static func markerProblems(in container: any Container, foreign: Set<String>) async throws -> [ContainerProblem] {
+    /// problem too, and so is a marker at a name Chronicle never writes.
+    static func markerProblems(in container: any Container, foreign: Set<String>) async throws -> [ContainerProblem] {
         var problems: [ContainerProblem] = []
         for name in try await container.listMarkers(prefix: "") where !foreign.contains(ContainerLayout.Directory.markers + "/" + name.rawValue) {
             do {
@@ -84,6 +84,8 @@ public struct ContainerVerification: Sendable {
                     if registration.device != device {
                         throw ChronicleError(.malformedBody, "the registration names device \(registration.device), not the device of its name")
                     }
+                } else if !ContainerLayout.isReservedMarker(name) {
+                    throw ChronicleError(.foreignEntry, "a marker Chronicle does not write: no device reads it")
                 }
             } catch let error as ChronicleError {
                 problems.append(ContainerProblem(name: name.rawValue, error: error))

@@ -254,6 +254,12 @@ public struct DirectoryContainer: Container {
                 }
             }
         }
+        if prefix.isEmpty, let rootFolder = try DirectoryHandle.openRoot(root.path, followSymbolicLink: rootMayBeSymlink) {
+            let layout: Set<String> = [ContainerLayout.Directory.blobs, ContainerLayout.Directory.markers, ContainerLayout.Directory.temporary]
+            for entry in try rootFolder.entries() where !layout.contains(entry.name) {
+                found.append(ForeignEntry(path: entry.name, reason: .outsideTheLayout))
+            }
+        }
         try visit(folder(ContainerLayout.Directory.blobs), "", markers: false)
         try visit(folder(ContainerLayout.Directory.markers), "", markers: true)
         return found.sorted { $0.path < $1.path }

@@ -19,9 +19,13 @@ public struct ForeignEntry: Sendable, Hashable, CustomStringConvertible {
         /// It is a folder at a name where the layout keeps a file (a log,
         /// a baseline part or a marker).
         case folderAtAFileName
+        /// It is at the container's root, beside `blobs/`, `markers/` and
+        /// `tmp/` (a stray file, or a device folder pointed at the container).
+        case outsideTheLayout
     }
 
-    /// Where it is, from the container's root: `blobs/…` or `markers/…`.
+    /// Where it is, from the container's root: `blobs/…`, `markers/…`, or a
+    /// name at the root.
     public var path: String
     /// Why it is not Chronicle's.
     public var reason: Reason
@@ -38,6 +42,7 @@ public struct ForeignEntry: Sendable, Hashable, CustomStringConvertible {
         case .nameOutsideGrammar: return "a name outside the container grammar (not Chronicle's)"
         case .notARegularFile(let kind): return "\(kind.phrase), not a regular file (never followed or read)"
         case .folderAtAFileName: return "a folder where Chronicle keeps a file"
+        case .outsideTheLayout: return "beside blobs/, markers/ and tmp/ at the container's root, where Chronicle keeps nothing (a device folder must not be the container)"
         }
     }
 

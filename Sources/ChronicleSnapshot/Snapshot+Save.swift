@@ -124,6 +124,12 @@ extension Snapshot {
                 if fv.value.isNull { throw ChronicleError(.missingValue, "\(entity.name).\(fv.name) is required") }
                 throw ChronicleError(.typeMismatch, "\(entity.name).\(fv.name) is \(field.kind.withArticle); got \(fv.value)")
             }
+            if case .string(let text) = fv.value, text.utf8.contains(0) {
+                // SQLite keeps such text whole, but readers of its text (GRDB's
+                // String decoding among them) stop at the first NUL: the app
+                // would read back less than it saved.
+                throw ChronicleError(.invalidValue, "\(entity.name).\(fv.name) holds the character U+0000, which text read back from SQLite stops at; keep such bytes in a data attribute")
+            }
             if case .reference(let destination, _) = field.kind, case .reference(let target) = fv.value {
                 let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(destination)) WHERE id = ?"), arguments: [target]) ?? false
                 guard exists || inserted.contains(InsertedRecord(entity: destination, id: target)) else {

@@ -6,11 +6,18 @@ import GRDB
 /// and Chronicle's own tables. Everything but the views is prefixed
 /// `_chronicle_` (entity names start with a letter, so they cannot
 /// collide). See `docs/architecture.md`.
-enum SnapshotTables {
+package enum SnapshotTables {
     /// The table that holds an entity's rows and their compact states.
     /// Apps read the view named after the entity, which shows `id` and the
     /// fields only (see `docs/architecture.md`).
-    static func rows(_ entity: String) -> String { "_chronicle_rows_" + entity }
+    package static func rows(_ entity: String) -> String { rowsPrefix + entity }
+
+    private static let rowsPrefix = "_chronicle_rows_"
+
+    /// The entity whose rows `table` holds, if it is such a table.
+    package static func entity(ofRowsTable table: String) -> String? {
+        table.hasPrefix(rowsPrefix) ? String(table.dropFirst(rowsPrefix.count)) : nil
+    }
 
     /// Brings a snapshot of an older format up to ``Snapshot/format``.
     /// Returns the indices of the entities whose rows must be recomputed

@@ -348,9 +348,33 @@ import Glibc
         #expect(byName[ContainerLayout.activeStore.rawValue] == [.malformedBody], "\(verification.problems)")
         #expect(byName[ContainerLayout.deviceRegistration(store: store, device: device).rawValue] == [.malformedBody], "\(verification.problems)")
         #expect(byName[ContainerLayout.deviceRegistration(store: store, device: other).rawValue] == [.sizeOverCap], "\(verification.problems)")
-        // An empty pointer is no pointer either.
+        // The inventory (`inspect`) reports the same markers.
+        let inventory = try await ContainerInventory(of: c)
+        #expect(Set(inventory.problems.map(\.name)) == Set(byName.keys), "\(inventory.problems)")
+        // An empty pointer is no pointer either, and does not stop the inventory.
         try writeMarker(ContainerLayout.activeStore, [])
         let empty = try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil))
         #expect(empty.problems.contains { $0.name == ContainerLayout.activeStore.rawValue }, "\(empty.problems)")
+        #expect(try await ContainerInventory(of: c).problems.contains { $0.name == ContainerLayout.activeStore.rawValue })
+        // A marker at a name Chronicle never writes.
+        try writeMarker(try ContainerName("junk"), [1])
+        #expect(try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil)).problems.contains { $0.name == "junk" && $0.error.code == .foreignEntry })
+    }
+
+    /// Entries at the container's root beside blobs/, markers/ and tmp/ (a
+    /// stray file, a device folder pointed at the container) are foreign, and
+    /// so is a blob that is neither a log nor a baseline part, for both reports.
+    @Test func strayEntriesAreReportedByBothReports() async throws {
+        let c = try open()
+        try Data([1]).write(to: URL(fileURLWithPath: path("stray.txt")))
+        try Data([1]).write(to: URL(fileURLWithPath: path("device.json")))
+        try FileManager.default.createDirectory(atPath: path("blobs/\(store)/logs"), withIntermediateDirectories: true)
+        try Data([1]).write(to: URL(fileURLWithPath: path("blobs/\(store)/logs/\(device)")))
+        let foreign = try await c.foreignEntries()
+        #expect(Set(foreign.filter { $0.reason == .outsideTheLayout }.map(\.path)) == ["stray.txt", "device.json"], "\(foreign)")
+        for problems in [try await ContainerVerification(of: c, decoder: LogDecoder(schema: nil)).problems, try await ContainerInventory(of: c).problems] {
+            #expect(problems.contains { $0.name == "stray.txt" }, "\(problems)")
+            #expect(problems.contains { $0.name == "\(store)/logs/\(device)" && $0.error.code == .foreignEntry }, "\(problems)")
+        }
     }
 }

@@ -40,6 +40,19 @@ import Testing
         #expect(Timestamp(microsecondsSinceEpoch: 253_402_300_799_999_999).description == "9999-12-31T23:59:59.999999Z")
     }
 
+    /// Every timestamp prints, to the extremes, and what prints reads back:
+    /// years outside 0000...9999 in the expanded form (a sign, more digits).
+    @Test func extremeTimestampsPrintAndReadBack() {
+        for micros: Int64 in [.min, .min + 1, .max, .max - 1, -100_000_000_000_000_000, 300_000_000_000_000_000, -62_135_596_800_000_001] {
+            let t = Timestamp(microsecondsSinceEpoch: micros)
+            #expect(Timestamp(iso8601: t.description) == t, "\(micros): \(t)")
+        }
+        #expect(Timestamp(microsecondsSinceEpoch: .max).description == "+294247-01-10T04:00:54.775807Z")
+        #expect(Timestamp(microsecondsSinceEpoch: -100_000_000_000_000_000).description.hasPrefix("-1199-"))
+        #expect(Timestamp(iso8601: "+294247-01-10T04:00:54.775808Z") == nil, "past the last timestamp")
+        #expect(Timestamp(iso8601: "+123-01-01T00:00:00Z") == nil, "an expanded year has four digits or more")
+    }
+
     @Test func everyPrintedTimestampReadsBack() {
         var rng = SeededRandom(seed: 8601)
         for _ in 0..<2_000 {

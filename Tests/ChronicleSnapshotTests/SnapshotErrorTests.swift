@@ -52,6 +52,19 @@ import Testing
         }
     }
 
+    /// A string holding U+0000 is refused: SQLite would store it whole, but
+    /// reading its text back stops at the NUL, so the app (and `query`)
+    /// would get less than it saved.
+    @Test func aStringWithANulIsRefused() throws {
+        try Self.withSnapshot { snapshot, _ in
+            let error = Self.expectCode(.invalidValue) {
+                _ = try snapshot.save([Self.note(.insert, 1, [FieldValue("title", "a\u{0}after")])], physicalMilliseconds: 1)
+            }
+            #expect(error?.message.contains("U+0000") == true, "\(error?.message ?? "")")
+            _ = try snapshot.save([Self.note(.insert, 2, [FieldValue("title", "a\u{1}after")])], physicalMilliseconds: 2)
+        }
+    }
+
     /// Mistakes in the app's data are typed errors, each its own code.
     @Test func theAppsDataMistakesAreTypedErrorsNotMisuse() throws {
         try Self.withSnapshot { snapshot, _ in

@@ -180,7 +180,7 @@ struct CLIContractTests {
         }
         #expect(try canonical(copyValues) == canonical(values), "\(copy) vs \(row)")
         // Expressions print by their SQLite type.
-        let expression = try #require(try Self.rows(try query("a", "SELECT due + 0 AS micros, hex(raw) AS h FROM Item LIMIT 1").stdout).first)
+        let expression = try #require(try Self.rows(try query("a", "SELECT CAST(round(due * 1000000) AS INTEGER) AS micros, hex(raw) AS h FROM Item LIMIT 1").stdout).first)
         #expect(expression["micros"] as? Int == 1_769_860_800_123_456)
         #expect(expression["h"] as? String == Data(base64Encoded: raw)!.map { String(format: "%02X", $0) }.joined())
     }
@@ -274,7 +274,7 @@ struct CLIContractTests {
         }.joined(separator: "\n")
         let saved = try save("a", lines)
         #expect(saved.status == 0, "\(saved.stderr)")
-        let rows = try Self.rows(try query("a", "SELECT title, due, due + 0 AS micros FROM Item ORDER BY title").stdout)
+        let rows = try Self.rows(try query("a", "SELECT title, due, CAST(round(due * 1000000) AS INTEGER) AS micros FROM Item ORDER BY title").stdout)
         #expect(rows.map { $0["due"] as? String } == dates.map { $0.1 })
         #expect(rows.map { $0["micros"] as? Int } == dates.map { $0.2 })
         for refused in ["2026-01-31T12:00:00.1234567Z", "2026-01-31T12:00:00", "2026-01-31T12:00:00+24:00", "2026-02-29T12:00:00Z"] {

@@ -357,6 +357,21 @@ import Testing
 
     /// One process per device folder, and a new folder opened many times at
     /// once still gets one device ID.
+    /// The container's own folder is refused as a device folder: the
+    /// device's files would sit among what every device syncs.
+    @Test func theContainerIsNotADeviceFolder() async throws {
+        let world = try World()
+        let error = await #expect(throws: ChronicleError.self) {
+            _ = try await Store.open(Store.Configuration(
+                schema: Self.schema, directory: world.root.appendingPathComponent("container"), container: world.container,
+                clock: world.clock, seed: 1, logger: Logger(label: "test"), durability: .normal))
+        }
+        #expect(error?.code == .invalidValue)
+        #expect(error?.message.contains("not a device folder") == true, "\(error?.message ?? "")")
+        let root = try FileManager.default.contentsOfDirectory(atPath: world.root.appendingPathComponent("container").path)
+        #expect(Set(root) == ["blobs", "markers", "tmp"], "nothing written into the container: \(root)")
+    }
+
     @Test func aDeviceFolderIsHeldByOneStoreAtATime() async throws {
         let world = try World()
         let a = try await world.open("a")

@@ -7,7 +7,10 @@ extension Timestamp {
     /// any number of digits as long as those after the sixth are zeros: a
     /// timestamp holds whole microseconds, and a finer time is refused rather
     /// than rounded. A leap second (`:60`) is the first second of the next
-    /// minute, as in POSIX time. Years run from 0000 to 9999.
+    /// minute, as in POSIX time. Years run from 0000 to 9999, and beyond in
+    /// ISO 8601's expanded form: a sign, then four or more digits
+    /// (`-1199-02-15T14:13:20Z`, `+294247-01-10T04:00:54.775807Z`), as far as
+    /// a timestamp reaches.
     ///
     /// ```swift
     /// Timestamp(iso8601: "2026-01-31T14:00:00.000001+02:00")
@@ -31,7 +34,7 @@ private struct ISO8601Scanner {
     init(_ bytes: [UInt8]) { u = bytes }
 
     mutating func microsecondsSinceEpoch() -> Int64? {
-        guard let year = digits(4), expect("-"), let month = digits(2), expect("-"), let day = digits(2),
+        guard let year = year(), expect("-"), let month = digits(2), expect("-"), let day = digits(2),
               expect("T") || expect("t") || expect(" "),
               let hour = digits(2), expect(":"), let minute = digits(2), expect(":"), let second = digits(2),
               (1...12).contains(month), (1...CivilDate.daysIn(month: month, year: year)).contains(day),
@@ -55,7 +58,27 @@ private struct ISO8601Scanner {
         guard let offset = offsetSeconds(), i == u.count else { return nil }
         let days = CivilDate.daysSinceEpoch(year: year, month: month, day: day)
         let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second) - offset
-        return seconds * 1_000_000 + micros
+        // Before 1970 with a fraction, count from the next second down, so
+        // that the earliest timestamps do not overflow on the way.
+        let (whole, fraction) = seconds < 0 && micros > 0 ? (seconds + 1, micros - 1_000_000) : (seconds, micros)
+        let (scaled, overflow) = whole.multipliedReportingOverflow(by: 1_000_000)
+        let (total, overflow2) = scaled.addingReportingOverflow(fraction)
+        return overflow || overflow2 ? nil : total
+    }
+
+    /// Four digits, or a sign and four or more (at most seven: a timestamp
+    /// reaches about ±294,000 years).
+    private mutating func year() -> Int? {
+        let sign: Int
+        if expect("+") { sign = 1 } else if expect("-") { sign = -1 } else { return digits(4) }
+        var v = 0
+        var count = 0
+        while i < u.count, count < 7, let d = digit(u[i]) {
+            v = v * 10 + d
+            count += 1
+            i += 1
+        }
+        return count >= 4 ? sign * v : nil
     }
 
     /// `Z`, `±HH:MM`, `±HHMM` or `±HH`, as seconds east of UTC.

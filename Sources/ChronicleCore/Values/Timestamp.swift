@@ -58,10 +58,14 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
     }
 
     /// ISO 8601 with six fractional digits, in UTC, in the proleptic
-    /// Gregorian calendar (as ``init(iso8601:)`` reads it).
+    /// Gregorian calendar (as ``init(iso8601:)`` reads it). Years before 0000
+    /// or after 9999 (a timestamp spans about ±294,000 years) take ISO 8601's
+    /// expanded form, with a sign: `-1199-02-15T…`, `+294247-01-10T…`.
     public var description: String {
         let seconds = microsecondsSinceEpoch.floorDivided(by: 1_000_000)
-        let micros = microsecondsSinceEpoch - seconds * 1_000_000
+        // The remainder, not `seconds * 1_000_000`, which overflows near Int64.min.
+        let remainder = microsecondsSinceEpoch % 1_000_000
+        let micros = remainder < 0 ? remainder + 1_000_000 : remainder
         let days = seconds.floorDivided(by: 86_400)
         let time = seconds - days * 86_400
         let (year, month, day) = CivilDate.fromDaysSinceEpoch(days)
@@ -69,7 +73,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
             let s = String(v.magnitude)
             return (v < 0 ? "-" : "") + String(repeating: "0", count: max(0, width - s.count)) + s
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(time / 3600, 2)):\(pad(time / 60 % 60, 2)):\(pad(time % 60, 2)).\(pad(micros, 6))Z"
+        return "\(year > 9999 ? "+" : "")\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(time / 3600, 2)):\(pad(time / 60 % 60, 2)):\(pad(time % 60, 2)).\(pad(micros, 6))Z"
     }
 }
 
