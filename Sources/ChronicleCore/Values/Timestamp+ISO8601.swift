@@ -10,7 +10,8 @@ extension Timestamp {
     /// minute, as in POSIX time. Years run from 0000 to 9999, and beyond in
     /// ISO 8601's expanded form: a sign, then four or more digits
     /// (`-1199-02-15T14:13:20Z`, `+294247-01-10T04:00:54.775807Z`), as far as
-    /// a timestamp reaches.
+    /// a timestamp reaches. A signed year inside 0000...9999 (`+2026`,
+    /// `-0000`) is refused: every instant has one spelling.
     ///
     /// ```swift
     /// Timestamp(iso8601: "2026-01-31T14:00:00.000001+02:00")
@@ -78,7 +79,10 @@ private struct ISO8601Scanner {
             count += 1
             i += 1
         }
-        return count >= 4 ? sign * v : nil
+        // A sign marks a year outside 0000...9999, and only such a year: the
+        // one form each instant prints in is the one form it reads from.
+        guard count >= 4, sign > 0 ? v > 9999 : v > 0 else { return nil }
+        return sign * v
     }
 
     /// `Z`, `±HH:MM`, `±HHMM` or `±HH`, as seconds east of UTC.
