@@ -5,4 +5,9 @@ extension ChronicleError.Code {
     /// Another process, or another open ``Store`` in this process, holds
     /// the device folder. The message names the process when it can.
     public static let deviceInUse = Self("deviceInUse", transient: true)
+
+    /// A ``StoreManager`` has no store loaded: a switch between the local
+    /// and the cloud store is under way, the last load failed (see
+    /// ``StoreManager/Event/failedLoading(_:_:)``), or the manager is closed.
+    public static let storeNotLoaded = Self("storeNotLoaded", transient: true)
 }

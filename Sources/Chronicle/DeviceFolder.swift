@@ -119,6 +119,19 @@ final class DeviceFolder: @unchecked Sendable {
     /// ``identityFileLimit`` bytes.
     func readIdentity() throws -> Identity? {
         let path = url.appendingPathComponent(Self.identityFile).path
+        guard let bytes = try Self.readSmallFile(path, limit: Self.identityFileLimit, holding: "the device's ID") else { return nil }
+        do {
+            return try JSONDecoder().decode(Identity.self, from: Data(bytes))
+        } catch {
+            let failure = ChronicleError.decoding("\(path), the device file naming the device's ID,", error)
+            throw ChronicleError(failure.code, failure.message + ". Restore it from a backup, or move the folder aside to start this device afresh",
+                                 underlying: error)
+        }
+    }
+
+    /// Reads a small file of the folder, or nil if there is none: only a
+    /// regular file (never through a link, never a FIFO) of at most `limit` bytes.
+    static func readSmallFile(_ path: String, limit: Int, holding what: String) throws -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else {
             let err = errno
@@ -128,21 +141,15 @@ final class DeviceFolder: @unchecked Sendable {
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
-            throw ChronicleError(.malformedBody, "\(path) is not a regular file; it should hold the device's ID (move it aside to start this device afresh)")
+            throw ChronicleError(.malformedBody, "\(path) is not a regular file; it should hold \(what) (move it aside to start this device afresh)")
         }
-        guard Int(st.st_size) <= Self.identityFileLimit else {
-            throw ChronicleError(.malformedBody, "\(path) is \(st.st_size) bytes; a device file holds an ID and is far smaller (move it aside to start this device afresh)")
+        guard Int(st.st_size) <= limit else {
+            throw ChronicleError(.malformedBody, "\(path) is \(st.st_size) bytes; a file holding \(what) is far smaller (move it aside to start this device afresh)")
         }
         var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
         let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard n >= 0 else { throw ChronicleError.system("cannot read \(path)", errno: errno) }
-        do {
-            return try JSONDecoder().decode(Identity.self, from: Data(bytes[0..<n]))
-        } catch {
-            let failure = ChronicleError.decoding("\(path), the device file naming the device's ID,", error)
-            throw ChronicleError(failure.code, failure.message + ". Restore it from a backup, or move the folder aside to start this device afresh",
-                                 underlying: error)
-        }
+        return Array(bytes[0..<n])
     }
 
     /// The identity the folder's snapshots name, for a folder that lost its
