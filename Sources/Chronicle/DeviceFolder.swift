@@ -53,7 +53,7 @@ final class DeviceFolder: @unchecked Sendable {
     ///   process if the lock stays taken; ``ChronicleError/Code/io`` if the
     ///   folder cannot be created or is not a folder;
     ///   ``ChronicleError/Code/invalidValue`` if it is a container's folder.
-    init(_ url: URL, wait: Duration) async throws {
+    init(_ url: URL, lockFile: String = DeviceFolder.lockFile, wait: Duration) async throws {
         self.url = url
         do {
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
@@ -67,7 +67,7 @@ final class DeviceFolder: @unchecked Sendable {
            FileManager.default.fileExists(atPath: url.appendingPathComponent(ContainerLayout.Directory.markers).path, isDirectory: &isFolder), isFolder.boolValue {
             throw ChronicleError(.invalidValue, "\(url.path) is a container (it holds blobs/ and markers/), not a device folder: give each device a folder of its own, outside the container")
         }
-        let lockPath = url.appendingPathComponent(Self.lockFile).path
+        let lockPath = url.appendingPathComponent(lockFile).path
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { throw ChronicleError.system("cannot open \(lockPath)", errno: errno) }
         let deadline = ContinuousClock.now.advanced(by: wait)

@@ -214,6 +214,13 @@ public actor Store {
     /// `retired/` and the device continues under a new ID, rebuilt from the
     /// container.
     public static func open(_ configuration: Configuration) async throws -> Store {
+        try await open(configuration, exactly: nil)
+    }
+
+    /// Opens `exactly` this store when it is given, whatever the container's
+    /// active-store pointer says (a ``StoreManager`` reading the unsaved
+    /// changes of a store deleted on purpose); else as ``open(_:)``.
+    static func open(_ configuration: Configuration, exactly wanted: StoreID?) async throws -> Store {
         let folder = try await DeviceFolder(configuration.directory, wait: configuration.lockWait)
         do {
             var random = SeededRandom(seed: configuration.seed ^ 0xF01D_E2DE_71CE_0001)
@@ -233,8 +240,13 @@ public actor Store {
                 identity = DeviceFolder.Identity(device: configuration.deviceID ?? .drawn(&random), store: nil, retired: nil)
                 try folder.writeIdentity(identity)
             }
-            let storeID = try await activeStore(in: configuration.container, seed: configuration.seed, clock: configuration.clock,
+            let storeID: StoreID
+            if let wanted {
+                storeID = wanted
+            } else {
+                storeID = try await activeStore(in: configuration.container, seed: configuration.seed, clock: configuration.clock,
                                                 known: configuration.knownStore ?? identity.store)
+            }
             try finishIdentitySwitch(folder, store: storeID, identity: identity)
             let path = folder.snapshotPath(storeID)
             let snapshot: Snapshot
@@ -320,7 +332,20 @@ public actor Store {
             return known!
         }
         if let marker {
-            return try ActiveStorePointer(markerBytes: marker.bytes).store
+            let store = try ActiveStorePointer(markerBytes: marker.bytes).store
+            guard try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil else { return store }
+            // A deletion that stopped between its tombstone and the pointer: finish it.
+            do {
+                try await container.deleteMarker(ContainerLayout.activeStore, expected: marker.version)
+            } catch let error as ChronicleError where error.code == .markerConflict || error.code == .notFound {
+                // Another device moved the pointer first: start over with theirs.
+            }
+            return try await activeStore(in: container, seed: seed, clock: clock, known: nil)
+        }
+        var known = known
+        if let store = known, try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil {
+            // Deleted on purpose: never put it back.
+            known = nil
         }
         var random = SeededRandom(seed: seed ^ 0x5354_4F52_4549_4453)
         var generator = RecordIDGenerator(seed: random.next())
@@ -328,8 +353,11 @@ public actor Store {
         if known == nil {
             // No pointer, but stores in the container (the pointer was lost,
             // or a sync service has not delivered it yet): never start an
-            // empty store beside them.
-            let stores = try await container.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:))
+            // empty store beside them. Stores deleted on purpose do not count.
+            var stores: [StoreID] = []
+            for store in try await container.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:)) {
+                if try await container.readMarker(ContainerLayout.tombstone(store: store)) == nil { stores.append(store) }
+            }
             if stores.count == 1 {
                 candidate = stores[0]
             } else if stores.count > 1 {

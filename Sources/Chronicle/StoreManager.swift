@@ -32,12 +32,15 @@ import Synchronization
 /// The manager's folder (``Configuration/store``'s `directory`) holds:
 ///
 /// ```
-/// <folder>/chronicle.lock      held while a manager has the folder open
+/// <folder>/manager.lock        held while a manager has the folder open
 /// <folder>/manager.json        {"cloudEnabled": ..., "mergePending": ...}
-/// <folder>/cloud/              the cloud store's device folder
+/// <folder>/device.json, …      the cloud store's device files (see ``Store``)
 /// <folder>/local/device/       the local store's device folder
 /// <folder>/local/container/    the local store's own container, which no other device sees
 /// ```
+///
+/// The folder is the cloud store's device folder, so a folder an app used
+/// with ``Store/open(_:)`` opens under a manager as it was, with the cloud on.
 public actor StoreManager {
     /// How to open a manager.
     public struct Configuration: Sendable {
@@ -47,7 +50,9 @@ public actor StoreManager {
         public var store: Store.Configuration
         /// Whether the cloud is on when the folder is new (afterwards the
         /// folder's own choice wins). Off by default, as a user would expect
-        /// of an app that has not been asked yet.
+        /// of an app that has not been asked yet. A folder that already holds
+        /// a cloud store's files (from ``Store/open(_:)``) starts with the
+        /// cloud on, whatever this says.
         public var cloudEnabledByDefault: Bool
         /// How many records one transaction of a merge carries.
         public var mergeBatchSize: Int
@@ -94,10 +99,18 @@ public actor StoreManager {
         case didUnload(Kind)
         /// Local records were merged into the cloud store.
         case mergedLocalData(MergeReport)
+        /// The cloud store was deleted on purpose (by `by`, this device or
+        /// another): the device fell back to its local store, carrying into
+        /// it the saves the container never got, and turned the cloud off.
+        case cloudStoreDeleted(StoreID, by: DeviceID, carried: MergeReport)
+        /// The local store was deleted (``StoreManager/deleteLocalStore()``).
+        case deletedLocalStore
     }
 
     /// What a merge of the local store into the cloud store did.
     public struct MergeReport: Sendable, Hashable {
+        /// Creates an empty report.
+        public init() {}
         /// Records saved into the cloud store.
         public var copied = 0
         /// Local records whose unique key the cloud store already had; the
@@ -106,6 +119,9 @@ public actor StoreManager {
         /// Local records the cloud store already held (an earlier merge) or
         /// had deleted.
         public var alreadyPresent = 0
+        /// Records deleted from the destination because the source had
+        /// deleted them (only when unsaved changes are carried over).
+        public var deleted = 0
         /// Transactions the merge saved.
         public var transactions = 0
     }
@@ -119,6 +135,7 @@ public actor StoreManager {
     }
 
     static let stateFile = "manager.json"
+    static let lockFile = "manager.lock"
     static let stateFileLimit = 64 * 1024
 
     /// The manager's configuration.
@@ -146,7 +163,7 @@ public actor StoreManager {
     ///   and ``reload()`` tries again.
     public static func open(_ configuration: Configuration) async throws -> StoreManager {
         let directory = configuration.store.directory
-        let folder = try await DeviceFolder(directory, wait: configuration.store.lockWait)
+        let folder = try await DeviceFolder(directory, lockFile: lockFile, wait: configuration.store.lockWait)
         do {
             let path = directory.appendingPathComponent(stateFile).path
             let state: State
@@ -157,7 +174,8 @@ public actor StoreManager {
                     throw ChronicleError(.invalidValue, "\(path) is not a store manager's state file", underlying: error)
                 }
             } else {
-                state = State(cloudEnabled: configuration.cloudEnabledByDefault, mergePending: false)
+                let hasCloudStore = FileManager.default.fileExists(atPath: directory.appendingPathComponent(DeviceFolder.identityFile).path)
+                state = State(cloudEnabled: configuration.cloudEnabledByDefault || hasCloudStore, mergePending: false)
                 try write(state, in: folder)
             }
             let manager = StoreManager(configuration: configuration, folder: folder, state: state)
@@ -243,6 +261,11 @@ public actor StoreManager {
         let kind: Kind = state.cloudEnabled ? .cloud : .local
         continuations.publish(.willLoad(kind))
         do {
+            if kind == .cloud, let deleted = try await lastStoreDeletedOnPurpose() {
+                // The store this device used was deleted while it was away.
+                try await leaveDeletedStore(deleted.store, by: deleted.tombstone.device, open: nil)
+                return nil
+            }
             let store = try await Store.open(configuration(for: kind))
             loaded = (kind, store)
             var report: MergeReport?
@@ -266,6 +289,215 @@ public actor StoreManager {
         }
     }
 
+    // MARK: Cloud content
+
+    /// Syncs the loaded cloud store (see ``Store/sync(progress:)``), then
+    /// checks that it was not deleted on purpose by another device (see
+    /// ``checkCloudContent()``). With the local store loaded there is
+    /// nothing to sync: returns nil.
+    ///
+    /// - Throws: ``ChronicleError/Code/storeNotLoaded`` while no store is
+    ///   loaded, and what the sync throws.
+    @discardableResult
+    public func sync() async throws -> Store.SyncReport? {
+        guard loaded?.kind == .cloud else {
+            _ = try store
+            return nil
+        }
+        if try await checkCloudContent() { return nil }
+        let cloud = try store
+        // If the store is deleted while this sync uploads, what it uploads
+        // is carried to the local store too.
+        let from = try cloud.snapshot.firstPendingUploadSequence()
+        let report = try await cloud.sync()
+        try await checkCloudContent(carryingFrom: from)
+        return report
+    }
+
+    /// Whether the loaded cloud store is still the container's: if another
+    /// device deleted it on purpose (``deleteCloudStore(localOnly:)``, which
+    /// leaves a tombstone), this device falls back to its local store,
+    /// carrying into it every save of this device the container never got,
+    /// turns the cloud off and publishes ``Event/cloudStoreDeleted(_:by:)``.
+    ///
+    /// Content that merely vanished (no tombstone: a sync service or a user
+    /// removed files) is not a deletion: the device keeps the store, and its
+    /// syncs put back its own logs (see ``Store/sync(progress:)``).
+    ///
+    /// - Returns: true if the device fell back to its local store.
+    @discardableResult
+    public func checkCloudContent() async throws -> Bool {
+        try await checkCloudContent(carryingFrom: nil)
+    }
+
+    @discardableResult
+    private func checkCloudContent(carryingFrom from: UInt64?) async throws -> Bool {
+        guard let current = loaded, current.kind == .cloud else { return false }
+        let storeID = current.store.storeID
+        guard let tombstone = try await configuration.store.container.readMarker(ContainerLayout.tombstone(store: storeID), as: StoreTombstone.self)
+        else { return false }
+        try await leaveDeletedStore(storeID, by: tombstone.payload.device, open: current.store, carryingFrom: from)
+        return true
+    }
+
+    /// The store `device.json` last named, if a tombstone says it was deleted.
+    private func lastStoreDeletedOnPurpose() async throws -> (store: StoreID, tombstone: StoreTombstone)? {
+        let directory = configuration.store.directory
+        guard let bytes = try DeviceFolder.readSmallFile(directory.appendingPathComponent(DeviceFolder.identityFile).path,
+                                                         limit: DeviceFolder.identityFileLimit, holding: "the device's ID"),
+              let identity = try? JSONDecoder().decode(DeviceFolder.Identity.self, from: Data(bytes)), let store = identity.store,
+              FileManager.default.fileExists(atPath: directory.appendingPathComponent("\(store).sqlite").path)
+        else { return nil }
+        let marker: (payload: StoreTombstone, version: UInt64)?
+        do {
+            marker = try await configuration.store.container.readMarker(ContainerLayout.tombstone(store: store), as: StoreTombstone.self)
+        } catch let error as ChronicleError where error.code.isTransient {
+            return nil // Unreachable: the store's own open decides what to do offline.
+        }
+        return marker.map { (store, $0.payload) }
+    }
+
+    /// Falls back from a cloud store deleted on purpose to the local store:
+    /// carries this device's saves the container never got into the local
+    /// store, turns the cloud off, removes the store's snapshot, loads the
+    /// local store. Every step can be repeated, so a crash anywhere is
+    /// finished by the next load.
+    private func leaveDeletedStore(_ storeID: StoreID, by device: DeviceID, open: Store?, carryingFrom from: UInt64? = nil) async throws {
+        let cloud: Store
+        if let open { cloud = open } else { cloud = try await Store.open(configuration(for: .cloud), exactly: storeID) }
+        var carried = MergeReport()
+        do {
+            let pending = try cloud.snapshot.pendingUploadTransactions(alsoFrom: from)
+            let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })
+            if !ids.isEmpty {
+                let local = try await Store.open(configuration(for: .local))
+                do {
+                    carried = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize,
+                                                   existing: .overwrite, only: ids).run(from: cloud, into: local)
+                    try await local.close()
+                } catch {
+                    try? await local.close()
+                    throw error
+                }
+            }
+        } catch {
+            if open == nil { try? await cloud.close() }
+            throw error
+        }
+        state = State(cloudEnabled: false, mergePending: false)
+        try Self.write(state, in: folder)
+        loaded = nil
+        try await cloud.close()
+        if open != nil { continuations.publish(.didUnload(.cloud)) }
+        DeviceFolder.removeSnapshotFiles(configuration.store.directory.appendingPathComponent("\(storeID).sqlite").path)
+        continuations.publish(.cloudStoreDeleted(storeID, by: device, carried: carried))
+        _ = try await load(state)
+    }
+
+    // MARK: Maintenance
+
+    /// Deletes the cloud store.
+    ///
+    /// - `localOnly: true`: this device's copy only. Its pending saves are
+    ///   uploaded first (if that fails, nothing is deleted), then the
+    ///   snapshot is removed and rebuilt from the container, from the
+    ///   newest baseline. The device continues under a new device ID.
+    /// - `localOnly: false`: everywhere. A tombstone in the container tells
+    ///   every device that the store was deleted on purpose; each falls back
+    ///   to its local store at its next ``sync()`` or load, carrying its
+    ///   unsaved changes there, and turns the cloud off. The active-store
+    ///   pointer is removed, so turning the cloud on again starts a new
+    ///   store. The store's logs stay in the container until
+    ///   ``deleteCloudContainer()``.
+    ///
+    /// - Throws: ``ChronicleError/Code/storeNotLoaded`` unless the cloud
+    ///   store is loaded.
+    public func deleteCloudStore(localOnly: Bool) async throws {
+        guard let current = loaded, current.kind == .cloud else {
+            throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: turn the cloud on first")
+        }
+        let store = current.store
+        if localOnly {
+            _ = try await store.upload()
+            let pending = try store.snapshot.pendingUploadCount()
+            guard pending == 0 else {
+                throw ChronicleError(.unavailable, "\(pending) save(s) could not be uploaded; the local copy of the cloud store is kept")
+            }
+            try await unload()
+            let path = configuration.store.directory.appendingPathComponent("\(store.storeID).sqlite").path
+            let lock = try await DeviceFolder(configuration.store.directory, wait: configuration.store.lockWait)
+            defer { lock.release() }
+            if var identity = try lock.readIdentity() {
+                // A fresh snapshot under the old ID would reuse its sequence numbers.
+                var random = SeededRandom(seed: configuration.store.seed ^ UInt64(bitPattern: Int64(configuration.store.clock.nowMilliseconds())))
+                identity.retired = (identity.retired ?? []) + [identity.device]
+                identity.device = .drawn(&random)
+                try lock.writeIdentity(identity)
+            }
+            DeviceFolder.removeSnapshotFiles(path)
+            lock.release()
+            _ = try await load(state)
+            return
+        }
+        let container = configuration.store.container
+        let tombstone = StoreTombstone(device: store.deviceID, milliseconds: configuration.store.clock.nowMilliseconds())
+        do {
+            _ = try await container.createMarker(ContainerLayout.tombstone(store: store.storeID), tombstone)
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            // Deleted already, by this device or another.
+        }
+        if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
+           pointer.payload.store == store.storeID {
+            try await container.deleteMarker(ContainerLayout.activeStore, expected: pointer.version)
+        }
+        try await leaveDeletedStore(store.storeID, by: store.deviceID, open: store)
+    }
+
+    /// Deletes the local store: with the cloud store loaded, its files go;
+    /// with the local store loaded, it is replaced by an empty one.
+    public func deleteLocalStore() async throws {
+        let wasLoaded = loaded?.kind == .local
+        if wasLoaded { try await unload() }
+        let local = configuration.store.directory.appendingPathComponent("local")
+        do {
+            if FileManager.default.fileExists(atPath: local.path) { try FileManager.default.removeItem(at: local) }
+        } catch {
+            throw ChronicleError.file("cannot delete the local store at \(local.path)", error)
+        }
+        continuations.publish(.deletedLocalStore)
+        if wasLoaded { _ = try await load(state) }
+    }
+
+    /// Copies the cloud store's records into the local store (the cloud's
+    /// values win for records both have), turns the cloud off and loads the
+    /// local store; with `deleteCloudStore`, then deletes the cloud store
+    /// everywhere (see ``deleteCloudStore(localOnly:)``).
+    ///
+    /// - Throws: ``ChronicleError/Code/storeNotLoaded`` unless the cloud
+    ///   store is loaded.
+    @discardableResult
+    public func migrateCloudToLocal(deleteCloudStore deleting: Bool = false) async throws -> MergeReport {
+        guard let current = loaded, current.kind == .cloud else {
+            throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: there is nothing to migrate")
+        }
+        let local = try await Store.open(configuration(for: .local))
+        let report: MergeReport
+        do {
+            report = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .overwrite)
+                .run(from: current.store, into: local)
+            try await local.close()
+        } catch {
+            try? await local.close()
+            throw error
+        }
+        if deleting {
+            try await deleteCloudStore(localOnly: false)
+        } else {
+            try await setCloudEnabled(false)
+        }
+        return report
+    }
+
     private func unload() async throws {
         guard let current = loaded else { return }
         loaded = nil
@@ -279,7 +511,7 @@ public actor StoreManager {
         let root = configuration.store.directory
         switch kind {
         case .cloud:
-            config.directory = root.appendingPathComponent("cloud")
+            config.directory = root
         case .local:
             let local = root.appendingPathComponent("local")
             config.directory = local.appendingPathComponent("device")
@@ -320,7 +552,7 @@ public actor StoreManager {
         }
         let local = try await Store.open(configuration(for: .local))
         do {
-            let report = try await LocalDataMerge(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize)
+            let report = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .keep)
                 .run(from: local, into: cloud)
             try await local.close()
             return report
@@ -329,139 +561,6 @@ public actor StoreManager {
             throw error
         }
     }
-}
-
-/// The copy behind ``StoreManager/LocalDataPolicy/merge``.
-struct LocalDataMerge {
-    let schema: Schema
-    let batchSize: Int
-
-    /// What the cloud store has of a local record.
-    enum Found: Sendable {
-        case present, deleted, absent
-        case sameKey(RecordID)
-    }
-
-    /// A local record as read: its values, and the stored form of each of
-    /// its unique keys' fields.
-    struct LocalRow: Sendable {
-        var id: RecordID
-        var values: [String: Value]
-        var keys: [[DatabaseValue]]
-    }
-
-    /// One local record to copy.
-    struct Pending: Sendable {
-        var entity: String
-        var id: RecordID
-        var values: [String: Value]
-    }
-
-    func run(from local: Store, into cloud: Store) async throws -> StoreManager.MergeReport {
-        var report = StoreManager.MergeReport()
-        // Which cloud record stands for each local one: itself, or the
-        // cloud's record of the same unique key.
-        var target: [RecordID: RecordID] = [:]
-        // Cloud records there before the merge, and local records the cloud deleted.
-        var inCloud: Set<RecordID> = []
-        var deleted: Set<RecordID> = []
-        var pending: [Pending] = []
-        for (index, entity) in schema.entities.enumerated() {
-            let rows: [LocalRow] = try await local.read { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM \(Self.quoted(entity.name)) ORDER BY id").map { row in
-                    LocalRow(id: row["id"], values: try Store.values(row, entity: entity),
-                             keys: entity.uniqueConstraints.map { $0.map { row[$0] as DatabaseValue } })
-                }
-            }
-            let found: [Found] = try await cloud.read { db in
-                try rows.map { row in
-                    if try Bool.fetchOne(db, sql: "SELECT 1 FROM \(Self.quoted(entity.name)) WHERE id = ?", arguments: [row.id]) ?? false {
-                        return .present
-                    }
-                    if try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?", arguments: [index, row.id]) ?? false {
-                        return .deleted
-                    }
-                    return try Self.sameKey(db, entity: entity, keys: row.keys).map(Found.sameKey) ?? .absent
-                }
-            }
-            for (row, found) in zip(rows, found) {
-                let id = row.id
-                switch found {
-                case .present:
-                    target[id] = id
-                    inCloud.insert(id)
-                    report.alreadyPresent += 1
-                case .deleted:
-                    deleted.insert(id)
-                    report.alreadyPresent += 1
-                case .sameKey(let existing):
-                    target[id] = existing
-                    inCloud.insert(existing)
-                    report.deduplicated += 1
-                case .absent:
-                    target[id] = id
-                    pending.append(Pending(entity: entity.name, id: id, values: row.values))
-                }
-            }
-        }
-        // Inserts, with the references whose targets exist by then; the
-        // rest as updates afterwards.
-        var deferred: [(entity: String, id: RecordID, values: [String: Value])] = []
-        for start in stride(from: 0, to: pending.count, by: batchSize) {
-            let batch = Array(pending[start..<min(pending.count, start + batchSize)])
-            let batchIDs = Set(batch.map(\.id))
-            var inserts: [Pending] = []
-            for var record in batch {
-                var later: [String: Value] = [:]
-                for (name, value) in record.values {
-                    guard case .reference(let referenced) = value else { continue }
-                    guard let resolved = target[referenced], !deleted.contains(referenced) else {
-                        // The cloud deleted what it refers to: the deletion stands.
-                        record.values[name] = Value.null
-                        continue
-                    }
-                    if inCloud.contains(resolved) || batchIDs.contains(resolved) {
-                        record.values[name] = .reference(resolved)
-                    } else {
-                        later[name] = .reference(resolved)
-                        record.values[name] = Value.null
-                    }
-                }
-                if !later.isEmpty { deferred.append((record.entity, record.id, later)) }
-                inserts.append(record)
-            }
-            let toSave = inserts
-            try await cloud.write { tx in
-                for record in toSave { _ = tx.insert(record.entity, record.values, id: record.id) }
-            }
-            inCloud.formUnion(batchIDs)
-            report.copied += batch.count
-            report.transactions += 1
-        }
-        for start in stride(from: 0, to: deferred.count, by: batchSize) {
-            let batch = Array(deferred[start..<min(deferred.count, start + batchSize)])
-            try await cloud.write { tx in
-                for update in batch { tx.update(update.entity, id: update.id, update.values) }
-            }
-            report.transactions += 1
-        }
-        return report
-    }
-
-    /// The visible cloud record sharing one of the local record's unique
-    /// keys (none of whose fields is null), if any.
-    static func sameKey(_ db: Database, entity: Entity, keys: [[DatabaseValue]]) throws -> RecordID? {
-        for (constraint, values) in zip(entity.uniqueConstraints, keys) where !values.contains(where: \.isNull) {
-            let condition = constraint.map { "\(quoted($0)) = ?" }.joined(separator: " AND ")
-            if let id = try RecordID.fetchOne(db, sql: "SELECT id FROM \(quoted(entity.name)) WHERE \(condition) ORDER BY id LIMIT 1",
-                                              arguments: StatementArguments(values)) {
-                return id
-            }
-        }
-        return nil
-    }
-
-    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 }
 
 /// Fans events out to every subscriber, buffering all of them: lifecycle

@@ -211,13 +211,21 @@ public enum ContainerLayout {
         try! ContainerName("\(store)/election")
     }
 
+    /// The tombstone of `store`: it was deleted on purpose, through
+    /// Chronicle, and devices that still use it fall back to their local
+    /// store instead of putting its logs back (see ``StoreTombstone``).
+    public static func tombstone(store: StoreID) -> ContainerName {
+        try! ContainerName("\(store)/tombstone")
+    }
+
     /// Whether `name` is a marker Chronicle writes: the active-store pointer,
-    /// a device's registration or corruption mark, a store's election lease.
+    /// a device's registration or corruption mark, a store's election lease
+    /// or tombstone.
     public static func isReservedMarker(_ name: ContainerName) -> Bool {
         if name == activeStore { return true }
         let parts = name.rawValue.split(separator: "/", omittingEmptySubsequences: false)
         guard let first = parts.first, let store = StoreID(string: String(first)) else { return false }
-        if parts.count == 2 { return name == election(store: store) }
+        if parts.count == 2 { return name == election(store: store) || name == tombstone(store: store) }
         guard parts.count == 3, let device = DeviceID(string: String(parts[2])) else { return false }
         return name == deviceRegistration(store: store, device: device) || name == corruptionMark(store: store, device: device)
     }

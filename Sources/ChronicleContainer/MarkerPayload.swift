@@ -83,3 +83,25 @@ public struct ActiveStorePointer: MarkerPayload, Hashable {
         self.store = store
     }
 }
+
+/// What a store's tombstone (``ContainerLayout/tombstone(store:)``) holds:
+/// who deleted the store, and when.
+///
+/// ```json
+/// {"device": "0192…", "milliseconds": 1790000000000}
+/// ```
+public struct StoreTombstone: MarkerPayload, Hashable {
+    /// "a store's tombstone".
+    public static let markerDescription = "a store's tombstone"
+
+    /// The device that deleted the store.
+    public var device: DeviceID
+    /// When, in milliseconds since 1970 by that device's clock.
+    public var milliseconds: UInt64
+
+    /// Creates a tombstone.
+    public init(device: DeviceID, milliseconds: UInt64) {
+        self.device = device
+        self.milliseconds = milliseconds
+    }
+}

@@ -80,4 +80,28 @@ extension Snapshot {
     public func pendingUploadCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox WHERE uploaded = 0") ?? 0 }
     }
+
+    /// This device's saves that are not yet in the container, and those
+    /// from sequence `from` on if it is given, decoded, in sequence order.
+    public func pendingUploadTransactions(alsoFrom from: UInt64? = nil) throws -> [Transaction] {
+        let encoded = try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE uploaded = 0 OR sequence >= ? ORDER BY sequence",
+                             arguments: [from.map { Int64(bitPattern: $0) } ?? Int64.max]).map {
+                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
+                                              body: [UInt8]($0[2] as Data))
+            }
+        }
+        return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
+    }
+
+    /// The sequence of this device's oldest save not yet in the container,
+    /// or the next sequence if every save is there.
+    public func firstPendingUploadSequence() throws -> UInt64 {
+        try pool.read { db in
+            UInt64(try Int64.fetchOne(db, sql: """
+                SELECT COALESCE(MIN(sequence), (SELECT COALESCE(MAX(sequence), 0) + 1 FROM _chronicle_outbox))
+                FROM _chronicle_outbox WHERE uploaded = 0
+                """) ?? 1)
+        }
+    }
 }

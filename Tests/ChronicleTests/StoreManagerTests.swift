@@ -108,6 +108,8 @@ import Testing
             case .didUnload(let kind): seen.append("unload \(kind)")
             case .mergedLocalData(let r): seen.append("merged \(r.copied)")
             case .failedLoading(let kind, _): seen.append("failed \(kind)")
+            case .cloudStoreDeleted: seen.append("deleted")
+            case .deletedLocalStore: seen.append("deleted local")
             }
         }
         #expect(seen == ["unload local", "will cloud", "merged 4", "did cloud", "unload cloud"])
@@ -202,15 +204,15 @@ import Testing
         defer { try? FileManager.default.removeItem(at: root) }
         let m = try await manager("a")
         let events = m.events()
-        // A file where the cloud store's folder belongs.
-        _ = FileManager.default.createFile(atPath: root.appendingPathComponent("a/cloud").path, contents: Data("x".utf8))
+        // A folder where the cloud store's device file belongs.
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("a/device.json"), withIntermediateDirectories: true)
         await #expect(throws: ChronicleError.self) { try await m.setCloudEnabled(true) }
         #expect(await m.loadedKind == nil)
         let error = await #expect(throws: ChronicleError.self) { _ = try await m.store }
         #expect(error?.code == .storeNotLoaded)
         #expect(await m.cloudEnabled, "the choice stands; a reload tries it again")
 
-        try FileManager.default.removeItem(at: root.appendingPathComponent("a/cloud"))
+        try FileManager.default.removeItem(at: root.appendingPathComponent("a/device.json"))
         try await m.reload()
         #expect(await m.loadedKind == .cloud)
         try await m.close()
@@ -220,6 +222,19 @@ import Testing
         var failures = 0
         for await event in events { if case .failedLoading(.cloud, _) = event { failures += 1 } }
         #expect(failures == 1)
+    }
+
+    @Test func aFolderAStoreUsedOpensWithTheCloudOnAndItsData() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = try await peer("a")
+        try await Self.saveNotes(store, folder: "Inbox", titles: ["before the manager"])
+        try await store.close()
+        let m = try await manager("a")
+        #expect(await m.cloudEnabled)
+        #expect(try await Self.titles(try await m.store) == ["before the manager"])
+        let error = await #expect(throws: ChronicleError.self) { _ = try await peer("a") }
+        #expect(error?.code == .deviceInUse, "the manager's store holds the folder")
+        try await m.close()
     }
 
     @Test func aSecondManagerOnTheSameFolderIsRefused() async throws {
@@ -238,5 +253,136 @@ import Testing
         let error = await #expect(throws: ChronicleError.self) { _ = try await manager("a") }
         #expect(error?.code == .invalidValue)
         #expect(error?.message.contains("manager.json") == true)
+    }
+
+    // MARK: Deleting and migrating
+
+    func container() throws -> DirectoryContainer { try DirectoryContainer(root: containerURL) }
+
+    @Test func deletingTheCloudStoreEverywhereSendsEveryDeviceToItsLocalStoreWithItsUnsavedChanges() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        var b = try await manager("b", cloudByDefault: true)
+        let c = try await manager("c", cloudByDefault: true)
+        let old = try await a.store.storeID
+        try await Self.saveNotes(try await a.store, folder: "Shared", titles: ["a1"])
+        try await a.sync()
+        try await b.sync()
+        try await c.sync()
+        // b saves and does not sync; c saves and is closed before the deletion.
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b unsynced"])
+        try await Self.saveNotes(try await c.store, folder: "C", titles: ["c unsynced"])
+        try await c.close()
+        let events = b.events()
+
+        try await a.deleteCloudStore(localOnly: false)
+        #expect(await a.loadedKind == .local)
+        #expect(await a.cloudEnabled == false)
+        #expect(try await container().readMarker(ContainerLayout.activeStore) == nil)
+        #expect(try await container().readMarker(ContainerLayout.tombstone(store: old)) != nil)
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("a/\(old).sqlite").path), "its snapshot is gone")
+
+        #expect(try await b.sync() == nil, "b learns of it at its next sync")
+        #expect(await b.loadedKind == .local)
+        #expect(try await Self.notesWithFolders(try await b.store) == ["b unsynced@B"], "b's unsaved change is carried, with what it refers to")
+        try await b.close()
+        var deletions: [(StoreID, Int)] = []
+        for await event in events {
+            if case .cloudStoreDeleted(let store, _, let carried) = event { deletions.append((store, carried.copied)) }
+        }
+        #expect(deletions.count == 1)
+        #expect(deletions.first?.0 == old)
+        #expect(deletions.first?.1 == 2, "the note and its folder")
+
+        // c was away: it learns of it when it loads.
+        let c2 = try await manager("c", cloudByDefault: true)
+        #expect(await c2.loadedKind == .local)
+        #expect(try await Self.titles(try await c2.store) == ["c unsynced"])
+
+        // Turning the cloud on again starts a new store; the deleted one never comes back.
+        b = try await manager("b")
+        #expect(await b.cloudEnabled == false, "the choice was persisted")
+        try await b.setCloudEnabled(true)
+        let new = try await b.store.storeID
+        #expect(new != old)
+        #expect(try await Self.titles(try await b.store) == ["b unsynced"])
+        for m in [a, b, c2] { try await m.close() }
+    }
+
+    @Test func aDeletionInterruptedBeforeThePointerWentIsFinishedByTheNextDevice() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let first = try await peer("a")
+        let old = first.storeID
+        try await first.close()
+        _ = try await container().createMarker(ContainerLayout.tombstone(store: old), StoreTombstone(device: DeviceID(RecordID(high: 1, low: 1)), milliseconds: 0))
+        let next = try await peer("b")
+        #expect(next.storeID != old)
+        #expect(try await container().readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store == next.storeID)
+        try await next.close()
+    }
+
+    @Test func deletingTheCloudStoreLocallyUploadsFirstThenRebuildsFromTheContainer() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "Inbox", titles: ["synced"])
+        try await a.sync()
+        try await Self.saveNotes(try await a.store, folder: "Later", titles: ["not yet synced"])
+        let before = try await a.store.deviceID
+        try await a.deleteCloudStore(localOnly: true)
+        let store = try await a.store
+        #expect(store.deviceID != before, "a fresh snapshot takes a new device ID")
+        try await a.sync()
+        #expect(try await Self.titles(store) == ["not yet synced", "synced"])
+        let other = try await peer("b")
+        try await other.sync()
+        #expect(try await Self.titles(other) == ["not yet synced", "synced"])
+        try await other.close()
+        try await a.close()
+    }
+
+    @Test func deletingTheLocalStoreEmptiesItWhicheverStoreIsLoaded() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let m = try await manager("a")
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["local"])
+        try await m.deleteLocalStore()
+        #expect(await m.loadedKind == .local)
+        #expect(try await Self.titles(try await m.store) == [])
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["local again"])
+        try await m.setCloudEnabled(true, localData: .useCloud)
+        try await m.deleteLocalStore()
+        #expect(await m.loadedKind == .cloud)
+        try await m.setCloudEnabled(false)
+        #expect(try await Self.titles(try await m.store) == [])
+        let error = await #expect(throws: ChronicleError.self) { try await m.deleteCloudStore(localOnly: true) }
+        #expect(error?.code == .storeNotLoaded)
+        try await m.close()
+    }
+
+    @Test func migratingCloudToLocalCopiesEverythingAndCanDeleteTheCloudStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let other = try await peer("b")
+        try await Self.saveNotes(other, folder: "Inbox", titles: ["from b"])
+        try await other.sync()
+        let m = try await manager("a", cloudByDefault: true)
+        try await m.sync()
+        try await Self.saveNotes(try await m.store, folder: "Work", titles: ["from a"])
+        let cloud = try await m.store.storeID
+        let report = try await m.migrateCloudToLocal()
+        #expect(report.copied == 4)
+        #expect(await m.loadedKind == .local)
+        #expect(await m.cloudEnabled == false)
+        #expect(try await Self.notesWithFolders(try await m.store) == ["from a@Work", "from b@Inbox"])
+        #expect(try await container().readMarker(ContainerLayout.tombstone(store: cloud)) == nil)
+
+        try await m.setCloudEnabled(true, localData: .useCloud)
+        let again = try await m.migrateCloudToLocal(deleteCloudStore: true)
+        #expect(again.copied == 0 && again.alreadyPresent == 4)
+        #expect(try await container().readMarker(ContainerLayout.tombstone(store: cloud)) != nil)
+        #expect(await m.loadedKind == .local)
+        #expect(try await Self.notesWithFolders(try await m.store) == ["from a@Work", "from b@Inbox"])
+        let error = await #expect(throws: ChronicleError.self) { try await m.migrateCloudToLocal() }
+        #expect(error?.code == .storeNotLoaded)
+        try await other.close()
+        try await m.close()
     }
 }

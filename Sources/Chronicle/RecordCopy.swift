@@ -1,0 +1,238 @@
+import ChronicleCore
+import Foundation
+import GRDB
+
+/// Copies records from one store into another as ordinary saves of the
+/// destination: the local store into the cloud store when the cloud is
+/// turned on, the cloud store into the local store when it is left.
+///
+/// Records keep their IDs, which makes a copy idempotent: run again after an
+/// interruption, it finds what it already copied. A record whose unique key
+/// a visible record of the destination already has is not copied: references
+/// to it point at the destination's record. References to records not yet
+/// copied are set by updates once their targets exist, so a copy streams in
+/// batches whatever the order of the schema's entities.
+struct RecordCopy {
+    /// What to do with a record the destination already holds.
+    enum Existing {
+        /// Keep the destination's version.
+        case keep
+        /// Give it the source's values.
+        case overwrite
+    }
+
+    let schema: Schema
+    let batchSize: Int
+    let existing: Existing
+    /// Only these records (and the records they refer to that the
+    /// destination lacks); nil for every record. A selected record the
+    /// source no longer has is deleted from the destination when
+    /// ``existing`` is ``Existing/overwrite``.
+    var only: Set<RecordID>? = nil
+
+    /// A source record as read: its values, and the stored form of each of
+    /// its unique keys' fields.
+    struct SourceRow: Sendable {
+        var entity: Int
+        var id: RecordID
+        var values: [String: Value]
+        var keys: [[DatabaseValue]]
+    }
+
+    /// What the destination has of a source record.
+    enum Found: Sendable {
+        /// The destination has it, with these values.
+        case present([String: Value])
+        case deleted, absent
+        case sameKey(RecordID)
+    }
+
+    func run(from source: Store, into destination: Store) async throws -> StoreManager.MergeReport {
+        var report = StoreManager.MergeReport()
+        // Which destination record stands for each source one: itself, or
+        // the destination's record of the same unique key.
+        var target: [RecordID: RecordID] = [:]
+        // Destination records there before the copy; source records the destination deleted.
+        var inDestination: Set<RecordID> = []
+        var deleted: Set<RecordID> = []
+        var inserts: [SourceRow] = []
+        var updates: [(entity: String, id: RecordID, values: [String: Value])] = []
+        var wanted = only
+        var seen: Set<RecordID> = []
+        while true {
+            let rows = try await read(source, wanted: wanted, excluding: seen)
+            if rows.isEmpty { break }
+            for row in rows { seen.insert(row.id) }
+            let found = try await lookUp(rows, in: destination)
+            for (row, found) in zip(rows, found) {
+                switch found {
+                case .present(let current):
+                    target[row.id] = row.id
+                    inDestination.insert(row.id)
+                    report.alreadyPresent += 1
+                    if existing == .overwrite {
+                        // Only what differs: an unchanged field keeps its version.
+                        let changed = row.values.filter { name, value in
+                            if case .reference(let r) = value, case .reference(let c)? = current[name] { return r != c }
+                            return current[name] != value
+                        }
+                        if !changed.isEmpty { updates.append((schema.entities[row.entity].name, row.id, changed)) }
+                    }
+                case .deleted:
+                    deleted.insert(row.id)
+                    report.alreadyPresent += 1
+                case .sameKey(let other):
+                    target[row.id] = other
+                    inDestination.insert(other)
+                    report.deduplicated += 1
+                case .absent:
+                    target[row.id] = row.id
+                    inserts.append(row)
+                }
+            }
+            guard wanted != nil else { break }
+            // A selection brings along what it refers to and the destination lacks.
+            var next: Set<RecordID> = []
+            for row in rows {
+                for case .reference(let id) in row.values.values where !seen.contains(id) { next.insert(id) }
+            }
+            if next.isEmpty { break }
+            wanted = next
+        }
+        // Inserts, with the references whose targets exist by then; the
+        // rest as updates afterwards.
+        var deferred: [(entity: String, id: RecordID, values: [String: Value])] = []
+        func resolve(_ values: inout [String: Value], later: inout [String: Value], available: (RecordID) -> Bool) {
+            for (name, value) in values {
+                guard case .reference(let referenced) = value else { continue }
+                guard let resolved = target[referenced], !deleted.contains(referenced) else {
+                    // The destination deleted what it refers to (or the
+                    // source holds a reference to nothing): the deletion stands.
+                    if !inDestination.contains(referenced) { values[name] = Value.null }
+                    continue
+                }
+                if available(resolved) {
+                    values[name] = .reference(resolved)
+                } else {
+                    later[name] = .reference(resolved)
+                    values[name] = Value.null
+                }
+            }
+        }
+        for start in stride(from: 0, to: inserts.count, by: batchSize) {
+            let batch = inserts[start..<min(inserts.count, start + batchSize)]
+            let batchIDs = Set(batch.map(\.id))
+            var records: [(entity: String, id: RecordID, values: [String: Value])] = []
+            for row in batch {
+                var values = row.values
+                var later: [String: Value] = [:]
+                resolve(&values, later: &later) { inDestination.contains($0) || batchIDs.contains($0) }
+                if !later.isEmpty { deferred.append((schema.entities[row.entity].name, row.id, later)) }
+                records.append((schema.entities[row.entity].name, row.id, values))
+            }
+            let toSave = records
+            try await destination.write { tx in
+                for record in toSave { _ = tx.insert(record.entity, record.values, id: record.id) }
+            }
+            inDestination.formUnion(batchIDs)
+            report.copied += batch.count
+            report.transactions += 1
+        }
+        for update in updates {
+            var values = update.values
+            var later: [String: Value] = [:]
+            resolve(&values, later: &later) { inDestination.contains($0) }
+            deferred.append((update.entity, update.id, values.merging(later) { _, l in l }))
+        }
+        // Selected records the source deleted.
+        var deletes: [(entity: String, id: RecordID)] = []
+        if existing == .overwrite, let only {
+            let gone = only.subtracting(seen)
+            if !gone.isEmpty {
+                deletes = try await destination.read { db in
+                    var result: [(entity: String, id: RecordID)] = []
+                    for entity in schema.entities {
+                        for id in gone where try Bool.fetchOne(db, sql: "SELECT 1 FROM \(Self.quoted(entity.name)) WHERE id = ?", arguments: [id]) ?? false {
+                            result.append((entity.name, id))
+                        }
+                    }
+                    return result
+                }
+            }
+        }
+        for start in stride(from: 0, to: deferred.count, by: batchSize) {
+            let batch = Array(deferred[start..<min(deferred.count, start + batchSize)])
+            try await destination.write { tx in
+                for update in batch { tx.update(update.entity, id: update.id, update.values) }
+            }
+            report.transactions += 1
+        }
+        if !deletes.isEmpty {
+            let toDelete = deletes
+            try await destination.write { tx in
+                for d in toDelete { tx.delete(d.entity, id: d.id) }
+            }
+            report.deleted = deletes.count
+            report.transactions += 1
+        }
+        return report
+    }
+
+    /// The source's visible records: every one (`wanted` nil) or those named.
+    private func read(_ source: Store, wanted: Set<RecordID>?, excluding seen: Set<RecordID>) async throws -> [SourceRow] {
+        let schema = self.schema
+        return try await source.read { db in
+            var rows: [SourceRow] = []
+            for (index, entity) in schema.entities.enumerated() {
+                let keys = entity.uniqueConstraints
+                func load(_ row: Row) throws -> SourceRow {
+                    SourceRow(entity: index, id: row["id"], values: try Store.values(row, entity: entity),
+                              keys: keys.map { $0.map { row[$0] as DatabaseValue } })
+                }
+                if let wanted {
+                    for id in wanted where !seen.contains(id) {
+                        if let row = try Row.fetchOne(db, sql: "SELECT * FROM \(Self.quoted(entity.name)) WHERE id = ?", arguments: [id]) {
+                            rows.append(try load(row))
+                        }
+                    }
+                } else {
+                    for row in try Row.fetchAll(db, sql: "SELECT * FROM \(Self.quoted(entity.name)) ORDER BY id") {
+                        rows.append(try load(row))
+                    }
+                }
+            }
+            return rows
+        }
+    }
+
+    private func lookUp(_ rows: [SourceRow], in destination: Store) async throws -> [Found] {
+        let schema = self.schema
+        return try await destination.read { db in
+            try rows.map { row in
+                let entity = schema.entities[row.entity]
+                if let current = try Row.fetchOne(db, sql: "SELECT * FROM \(Self.quoted(entity.name)) WHERE id = ?", arguments: [row.id]) {
+                    return .present(try Store.values(current, entity: entity))
+                }
+                if try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?", arguments: [row.entity, row.id]) ?? false {
+                    return .deleted
+                }
+                return try Self.sameKey(db, entity: entity, keys: row.keys).map(Found.sameKey) ?? .absent
+            }
+        }
+    }
+
+    /// The visible record sharing one of a record's unique keys (none of
+    /// whose fields is null), if any.
+    static func sameKey(_ db: Database, entity: Entity, keys: [[DatabaseValue]]) throws -> RecordID? {
+        for (constraint, values) in zip(entity.uniqueConstraints, keys) where !values.contains(where: \.isNull) {
+            let condition = constraint.map { "\(quoted($0)) = ?" }.joined(separator: " AND ")
+            if let id = try RecordID.fetchOne(db, sql: "SELECT id FROM \(quoted(entity.name)) WHERE \(condition) ORDER BY id LIMIT 1",
+                                              arguments: StatementArguments(values)) {
+                return id
+            }
+        }
+        return nil
+    }
+
+    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+}
