@@ -29,6 +29,17 @@ struct RecordCopy {
     /// source no longer has is deleted from the destination when
     /// ``existing`` is ``Existing/overwrite``.
     var only: Set<RecordID>? = nil
+    /// For records the destination holds, the fields to overwrite (with
+    /// ``Existing/overwrite``); a record not named here gets every field
+    /// that differs.
+    var fields: [RecordID: Set<String>] = [:]
+
+    /// Where records come from: a store, or rows read from one earlier
+    /// (``extract(from:only:)``), for a store that cannot stay open.
+    enum Source: Sendable {
+        case store(Store)
+        case rows([RecordID: SourceRow])
+    }
 
     /// A source record as read: its values, and the stored form of each of
     /// its unique keys' fields.
@@ -47,7 +58,28 @@ struct RecordCopy {
         case sameKey(RecordID)
     }
 
-    func run(from source: Store, into destination: Store) async throws -> StoreManager.MergeReport {
+    func run(from store: Store, into destination: Store) async throws -> StoreManager.MergeReport {
+        try await run(from: .store(store), into: destination)
+    }
+
+    /// The rows of `only` and of every record they refer to, transitively.
+    static func extract(from store: Store, schema: Schema, only: Set<RecordID>) async throws -> [RecordID: SourceRow] {
+        let copy = RecordCopy(schema: schema, batchSize: 1, existing: .keep, only: only)
+        var result: [RecordID: SourceRow] = [:]
+        var wanted = only
+        while !wanted.isEmpty {
+            let rows = try await copy.read(.store(store), wanted: wanted, excluding: Set(result.keys))
+            var next: Set<RecordID> = []
+            for row in rows {
+                result[row.id] = row
+                for case .reference(let id) in row.values.values where result[id] == nil { next.insert(id) }
+            }
+            wanted = next.subtracting(result.keys)
+        }
+        return result
+    }
+
+    func run(from source: Source, into destination: Store) async throws -> StoreManager.MergeReport {
         var report = StoreManager.MergeReport()
         // Which destination record stands for each source one: itself, or
         // the destination's record of the same unique key.
@@ -70,9 +102,12 @@ struct RecordCopy {
                     target[row.id] = row.id
                     inDestination.insert(row.id)
                     report.alreadyPresent += 1
-                    if existing == .overwrite {
+                    // Records brought along only because a selected one refers to them keep the destination's version.
+                    if existing == .overwrite, only?.contains(row.id) ?? true {
                         // Only what differs: an unchanged field keeps its version.
+                        let allowed = fields[row.id]
                         let changed = row.values.filter { name, value in
+                            if let allowed, !allowed.contains(name) { return false }
                             if case .reference(let r) = value, case .reference(let c)? = current[name] { return r != c }
                             return current[name] != value
                         }
@@ -179,9 +214,17 @@ struct RecordCopy {
     }
 
     /// The source's visible records: every one (`wanted` nil) or those named.
-    private func read(_ source: Store, wanted: Set<RecordID>?, excluding seen: Set<RecordID>) async throws -> [SourceRow] {
+    private func read(_ source: Source, wanted: Set<RecordID>?, excluding seen: Set<RecordID>) async throws -> [SourceRow] {
         let schema = self.schema
-        return try await source.read { db in
+        let store: Store
+        switch source {
+        case .rows(let rows):
+            guard let wanted else { return rows.values.filter { !seen.contains($0.id) }.sorted { ($0.entity, $0.id) < ($1.entity, $1.id) } }
+            return wanted.subtracting(seen).compactMap { rows[$0] }.sorted { ($0.entity, $0.id) < ($1.entity, $1.id) }
+        case .store(let s):
+            store = s
+        }
+        return try await store.read { db in
             var rows: [SourceRow] = []
             for (index, entity) in schema.entities.enumerated() {
                 let keys = entity.uniqueConstraints

@@ -105,6 +105,12 @@ public actor StoreManager {
         case cloudStoreDeleted(StoreID, by: DeviceID, carried: MergeReport)
         /// The local store was deleted (``StoreManager/deleteLocalStore()``).
         case deletedLocalStore
+        /// This device rebuilt the cloud content as a new store
+        /// (``StoreManager/rebuildCloudStore(from:)``).
+        case rebuiltCloudStore(StoreID, from: StoreID)
+        /// The cloud store was rebuilt as a new store, and this device moved
+        /// to it, carrying over its saves the new store did not cover.
+        case movedToStore(StoreID, from: StoreID, carried: MergeReport)
     }
 
     /// What a merge of the local store into the cloud store did.
@@ -132,6 +138,10 @@ public actor StoreManager {
         /// The cloud was turned on with ``LocalDataPolicy/merge`` and the
         /// merge has not finished.
         var mergePending: Bool
+        /// A store this device is moving away from, because it was rebuilt
+        /// as another: its saves the new store lacks are carried over at the
+        /// next load.
+        var leaving: StoreID? = nil
     }
 
     static let stateFile = "manager.json"
@@ -266,7 +276,18 @@ public actor StoreManager {
                 try await leaveDeletedStore(deleted.store, by: deleted.tombstone.device, open: nil)
                 return nil
             }
-            let store = try await Store.open(configuration(for: kind))
+            let store: Store
+            if kind == .cloud, state.leaving == nil, let last = try lastStore(),
+               try await marker(ContainerLayout.supersession(store: last), as: StoreSupersession.self) != nil {
+                // Rebuilt while this device was away.
+                self.state.leaving = last
+                try Self.write(self.state, in: folder)
+            }
+            if kind == .cloud, let leaving = self.state.leaving {
+                store = try await move(from: leaving)
+            } else {
+                store = try await Store.open(configuration(for: kind))
+            }
             loaded = (kind, store)
             var report: MergeReport?
             if kind == .cloud, state.mergePending {
@@ -334,27 +355,49 @@ public actor StoreManager {
     private func checkCloudContent(carryingFrom from: UInt64?) async throws -> Bool {
         guard let current = loaded, current.kind == .cloud else { return false }
         let storeID = current.store.storeID
-        guard let tombstone = try await configuration.store.container.readMarker(ContainerLayout.tombstone(store: storeID), as: StoreTombstone.self)
+        let container = configuration.store.container
+        if let tombstone = try await container.readMarker(ContainerLayout.tombstone(store: storeID), as: StoreTombstone.self) {
+            try await leaveDeletedStore(storeID, by: tombstone.payload.device, open: current.store, carryingFrom: from)
+            return true
+        }
+        guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
+              pointer.payload.store != storeID,
+              try await container.readMarker(ContainerLayout.supersession(store: storeID), as: StoreSupersession.self) != nil
         else { return false }
-        try await leaveDeletedStore(storeID, by: tombstone.payload.device, open: current.store, carryingFrom: from)
+        // Rebuilt as another store: move to it.
+        state.leaving = storeID
+        try Self.write(state, in: folder)
+        try await unload()
+        _ = try await load(state)
         return true
     }
 
-    /// The store `device.json` last named, if a tombstone says it was deleted.
-    private func lastStoreDeletedOnPurpose() async throws -> (store: StoreID, tombstone: StoreTombstone)? {
+    /// The store `device.json` last named, if this device still has its snapshot.
+    private func lastStore() throws -> StoreID? {
         let directory = configuration.store.directory
         guard let bytes = try DeviceFolder.readSmallFile(directory.appendingPathComponent(DeviceFolder.identityFile).path,
                                                          limit: DeviceFolder.identityFileLimit, holding: "the device's ID"),
               let identity = try? JSONDecoder().decode(DeviceFolder.Identity.self, from: Data(bytes)), let store = identity.store,
               FileManager.default.fileExists(atPath: directory.appendingPathComponent("\(store).sqlite").path)
         else { return nil }
-        let marker: (payload: StoreTombstone, version: UInt64)?
+        return store
+    }
+
+    /// The marker `name` of the container, or nil if there is none or the
+    /// container cannot be reached (the store's own open decides what to do offline).
+    private func marker<P: MarkerPayload>(_ name: ContainerName, as type: P.Type) async throws -> P? {
         do {
-            marker = try await configuration.store.container.readMarker(ContainerLayout.tombstone(store: store), as: StoreTombstone.self)
+            return try await configuration.store.container.readMarker(name, as: type)?.payload
         } catch let error as ChronicleError where error.code.isTransient {
-            return nil // Unreachable: the store's own open decides what to do offline.
+            return nil
         }
-        return marker.map { (store, $0.payload) }
+    }
+
+    /// The store `device.json` last named, if a tombstone says it was deleted.
+    private func lastStoreDeletedOnPurpose() async throws -> (store: StoreID, tombstone: StoreTombstone)? {
+        guard let store = try lastStore(), let tombstone = try await marker(ContainerLayout.tombstone(store: store), as: StoreTombstone.self)
+        else { return nil }
+        return (store, tombstone)
     }
 
     /// Falls back from a cloud store deleted on purpose to the local store:
@@ -392,6 +435,173 @@ public actor StoreManager {
         DeviceFolder.removeSnapshotFiles(configuration.store.directory.appendingPathComponent("\(storeID).sqlite").path)
         continuations.publish(.cloudStoreDeleted(storeID, by: device, carried: carried))
         _ = try await load(state)
+    }
+
+    // MARK: Rebuilding
+
+    /// Rebuilds the cloud content under a new store ID, which every device
+    /// then moves to, and returns the new ID.
+    ///
+    /// The new store is seeded from `source` (this device's copy of the
+    /// cloud store, or its local store) by ordinary saves of a seeding
+    /// device of its own, uploaded and covered by a baseline before anyone
+    /// can see it. Then the old store's supersession marker names the new
+    /// store and how far it covers each device's saves, and the active-store
+    /// pointer moves to it (compare-and-swap: if another device replaced the
+    /// pointer first, the new store is abandoned and this throws
+    /// ``ChronicleError/Code/markerConflict``).
+    ///
+    /// Every device, this one included, moves at its next ``sync()`` or
+    /// load: it carries into the new store its saves the new store does not
+    /// cover, then removes its copy of the old store. No acknowledged save
+    /// is lost: a save the rebuilding device had not imported is beyond the
+    /// vector, so its own device carries it.
+    ///
+    /// - Throws: ``ChronicleError/Code/storeNotLoaded`` unless the cloud
+    ///   store is loaded.
+    @discardableResult
+    public func rebuildCloudStore(from source: Kind = .cloud) async throws -> StoreID {
+        guard let current = loaded, current.kind == .cloud else {
+            throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: turn the cloud on first")
+        }
+        let old = current.store
+        let container = configuration.store.container
+        let clock = configuration.store.clock
+        do {
+            _ = try await old.sync()
+        } catch {
+            configuration.store.logger.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
+        }
+        let vector = source == .cloud ? try old.snapshot.vector() : [:]
+        var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x5245_4255_494C_4400)
+        var generator = RecordIDGenerator(seed: random.next())
+        let newID = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
+
+        // Seed it from a device folder of its own.
+        let seedFolder = configuration.store.directory.appendingPathComponent("rebuild").appendingPathComponent(newID.description)
+        var seedConfiguration = configuration.store
+        seedConfiguration.directory = seedFolder
+        seedConfiguration.deviceID = nil
+        seedConfiguration.knownStore = nil
+        let seeder = try await Store.open(seedConfiguration, exactly: newID)
+        do {
+            if source == .cloud {
+                _ = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .keep)
+                    .run(from: old, into: seeder)
+            } else {
+                let local = try await Store.open(configuration(for: .local))
+                do {
+                    _ = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .keep)
+                        .run(from: local, into: seeder)
+                    try await local.close()
+                } catch {
+                    try? await local.close()
+                    throw error
+                }
+            }
+            _ = try await seeder.upload()
+            let pending = try seeder.snapshot.pendingUploadCount()
+            guard pending == 0 else {
+                throw ChronicleError(.unavailable, "the new store's \(pending) seeding save(s) could not be uploaded; the old store stays active")
+            }
+            _ = try await seeder.publishBaseline()
+            try await seeder.close()
+        } catch {
+            try? await seeder.close()
+            throw error
+        }
+        try? FileManager.default.removeItem(at: seedFolder)
+
+        // Publish: the supersession marker first, then the pointer.
+        let supersession = StoreSupersession(store: newID, device: old.deviceID, milliseconds: clock.nowMilliseconds(), vector: vector)
+        let name = ContainerLayout.supersession(store: old.storeID)
+        if let existing = try await container.readMarker(name) {
+            _ = try await container.replaceMarker(name, supersession, expected: existing.version)
+        } else {
+            _ = try await container.createMarker(name, supersession)
+        }
+        do {
+            guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
+                  pointer.payload.store == old.storeID else {
+                throw ChronicleError(.markerConflict, "the active store is no longer \(old.storeID): another device replaced it first")
+            }
+            _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: newID), expected: pointer.version)
+        } catch {
+            // Nobody will use the new store, and the old one was not replaced by it.
+            _ = try? await container.createMarker(ContainerLayout.tombstone(store: newID),
+                                                  StoreTombstone(device: old.deviceID, milliseconds: clock.nowMilliseconds()))
+            if let mine = try? await container.readMarker(name, as: StoreSupersession.self), mine.payload.store == newID {
+                try? await container.deleteMarker(name, expected: mine.version)
+            }
+            throw error
+        }
+        continuations.publish(.rebuiltCloudStore(newID, from: old.storeID))
+        state.leaving = old.storeID
+        try Self.write(state, in: folder)
+        try await unload()
+        _ = try await load(state)
+        return newID
+    }
+
+    /// Opens the store that replaced `old`, carrying into it this device's
+    /// saves it does not cover, then removes the copy of `old`.
+    private func move(from old: StoreID) async throws -> Store {
+        let container = configuration.store.container
+        let supersession = try await container.readMarker(ContainerLayout.supersession(store: old), as: StoreSupersession.self)?.payload
+        // What to carry, read while the old store is open (one store of a folder is open at a time).
+        var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>])?
+        let oldPath = configuration.store.directory.appendingPathComponent("\(old).sqlite").path
+        if FileManager.default.fileExists(atPath: oldPath) {
+            let previous = try await Store.open(configuration(for: .cloud), exactly: old)
+            do {
+                let covered = supersession?.vector[previous.deviceID] ?? 0
+                let saves = try previous.snapshot.pendingUploadTransactions(alsoFrom: supersession == nil ? nil : covered + 1)
+                var only: Set<RecordID> = []
+                var fields: [RecordID: Set<String>] = [:]
+                var whole: Set<RecordID> = []
+                for save in saves {
+                    for change in save.changes {
+                        only.insert(change.recordID)
+                        switch change.kind {
+                        case .insert: whole.insert(change.recordID)
+                        case .update: fields[change.recordID, default: []].formUnion(change.values.map(\.name))
+                        case .delete: break
+                        }
+                    }
+                }
+                for id in whole { fields[id] = nil }
+                if !only.isEmpty {
+                    carry = (try await RecordCopy.extract(from: previous, schema: configuration.store.schema, only: only), only, fields)
+                }
+                try await previous.close()
+            } catch {
+                try? await previous.close()
+                throw error
+            }
+        }
+        let store = try await Store.open(configuration(for: .cloud))
+        var report = MergeReport()
+        if store.storeID != old {
+            do {
+                // Import first: what the carried saves refer to must be there.
+                _ = try await store.sync()
+                if let carry {
+                    var copy = RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .overwrite, only: carry.only)
+                    copy.fields = carry.fields
+                    report = try await copy.run(from: .rows(carry.rows), into: store)
+                }
+            } catch {
+                try? await store.close()
+                throw error
+            }
+        }
+        state.leaving = nil
+        try Self.write(state, in: folder)
+        if store.storeID != old {
+            DeviceFolder.removeSnapshotFiles(oldPath)
+            continuations.publish(.movedToStore(store.storeID, from: old, carried: report))
+        }
+        return store
     }
 
     // MARK: Maintenance

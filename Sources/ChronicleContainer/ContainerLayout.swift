@@ -218,6 +218,12 @@ public enum ContainerLayout {
         try! ContainerName("\(store)/tombstone")
     }
 
+    /// The supersession of `store`: it was rebuilt as another store, which
+    /// every device moves to (see ``StoreSupersession``).
+    public static func supersession(store: StoreID) -> ContainerName {
+        try! ContainerName("\(store)/superseded")
+    }
+
     /// Whether `name` is a marker Chronicle writes: the active-store pointer,
     /// a device's registration or corruption mark, a store's election lease
     /// or tombstone.
@@ -225,7 +231,9 @@ public enum ContainerLayout {
         if name == activeStore { return true }
         let parts = name.rawValue.split(separator: "/", omittingEmptySubsequences: false)
         guard let first = parts.first, let store = StoreID(string: String(first)) else { return false }
-        if parts.count == 2 { return name == election(store: store) || name == tombstone(store: store) }
+        if parts.count == 2 {
+            return name == election(store: store) || name == tombstone(store: store) || name == supersession(store: store)
+        }
         guard parts.count == 3, let device = DeviceID(string: String(parts[2])) else { return false }
         return name == deviceRegistration(store: store, device: device) || name == corruptionMark(store: store, device: device)
     }

@@ -105,3 +105,60 @@ public struct StoreTombstone: MarkerPayload, Hashable {
         self.milliseconds = milliseconds
     }
 }
+
+/// What a store's supersession marker (``ContainerLayout/supersession(store:)``)
+/// holds: the store that replaces it, and how far the replacement covers
+/// each device's saves. A device moving to the new store carries over its
+/// saves beyond its entry in `vector`.
+///
+/// ```json
+/// {"device": "0192…", "milliseconds": 1790000000000, "store": "0193…", "vector": {"0192…": 42}}
+/// ```
+public struct StoreSupersession: MarkerPayload, Hashable {
+    /// "a store's supersession marker".
+    public static let markerDescription = "a store's supersession marker"
+
+    /// The store that replaces it.
+    public var store: StoreID
+    /// The device that rebuilt it.
+    public var device: DeviceID
+    /// When, in milliseconds since 1970 by that device's clock.
+    public var milliseconds: UInt64
+    /// For each device, the last of its saves the new store holds.
+    public var vector: [DeviceID: UInt64]
+
+    /// Creates a supersession marker's payload.
+    public init(store: StoreID, device: DeviceID, milliseconds: UInt64, vector: [DeviceID: UInt64]) {
+        self.store = store
+        self.device = device
+        self.milliseconds = milliseconds
+        self.vector = vector
+    }
+
+    private enum CodingKeys: String, CodingKey { case store, device, milliseconds, vector }
+
+    /// Reads the JSON form, whose vector is an object keyed by device ID.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        store = try c.decode(StoreID.self, forKey: .store)
+        device = try c.decode(DeviceID.self, forKey: .device)
+        milliseconds = try c.decode(UInt64.self, forKey: .milliseconds)
+        var vector: [DeviceID: UInt64] = [:]
+        for (key, value) in try c.decode([String: UInt64].self, forKey: .vector) {
+            guard let id = DeviceID(string: key) else {
+                throw DecodingError.dataCorruptedError(forKey: .vector, in: c, debugDescription: "\(key) is not a device ID")
+            }
+            vector[id] = value
+        }
+        self.vector = vector
+    }
+
+    /// Writes the JSON form, whose vector is an object keyed by device ID.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(store, forKey: .store)
+        try c.encode(device, forKey: .device)
+        try c.encode(milliseconds, forKey: .milliseconds)
+        try c.encode(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.description, $0.value) }), forKey: .vector)
+    }
+}

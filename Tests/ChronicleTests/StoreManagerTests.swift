@@ -110,6 +110,8 @@ import Testing
             case .failedLoading(let kind, _): seen.append("failed \(kind)")
             case .cloudStoreDeleted: seen.append("deleted")
             case .deletedLocalStore: seen.append("deleted local")
+            case .rebuiltCloudStore: seen.append("rebuilt")
+            case .movedToStore: seen.append("moved")
             }
         }
         #expect(seen == ["unload local", "will cloud", "merged 4", "did cloud", "unload cloud"])
@@ -384,5 +386,91 @@ import Testing
         #expect(error?.code == .storeNotLoaded)
         try await other.close()
         try await m.close()
+    }
+
+    // MARK: Rebuilding
+
+    @Test func aRebuildMovesEveryDeviceToANewStoreWithNothingLost() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        let c = try await manager("c", cloudByDefault: true)
+        let old = try await a.store.storeID
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b synced"])
+        for m in [a, b, c, a, b, c] { try await m.sync() }
+        // b: a save the container never gets before the rebuild.
+        try await Self.saveNotes(try await b.store, folder: "B2", titles: ["b pending"])
+        // c: an update of a's note, and it is away during the rebuild.
+        let aNote = try await c.store.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Note WHERE title = 'a synced'")! }
+        try await c.store.write { tx in tx.update("Note", id: aNote, ["title": .string("a synced, renamed by c")]) }
+        try await c.close()
+
+        let events = b.events()
+        let new = try await a.rebuildCloudStore()
+        #expect(new != old)
+        #expect(try await a.store.storeID == new, "the rebuilding device moves too")
+        #expect(try await container().readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store == new)
+        #expect(try await Self.titles(try await a.store) == ["a synced", "b synced"])
+
+        #expect(try await b.sync() == nil, "b moves at its next sync")
+        #expect(try await b.store.storeID == new)
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("b/\(old).sqlite").path), "its old copy is gone")
+        let c2 = try await manager("c")
+        #expect(try await c2.store.storeID == new, "c moves when it loads")
+        for m in [a, b, c2, a, b, c2] { try await m.sync() }
+        let expected = ["a synced, renamed by c@A", "b pending@B2", "b synced@B"]
+        for m in [a, b, c2] {
+            #expect(try await Self.notesWithFolders(try await m.store) == expected)
+        }
+        let hashes = Set([try await a.store.stateHash(), try await b.store.stateHash(), try await c2.store.stateHash()])
+        #expect(hashes.count == 1)
+        for m in [a, b, c2] { try await m.close() }
+        var moves = 0
+        for await event in events {
+            if case .movedToStore(let to, let from, let carried) = event {
+                moves += 1
+                #expect(to == new && from == old)
+                #expect(carried.copied == 2, "b's pending note and its folder")
+            }
+        }
+        #expect(moves == 1)
+
+        // A new device joins the new store only.
+        let d = try await manager("d", cloudByDefault: true)
+        try await d.sync()
+        #expect(try await d.store.storeID == new)
+        #expect(try await Self.notesWithFolders(try await d.store) == expected)
+        try await d.close()
+    }
+
+    @Test func aRebuildThatLosesTheRaceLeavesTheActiveStoreAlone() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let old = try await a.store.storeID
+        // Another device replaces the pointer while a seeds (simulated by replacing it first).
+        let pointer = try #require(try await container().readMarker(ContainerLayout.activeStore))
+        let other = StoreID(RecordID(high: 0x0190_0000_0000_7000, low: 0x8000_0000_0000_0001))
+        _ = try await container().replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: other), expected: pointer.version)
+        let error = await #expect(throws: ChronicleError.self) { try await a.rebuildCloudStore() }
+        #expect(error?.code == .markerConflict)
+        #expect(try await container().readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store == other)
+        #expect(try await container().readMarker(ContainerLayout.supersession(store: old)) == nil, "no device moves to the abandoned store")
+        try await a.close()
+    }
+
+    @Test func aRebuildFromTheLocalStoreSeedsTheNewStoreWithItAndDevicesCarryTheirOwnSaves() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        try await Self.saveNotes(try await a.store, folder: "Local", titles: ["a local"])
+        try await a.setCloudEnabled(true, localData: .useCloud)
+        try await Self.saveNotes(try await a.store, folder: "Cloud", titles: ["a cloud"])
+        try await a.sync()
+        let new = try await a.rebuildCloudStore(from: .local)
+        #expect(try await a.store.storeID == new)
+        try await a.sync()
+        // The new store holds the local store's records, and a's own cloud saves, carried.
+        #expect(try await Self.notesWithFolders(try await a.store) == ["a cloud@Cloud", "a local@Local"])
+        try await a.close()
     }
 }
