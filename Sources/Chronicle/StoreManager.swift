@@ -56,10 +56,19 @@ public actor StoreManager {
         public var cloudEnabledByDefault: Bool
         /// How many records one transaction of a merge carries.
         public var mergeBatchSize: Int
+        /// The account the app is signed in to, if it knows; nil uses the
+        /// container's own token (its `account` marker, written by the first
+        /// device that needs one). When the token changes, the device unloads
+        /// the cloud store at once and loads the new account's (see
+        /// ``Event/accountChanged(from:to:)``): data of one account never
+        /// appears in another.
+        public var accountToken: String?
 
         /// Creates a configuration.
-        public init(store: Store.Configuration, cloudEnabledByDefault: Bool = false, mergeBatchSize: Int = 500) {
+        public init(store: Store.Configuration, cloudEnabledByDefault: Bool = false, mergeBatchSize: Int = 500,
+                    accountToken: String? = nil) {
             self.store = store
+            self.accountToken = accountToken
             self.cloudEnabledByDefault = cloudEnabledByDefault
             self.mergeBatchSize = max(1, mergeBatchSize)
         }
@@ -105,6 +114,10 @@ public actor StoreManager {
         case cloudStoreDeleted(StoreID, by: DeviceID, carried: MergeReport)
         /// The local store was deleted (``StoreManager/deleteLocalStore()``).
         case deletedLocalStore
+        /// The container now belongs to another account: the cloud store of
+        /// the previous one was unloaded (its files stay on this device, for
+        /// when that account comes back) and the new account's is loaded.
+        case accountChanged(from: String, to: String)
         /// This device rebuilt the cloud content as a new store
         /// (``StoreManager/rebuildCloudStore(from:)``).
         case rebuiltCloudStore(StoreID, from: StoreID)
@@ -142,6 +155,8 @@ public actor StoreManager {
         /// as another: its saves the new store lacks are carried over at the
         /// next load.
         var leaving: StoreID? = nil
+        /// The account token last seen (see ``Configuration/accountToken``).
+        var account: String? = nil
     }
 
     static let stateFile = "manager.json"
@@ -239,7 +254,7 @@ public actor StoreManager {
         try await unload()
         try Self.write(next, in: folder)
         state = next
-        return try await load(next)
+        return try await load()
     }
 
     /// Closes the loaded store and loads the chosen one again (after a
@@ -247,7 +262,7 @@ public actor StoreManager {
     @discardableResult
     public func reload() async throws -> MergeReport? {
         try await unload()
-        return try await load(state)
+        return try await load()
     }
 
     /// Closes the loaded store, ends the event streams and lets go of the
@@ -264,13 +279,19 @@ public actor StoreManager {
 
     /// Loads what `state` names; on failure, publishes it and leaves nothing loaded.
     private func loadChosen() async {
-        _ = try? await load(state)
+        _ = try? await load()
     }
 
-    private func load(_ state: State) async throws -> MergeReport? {
+    private func load() async throws -> MergeReport? {
         let kind: Kind = state.cloudEnabled ? .cloud : .local
         continuations.publish(.willLoad(kind))
         do {
+            if kind == .cloud, let token = try await accountToken(), let previous = state.account, previous != token {
+                try await switchAccount(from: previous, to: token)
+            } else if kind == .cloud, state.account == nil, let token = try await accountToken() {
+                state.account = token
+                try Self.write(state, in: folder)
+            }
             if kind == .cloud, let deleted = try await lastStoreDeletedOnPurpose() {
                 // The store this device used was deleted while it was away.
                 try await leaveDeletedStore(deleted.store, by: deleted.tombstone.device, open: nil)
@@ -280,10 +301,10 @@ public actor StoreManager {
             if kind == .cloud, state.leaving == nil, let last = try lastStore(),
                try await marker(ContainerLayout.supersession(store: last), as: StoreSupersession.self) != nil {
                 // Rebuilt while this device was away.
-                self.state.leaving = last
-                try Self.write(self.state, in: folder)
+                state.leaving = last
+                try Self.write(state, in: folder)
             }
-            if kind == .cloud, let leaving = self.state.leaving {
+            if kind == .cloud, let leaving = state.leaving {
                 store = try await move(from: leaving)
             } else {
                 store = try await Store.open(configuration(for: kind))
@@ -292,8 +313,8 @@ public actor StoreManager {
             var report: MergeReport?
             if kind == .cloud, state.mergePending {
                 report = try await mergeLocalData(into: store)
-                self.state.mergePending = false
-                try Self.write(self.state, in: folder)
+                state.mergePending = false
+                try Self.write(state, in: folder)
                 continuations.publish(.mergedLocalData(report!))
             }
             continuations.publish(.didLoad(kind, store.storeID))
@@ -356,6 +377,12 @@ public actor StoreManager {
         guard let current = loaded, current.kind == .cloud else { return false }
         let storeID = current.store.storeID
         let container = configuration.store.container
+        if let token = try await accountToken(), let previous = state.account, previous != token {
+            try await unload()
+            try await switchAccount(from: previous, to: token)
+            _ = try await load()
+            return true
+        }
         if let tombstone = try await container.readMarker(ContainerLayout.tombstone(store: storeID), as: StoreTombstone.self) {
             try await leaveDeletedStore(storeID, by: tombstone.payload.device, open: current.store, carryingFrom: from)
             return true
@@ -368,7 +395,7 @@ public actor StoreManager {
         state.leaving = storeID
         try Self.write(state, in: folder)
         try await unload()
-        _ = try await load(state)
+        _ = try await load()
         return true
     }
 
@@ -434,7 +461,48 @@ public actor StoreManager {
         if open != nil { continuations.publish(.didUnload(.cloud)) }
         DeviceFolder.removeSnapshotFiles(configuration.store.directory.appendingPathComponent("\(storeID).sqlite").path)
         continuations.publish(.cloudStoreDeleted(storeID, by: device, carried: carried))
-        _ = try await load(state)
+        _ = try await load()
+    }
+
+    // MARK: Accounts
+
+    /// The account token now: the app's, or the container's (written here
+    /// if the container has none); nil if the container cannot be reached.
+    private func accountToken() async throws -> String? {
+        if let token = configuration.accountToken { return token }
+        let container = configuration.store.container
+        do {
+            if let marker = try await container.readMarker(ContainerLayout.account, as: AccountToken.self) { return marker.payload.token }
+            var random = SeededRandom(seed: configuration.store.seed ^ configuration.store.clock.nowMilliseconds() ^ 0x4143_434F_554E_5400)
+            let token = (0..<2).map { _ in random.next().paddedHex }.joined()
+            do {
+                _ = try await container.createMarker(ContainerLayout.account, AccountToken(token: token))
+                return token
+            } catch let error as ChronicleError where error.code == .markerConflict {
+                return try await container.readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token
+            }
+        } catch let error as ChronicleError where error.code.isTransient {
+            return nil
+        }
+    }
+
+    /// Forgets the previous account's store, so it is never put back into
+    /// this account's container; the next load takes the new account's
+    /// active store, or seeds a new one from the local store.
+    private func switchAccount(from previous: String, to token: String) async throws {
+        let lock = try await DeviceFolder(configuration.store.directory, wait: configuration.store.lockWait)
+        defer { lock.release() }
+        if var identity = try lock.readIdentity(), identity.store != nil {
+            identity.store = nil
+            try lock.writeIdentity(identity)
+        }
+        lock.release()
+        state.account = token
+        state.leaving = nil
+        state.mergePending = try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil
+        try Self.write(state, in: folder)
+        configuration.store.logger.notice("the container belongs to another account now", metadata: ["chronicle.account": "\(token)"])
+        continuations.publish(.accountChanged(from: previous, to: token))
     }
 
     // MARK: Rebuilding
@@ -539,7 +607,7 @@ public actor StoreManager {
         state.leaving = old.storeID
         try Self.write(state, in: folder)
         try await unload()
-        _ = try await load(state)
+        _ = try await load()
         return newID
     }
 
@@ -646,7 +714,7 @@ public actor StoreManager {
             }
             DeviceFolder.removeSnapshotFiles(path)
             lock.release()
-            _ = try await load(state)
+            _ = try await load()
             return
         }
         let container = configuration.store.container
@@ -675,7 +743,7 @@ public actor StoreManager {
             throw ChronicleError.file("cannot delete the local store at \(local.path)", error)
         }
         continuations.publish(.deletedLocalStore)
-        if wasLoaded { _ = try await load(state) }
+        if wasLoaded { _ = try await load() }
     }
 
     /// Copies the cloud store's records into the local store (the cloud's

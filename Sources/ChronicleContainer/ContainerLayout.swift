@@ -17,6 +17,10 @@ public enum ContainerLayout {
     /// The marker naming the active store; it holds an ``ActiveStorePointer``.
     public static let activeStore = try! ContainerName("active-store")
 
+    /// The marker naming the account the container belongs to; it holds an
+    /// ``AccountToken``. Written by the first device that needs it.
+    public static let account = try! ContainerName("account")
+
     /// The prefix whose children (``Container/listChildren(prefix:)``) are
     /// the stores that have blobs in the container.
     public static let storesPrefix = ""
@@ -60,10 +64,10 @@ public enum ContainerLayout {
     /// part) or a marker: a folder at such a name is not Chronicle's.
     public static func namesAFile(_ name: ContainerName, marker: Bool) -> Bool {
         if !marker { return parseLog(name) != nil || parseBaselinePart(name) != nil }
-        if name == activeStore { return true }
+        if name == activeStore || name == account { return true }
         let parts = name.rawValue.split(separator: "/")
         guard parts.count >= 2, StoreID(string: String(parts[0])) != nil else { return false }
-        if parts.count == 2 { return parts[1] == "election" }
+        if parts.count == 2 { return parts[1] == "election" || parts[1] == "tombstone" || parts[1] == "superseded" }
         return parts.count == 3 && (parts[1] == "devices" || parts[1] == "corruption") && DeviceID(string: String(parts[2])) != nil
     }
 
@@ -228,7 +232,7 @@ public enum ContainerLayout {
     /// a device's registration or corruption mark, a store's election lease
     /// or tombstone.
     public static func isReservedMarker(_ name: ContainerName) -> Bool {
-        if name == activeStore { return true }
+        if name == activeStore || name == account { return true }
         let parts = name.rawValue.split(separator: "/", omittingEmptySubsequences: false)
         guard let first = parts.first, let store = StoreID(string: String(first)) else { return false }
         if parts.count == 2 {

@@ -162,3 +162,23 @@ public struct StoreSupersession: MarkerPayload, Hashable {
         try c.encode(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.description, $0.value) }), forKey: .vector)
     }
 }
+
+/// What the account marker (``ContainerLayout/account``) holds: a token
+/// naming the account the container belongs to. A device that finds another
+/// token than the one it last saw is looking at another account's data.
+///
+/// ```json
+/// {"token": "6f1c…"}
+/// ```
+public struct AccountToken: MarkerPayload, Hashable {
+    /// "the account marker".
+    public static let markerDescription = "the account marker"
+
+    /// The token.
+    public var token: String
+
+    /// Creates a token marker's payload.
+    public init(token: String) {
+        self.token = token
+    }
+}

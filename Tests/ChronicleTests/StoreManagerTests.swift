@@ -112,6 +112,7 @@ import Testing
             case .deletedLocalStore: seen.append("deleted local")
             case .rebuiltCloudStore: seen.append("rebuilt")
             case .movedToStore: seen.append("moved")
+            case .accountChanged: seen.append("account")
             }
         }
         #expect(seen == ["unload local", "will cloud", "merged 4", "did cloud", "unload cloud"])
@@ -472,5 +473,85 @@ import Testing
         // The new store holds the local store's records, and a's own cloud saves, carried.
         #expect(try await Self.notesWithFolders(try await a.store) == ["a cloud@Cloud", "a local@Local"])
         try await a.close()
+    }
+
+    // MARK: Accounts
+
+    @Test func anotherAccountsContainerNeverSeesThisAccountsData() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "Mine", titles: ["account one, synced"])
+        try await a.sync()
+        try await Self.saveNotes(try await a.store, folder: "Later", titles: ["account one, pending"])
+        let first = try await a.store.storeID
+        let token = try #require(try await container().readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token)
+
+        // The user signs in to another account: the shared folder now holds its data.
+        let accountOne = root.appendingPathComponent("account-one")
+        try FileManager.default.moveItem(at: containerURL, to: accountOne)
+        let other = try await peer("b")
+        try await Self.saveNotes(other, folder: "Theirs", titles: ["account two"])
+        try await other.sync()
+        try await other.close()
+
+        let events = a.events()
+        #expect(try await a.sync() == nil)
+        let second = try await a.store.storeID
+        #expect(second != first)
+        try await a.sync()
+        #expect(try await Self.titles(try await a.store) == ["account two"])
+        #expect(try await container().readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token != token)
+        // Nothing of account one reached account two's container.
+        let stores = try await container().listChildren(prefix: "").compactMap(StoreID.init(string:))
+        #expect(!stores.contains(first), "\(stores)")
+
+        // Back to account one: its store, with the pending save, which uploads there.
+        try await a.close()
+        try FileManager.default.moveItem(at: containerURL, to: root.appendingPathComponent("account-two"))
+        try FileManager.default.moveItem(at: accountOne, to: containerURL)
+        let again = try await manager("a")
+        #expect(try await again.store.storeID == first)
+        try await again.sync()
+        #expect(try await Self.titles(try await again.store) == ["account one, pending", "account one, synced"])
+        let reader = try await peer("c")
+        try await reader.sync()
+        #expect(try await Self.titles(reader) == ["account one, pending", "account one, synced"])
+        try await reader.close()
+        try await again.close()
+        var changes = 0
+        for await event in events { if case .accountChanged(let from, _) = event { changes += 1; #expect(from == token) } }
+        #expect(changes == 1)
+    }
+
+    @Test func anAppSuppliedAccountTokenDecides() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        func open(_ token: String) async throws -> StoreManager {
+            var store = try storeConfiguration("a")
+            store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
+            return try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: token))
+        }
+        var m = try await open("alice")
+        try await Self.saveNotes(try await m.store, folder: "Alice", titles: ["alice's, synced"])
+        try await m.sync()
+        try await Self.saveNotes(try await m.store, folder: "Alice later", titles: ["alice's, pending"])
+        let alices = try await m.store.storeID
+        try await m.close()
+
+        // Bob signs in on this device.
+        m = try await open("bob")
+        #expect(try await m.store.storeID != alices)
+        try await m.sync()
+        #expect(try await Self.titles(try await m.store) == [])
+        let bobs = try DirectoryContainer(root: root.appendingPathComponent("container-bob"))
+        #expect(!(try await bobs.listChildren(prefix: "").contains(alices.description)))
+        #expect(try await bobs.readMarker(ContainerLayout.account) == nil, "an app's token is not written to the container")
+        try await m.close()
+
+        // Alice again: her store, and her pending save reaches her container.
+        m = try await open("alice")
+        #expect(try await m.store.storeID == alices)
+        try await m.sync()
+        #expect(try await Self.titles(try await m.store) == ["alice's, pending", "alice's, synced"])
+        try await m.close()
     }
 }
