@@ -80,6 +80,10 @@ public actor StoreManager {
         case local
         /// The container's active store.
         case cloud
+        /// A device-only store the app works on while the container cannot
+        /// be reached and this device has no copy of the cloud store yet;
+        /// merged into the cloud store, then removed, once it can be.
+        case fallback
     }
 
     /// What becomes of the local store's records when the cloud is turned on.
@@ -118,6 +122,14 @@ public actor StoreManager {
         /// the previous one was unloaded (its files stay on this device, for
         /// when that account comes back) and the new account's is loaded.
         case accountChanged(from: String, to: String)
+        /// The container could not be reached and this device has no copy
+        /// of the cloud store: the app works on the fallback store until
+        /// ``StoreManager/sync()`` or ``StoreManager/reload()`` finds the
+        /// container again.
+        case usingFallbackStore(ChronicleError)
+        /// The fallback store's records were merged into the cloud store,
+        /// and the fallback store removed.
+        case mergedFallbackStore(MergeReport)
         /// This device rebuilt the cloud content as a new store
         /// (``StoreManager/rebuildCloudStore(from:)``).
         case rebuiltCloudStore(StoreID, from: StoreID)
@@ -306,13 +318,34 @@ public actor StoreManager {
             }
             if kind == .cloud, let leaving = state.leaving {
                 store = try await move(from: leaving)
+            } else if kind == .cloud {
+                do {
+                    store = try await Store.open(configuration(for: .cloud))
+                } catch let error as ChronicleError where error.code.isTransient && !hasSnapshot() {
+                    // Nothing to work on until the container answers: work on the fallback store.
+                    let fallback = try await Store.open(configuration(for: .fallback))
+                    loaded = (.fallback, fallback)
+                    continuations.publish(.usingFallbackStore(error))
+                    continuations.publish(.didLoad(.fallback, fallback.storeID))
+                    return nil
+                }
             } else {
                 store = try await Store.open(configuration(for: kind))
             }
             loaded = (kind, store)
             var report: MergeReport?
+            if kind == .cloud, FileManager.default.fileExists(atPath: fallbackFolder.path) {
+                // Saves made while the container could not be reached join the cloud store.
+                let merged = try await merge(.fallback, into: store)
+                do {
+                    try FileManager.default.removeItem(at: fallbackFolder)
+                } catch {
+                    throw ChronicleError.file("cannot remove the fallback store at \(fallbackFolder.path)", error)
+                }
+                continuations.publish(.mergedFallbackStore(merged))
+            }
             if kind == .cloud, state.mergePending {
-                report = try await mergeLocalData(into: store)
+                report = try await merge(.local, into: store)
                 state.mergePending = false
                 try Self.write(state, in: folder)
                 continuations.publish(.mergedLocalData(report!))
@@ -342,6 +375,11 @@ public actor StoreManager {
     ///   loaded, and what the sync throws.
     @discardableResult
     public func sync() async throws -> Store.SyncReport? {
+        if loaded?.kind == .fallback {
+            // Is the container back?
+            try await unload()
+            _ = try await load()
+        }
         guard loaded?.kind == .cloud else {
             _ = try store
             return nil
@@ -776,6 +814,15 @@ public actor StoreManager {
         return report
     }
 
+    /// Where the fallback store lives while it holds saves.
+    private var fallbackFolder: URL { configuration.store.directory.appendingPathComponent(Kind.fallback.rawValue) }
+
+    /// Whether this device has a copy of a cloud store to work on offline.
+    private func hasSnapshot() -> Bool {
+        (try? FileManager.default.contentsOfDirectory(atPath: configuration.store.directory.path))?
+            .contains { $0.hasSuffix(".sqlite") && !$0.hasSuffix(".next.sqlite") } ?? false
+    }
+
     private func unload() async throws {
         guard let current = loaded else { return }
         loaded = nil
@@ -790,10 +837,10 @@ public actor StoreManager {
         switch kind {
         case .cloud:
             config.directory = root
-        case .local:
-            let local = root.appendingPathComponent("local")
-            config.directory = local.appendingPathComponent("device")
-            config.container = try DirectoryContainer(root: local.appendingPathComponent("container"), create: true)
+        case .local, .fallback:
+            let own = root.appendingPathComponent(kind.rawValue)
+            config.directory = own.appendingPathComponent("device")
+            config.container = try DirectoryContainer(root: own.appendingPathComponent("container"), create: true)
             config.knownStore = nil
         }
         return config
@@ -809,7 +856,7 @@ public actor StoreManager {
 
     // MARK: Merging local data
 
-    /// Copies the local store's records into `cloud`, in batches of
+    /// Copies the local (or fallback) store's records into `cloud`, in batches of
     /// ``Configuration/mergeBatchSize`` records.
     ///
     /// Records keep their IDs, which makes the merge idempotent: a record
@@ -818,7 +865,7 @@ public actor StoreManager {
     /// unique key a visible cloud record already has is not copied, and
     /// references to it point at that record. References to records not yet
     /// copied are set by updates once their targets exist.
-    private func mergeLocalData(into cloud: Store) async throws -> MergeReport {
+    private func merge(_ kind: Kind, into cloud: Store) async throws -> MergeReport {
         // Import what other devices have first, so a local record whose
         // unique key the cloud already has is recognised here. Offline, the
         // merge goes ahead: de-duplication on import settles such records
@@ -828,7 +875,7 @@ public actor StoreManager {
         } catch {
             configuration.store.logger.notice("merging local data before the cloud store could be synced", metadata: ["chronicle.error": "\(error)"])
         }
-        let local = try await Store.open(configuration(for: .local))
+        let local = try await Store.open(configuration(for: kind))
         do {
             let report = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .keep)
                 .run(from: local, into: cloud)

@@ -113,6 +113,8 @@ import Testing
             case .rebuiltCloudStore: seen.append("rebuilt")
             case .movedToStore: seen.append("moved")
             case .accountChanged: seen.append("account")
+            case .usingFallbackStore: seen.append("fallback")
+            case .mergedFallbackStore: seen.append("merged fallback")
             }
         }
         #expect(seen == ["unload local", "will cloud", "merged 4", "did cloud", "unload cloud"])
@@ -553,5 +555,43 @@ import Testing
         try await m.sync()
         #expect(try await Self.titles(try await m.store) == ["alice's, pending", "alice's, synced"])
         try await m.close()
+    }
+
+    // MARK: Fallback
+
+    @Test func savesMadeWhileTheContainerIsAwayJoinTheCloudStoreWhenItComesBack() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let other = try await peer("b")
+        try await Self.saveNotes(other, folder: "Inbox", titles: ["from b"])
+        try await other.sync()
+        try await other.close()
+        let configuration = try storeConfiguration("a")
+        // The share is not mounted when the app starts.
+        let away = root.appendingPathComponent("unmounted")
+        try FileManager.default.moveItem(at: containerURL, to: away)
+
+        let m = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true))
+        let events = m.events()
+        #expect(await m.loadedKind == .fallback)
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["offline 1"])
+        #expect(try await m.sync() == nil)
+        #expect(await m.loadedKind == .fallback, "still away")
+        try await Self.saveNotes(try await m.store, folder: "Offline", titles: ["offline 2"])
+
+        try FileManager.default.moveItem(at: away, to: containerURL)
+        #expect(try await m.sync() != nil)
+        #expect(await m.loadedKind == .cloud)
+        #expect(try await Self.notesWithFolders(try await m.store) == ["from b@Inbox", "offline 1@Inbox", "offline 2@Offline"])
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("a/fallback").path), "the fallback store is removed")
+        try await m.sync()
+        let reader = try await peer("c")
+        try await reader.sync()
+        #expect(try await Self.notesWithFolders(reader) == ["from b@Inbox", "offline 1@Inbox", "offline 2@Offline"])
+        try await reader.close()
+        try await m.close()
+        var merged: [StoreManager.MergeReport] = []
+        for await event in events { if case .mergedFallbackStore(let r) = event { merged.append(r) } }
+        #expect(merged.count == 1)
+        #expect(merged.first?.deduplicated == 1, "its Inbox is b's")
     }
 }
