@@ -353,10 +353,11 @@ public actor Store {
         if known == nil {
             // No pointer, but stores in the container (the pointer was lost,
             // or a sync service has not delivered it yet): never start an
-            // empty store beside them. Stores deleted on purpose do not count.
+            // empty store beside them. Stores deleted on purpose, or still
+        // being seeded, do not count.
             var stores: [StoreID] = []
             for store in try await container.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:)) {
-                if try await container.readMarker(ContainerLayout.tombstone(store: store)) == nil { stores.append(store) }
+                if try await !isWithdrawnOrTentative(store, in: container) { stores.append(store) }
             }
             if stores.count == 1 {
                 candidate = stores[0]
@@ -375,6 +376,13 @@ public actor Store {
             guard let marker = try await container.readMarker(ContainerLayout.activeStore) else { throw error }
             return try ActiveStorePointer(markerBytes: marker.bytes).store
         }
+    }
+
+    /// Whether `store` was deleted on purpose, or is still being seeded
+    /// (see ``StoreManager``): either way, not a store to join.
+    static func isWithdrawnOrTentative(_ store: StoreID, in container: any Container) async throws -> Bool {
+        if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil { return true }
+        return try await container.readMarker(ContainerLayout.tentative(store: store)) != nil
     }
 
     // MARK: Writing

@@ -63,11 +63,16 @@ public actor StoreManager {
         /// ``Event/accountChanged(from:to:)``): data of one account never
         /// appears in another.
         public var accountToken: String?
+        /// How the container's first store is filled from the local store
+        /// (see ``SeedStrategy``). When the container already has a store,
+        /// ``LocalDataPolicy`` decides instead.
+        public var seedStrategy: SeedStrategy
 
         /// Creates a configuration.
         public init(store: Store.Configuration, cloudEnabledByDefault: Bool = false, mergeBatchSize: Int = 500,
-                    accountToken: String? = nil) {
+                    accountToken: String? = nil, seedStrategy: SeedStrategy = .copyRecords) {
             self.store = store
+            self.seedStrategy = seedStrategy
             self.accountToken = accountToken
             self.cloudEnabledByDefault = cloudEnabledByDefault
             self.mergeBatchSize = max(1, mergeBatchSize)
@@ -97,6 +102,20 @@ public actor StoreManager {
         case merge
         /// The local records stay in the local store only.
         case useCloud
+    }
+
+    /// How the container's first store is filled from the local store when
+    /// a device turns the cloud on and the container has no store yet. The
+    /// store becomes the container's active store only when it is complete:
+    /// until then no other device sees it.
+    public enum SeedStrategy: Sendable {
+        /// Every local record, through ordinary saves in batches (the default).
+        case copyRecords
+        /// The app's closure fills the new store (the second argument) from
+        /// the local store (the first), with ordinary writes.
+        case manual(@Sendable (_ local: Store, _ new: Store) async throws -> Void)
+        /// The new store starts empty; the local records stay in the local store.
+        case empty
     }
 
     /// What happened, for an app that shows it or reacts to it.
@@ -320,7 +339,23 @@ public actor StoreManager {
                 store = try await move(from: leaving)
             } else if kind == .cloud {
                 do {
+                    var seeded = false
+                    if state.mergePending, try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil,
+                       try await createFirstStore() {
+                        // The local records are in it already.
+                        state.mergePending = false
+                        try Self.write(state, in: folder)
+                        seeded = true
+                    }
                     store = try await Store.open(configuration(for: .cloud))
+                    if seeded {
+                        // Show the app its records at once.
+                        do {
+                            _ = try await store.sync()
+                        } catch {
+                            configuration.store.logger.warning("the new store was seeded but could not be imported yet", metadata: ["chronicle.error": "\(error)"])
+                        }
+                    }
                 } catch let error as ChronicleError where error.code.isTransient && !hasSnapshot() {
                     // Nothing to work on until the container answers: work on the fallback store.
                     let fallback = try await Store.open(configuration(for: .fallback))
@@ -583,40 +618,14 @@ public actor StoreManager {
         var generator = RecordIDGenerator(seed: random.next())
         let newID = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
 
-        // Seed it from a device folder of its own.
-        let seedFolder = configuration.store.directory.appendingPathComponent("rebuild").appendingPathComponent(newID.description)
-        var seedConfiguration = configuration.store
-        seedConfiguration.directory = seedFolder
-        seedConfiguration.deviceID = nil
-        seedConfiguration.knownStore = nil
-        let seeder = try await Store.open(seedConfiguration, exactly: newID)
-        do {
-            if source == .cloud {
-                _ = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .keep)
+        if source == .cloud {
+            try await seed(newID) { seeder in
+                _ = try await RecordCopy(schema: self.configuration.store.schema, batchSize: self.configuration.mergeBatchSize, existing: .keep)
                     .run(from: old, into: seeder)
-            } else {
-                let local = try await Store.open(configuration(for: .local))
-                do {
-                    _ = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .keep)
-                        .run(from: local, into: seeder)
-                    try await local.close()
-                } catch {
-                    try? await local.close()
-                    throw error
-                }
             }
-            _ = try await seeder.upload()
-            let pending = try seeder.snapshot.pendingUploadCount()
-            guard pending == 0 else {
-                throw ChronicleError(.unavailable, "the new store's \(pending) seeding save(s) could not be uploaded; the old store stays active")
-            }
-            _ = try await seeder.publishBaseline()
-            try await seeder.close()
-        } catch {
-            try? await seeder.close()
-            throw error
+        } else {
+            try await seed(newID, strategy: .copyRecords)
         }
-        try? FileManager.default.removeItem(at: seedFolder)
 
         // Publish: the supersession marker first, then the pointer.
         let supersession = StoreSupersession(store: newID, device: old.deviceID, milliseconds: clock.nowMilliseconds(), vector: vector)
@@ -647,6 +656,96 @@ public actor StoreManager {
         try await unload()
         _ = try await load()
         return newID
+    }
+
+    /// Fills the new store `id` from a seeding device of its own (a folder
+    /// under `rebuild/`, removed afterwards): `body` saves into it; then it
+    /// uploads everything and publishes a baseline, before any device can
+    /// see the store.
+    @discardableResult
+    private func seed(_ id: StoreID, _ body: (Store) async throws -> Void) async throws -> DeviceID {
+        let seedFolder = configuration.store.directory.appendingPathComponent("rebuild").appendingPathComponent(id.description)
+        var seedConfiguration = configuration.store
+        seedConfiguration.directory = seedFolder
+        seedConfiguration.deviceID = nil
+        seedConfiguration.knownStore = nil
+        let seeder = try await Store.open(seedConfiguration, exactly: id)
+        do {
+            try await body(seeder)
+            _ = try await seeder.upload()
+            let pending = try seeder.snapshot.pendingUploadCount()
+            guard pending == 0 else {
+                throw ChronicleError(.unavailable, "\(pending) seeding save(s) of the new store \(id) could not be uploaded")
+            }
+            if try seeder.snapshot.ownSequence() > 0 { _ = try await seeder.publishBaseline() }
+            try await seeder.close()
+        } catch {
+            try? await seeder.close()
+            throw error
+        }
+        try? FileManager.default.removeItem(at: seedFolder)
+        return seeder.deviceID
+    }
+
+    /// Seeds the new store `id` from the local store by `strategy`, and
+    /// returns the seeding device (nil if nothing was seeded).
+    @discardableResult
+    private func seed(_ id: StoreID, strategy: SeedStrategy) async throws -> DeviceID? {
+        switch strategy {
+        case .empty:
+            return nil
+        case .copyRecords, .manual:
+            let local = try await Store.open(configuration(for: .local))
+            do {
+                let seeder = try await seed(id) { seeder in
+                    if case .manual(let migrate) = strategy {
+                        try await migrate(local, seeder)
+                    } else {
+                        _ = try await RecordCopy(schema: self.configuration.store.schema, batchSize: self.configuration.mergeBatchSize, existing: .keep)
+                            .run(from: local, into: seeder)
+                    }
+                }
+                try await local.close()
+                return seeder
+            } catch {
+                try? await local.close()
+                throw error
+            }
+        }
+    }
+
+    /// Creates the container's first store, seeded from the local store by
+    /// ``Configuration/seedStrategy``, and makes it the active store only
+    /// once it is complete. Returns false if another device made a store
+    /// active first (this device then joins it and merges its local data,
+    /// as when the container had one), or if the container holds a store
+    /// already.
+    private func createFirstStore() async throws -> Bool {
+        let container = configuration.store.container
+        let clock = configuration.store.clock
+        var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x4649_5253_5453_5452)
+        var generator = RecordIDGenerator(seed: random.next())
+        let id = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
+        // A container with stores but no pointer lost its pointer: never seed
+        // a store beside them (opening the store puts the pointer back).
+        for store in try await container.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:)) {
+            if try await !Store.isWithdrawnOrTentative(store, in: container) { return false }
+        }
+        // Invisible to devices looking for a store until the pointer names it.
+        _ = try await container.createMarker(ContainerLayout.tentative(store: id), TentativeStore(milliseconds: clock.nowMilliseconds()))
+        let seeder = try await seed(id, strategy: configuration.seedStrategy)
+        do {
+            _ = try await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: id))
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            if try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store != id {
+                // Another device's store won: nobody will use this one.
+                _ = try? await container.createMarker(ContainerLayout.tombstone(store: id),
+                                                      StoreTombstone(device: seeder ?? DeviceID(id.rawValue), milliseconds: clock.nowMilliseconds()))
+                return false
+            }
+        }
+        try await container.deleteMarker(ContainerLayout.tentative(store: id), expected: nil)
+        return true
     }
 
     /// Opens the store that replaced `old`, carrying into it this device's

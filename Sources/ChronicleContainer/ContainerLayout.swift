@@ -67,7 +67,7 @@ public enum ContainerLayout {
         if name == activeStore || name == account { return true }
         let parts = name.rawValue.split(separator: "/")
         guard parts.count >= 2, StoreID(string: String(parts[0])) != nil else { return false }
-        if parts.count == 2 { return parts[1] == "election" || parts[1] == "tombstone" || parts[1] == "superseded" }
+        if parts.count == 2 { return ["election", "tombstone", "superseded", "tentative"].contains(parts[1]) }
         return parts.count == 3 && (parts[1] == "devices" || parts[1] == "corruption") && DeviceID(string: String(parts[2])) != nil
     }
 
@@ -222,6 +222,12 @@ public enum ContainerLayout {
         try! ContainerName("\(store)/tombstone")
     }
 
+    /// Marks `store` as being seeded: until the active-store pointer names
+    /// it, devices looking for a store ignore it (it holds a ``TentativeStore``).
+    public static func tentative(store: StoreID) -> ContainerName {
+        try! ContainerName("\(store)/tentative")
+    }
+
     /// The supersession of `store`: it was rebuilt as another store, which
     /// every device moves to (see ``StoreSupersession``).
     public static func supersession(store: StoreID) -> ContainerName {
@@ -237,6 +243,7 @@ public enum ContainerLayout {
         guard let first = parts.first, let store = StoreID(string: String(first)) else { return false }
         if parts.count == 2 {
             return name == election(store: store) || name == tombstone(store: store) || name == supersession(store: store)
+                || name == tentative(store: store)
         }
         guard parts.count == 3, let device = DeviceID(string: String(parts[2])) else { return false }
         return name == deviceRegistration(store: store, device: device) || name == corruptionMark(store: store, device: device)

@@ -182,3 +182,22 @@ public struct AccountToken: MarkerPayload, Hashable {
         self.token = token
     }
 }
+
+/// What a store's tentative marker (``ContainerLayout/tentative(store:)``)
+/// holds: when its seeding began.
+///
+/// ```json
+/// {"milliseconds": 1790000000000}
+/// ```
+public struct TentativeStore: MarkerPayload, Hashable {
+    /// "a store's tentative marker".
+    public static let markerDescription = "a store's tentative marker"
+
+    /// When seeding began, in milliseconds since 1970 by the seeding device's clock.
+    public var milliseconds: UInt64
+
+    /// Creates a tentative marker's payload.
+    public init(milliseconds: UInt64) {
+        self.milliseconds = milliseconds
+    }
+}

@@ -594,4 +594,65 @@ import Testing
         #expect(merged.count == 1)
         #expect(merged.first?.deduplicated == 1, "its Inbox is b's")
     }
+
+    // MARK: Seeding the first store
+
+    @Test func theFirstStoreIsSeededBeforeAnyDeviceSeesIt() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let m = try await manager("a")
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["one", "two"])
+        let report = try await m.setCloudEnabled(true)
+        #expect(report == nil, "seeded, not merged")
+        let store = try await m.store
+        #expect(try await Self.notesWithFolders(store) == ["one@Inbox", "two@Inbox"], "imported from the new store, as any device would")
+        #expect(try await container().readMarker(ContainerLayout.tentative(store: store.storeID)) == nil, "no longer tentative")
+        // The seed came with a baseline: a new device starts from it.
+        let baselines = try await container().listAll(prefix: ContainerLayout.baselinesPrefix(store: store.storeID))
+        #expect(!baselines.isEmpty)
+        let other = try await peer("b")
+        try await other.sync()
+        #expect(try await Self.notesWithFolders(other) == ["one@Inbox", "two@Inbox"])
+        let seeding = (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("a/rebuild").path)) ?? []
+        #expect(seeding.isEmpty, "the seeding device's folder is removed")
+        try await other.close()
+        try await m.close()
+    }
+
+    @Test func manualAndEmptySeedStrategies() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let manual = StoreManager.SeedStrategy.manual { local, new in
+            let titles = try await local.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note") }
+            try await new.write { tx in
+                let folder = tx.insert("Folder", ["name": .string("Imported")])
+                for t in titles { _ = tx.insert("Note", ["title": .string(t.uppercased()), "folder": .reference(folder)]) }
+            }
+        }
+        var m = try await StoreManager.open(StoreManager.Configuration(store: storeConfiguration("a"), seedStrategy: manual))
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["one"])
+        try await m.setCloudEnabled(true)
+        try await m.sync()
+        #expect(try await Self.notesWithFolders(try await m.store) == ["ONE@Imported"])
+        try await m.close()
+
+        try FileManager.default.removeItem(at: root)
+        m = try await StoreManager.open(StoreManager.Configuration(store: storeConfiguration("a"), seedStrategy: .empty))
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["one"])
+        try await m.setCloudEnabled(true)
+        try await m.sync()
+        #expect(try await Self.notesWithFolders(try await m.store) == [])
+        try await m.setCloudEnabled(false)
+        #expect(try await Self.titles(try await m.store) == ["one"], "the local records stay where they are")
+        try await m.close()
+    }
+
+    @Test func aFailingManualSeedPublishesNothing() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        struct Refused: Error {}
+        let failing = StoreManager.SeedStrategy.manual { _, _ in throw Refused() }
+        let m = try await StoreManager.open(StoreManager.Configuration(store: storeConfiguration("a"), seedStrategy: failing))
+        await #expect(throws: (any Error).self) { try await m.setCloudEnabled(true) }
+        #expect(await m.loadedKind == nil)
+        #expect(try await container().readMarker(ContainerLayout.activeStore) == nil, "no store was made active")
+        try await m.close()
+    }
 }
