@@ -67,6 +67,10 @@ let package = Package(
             name: "ChronicleSimulation",
             dependencies: [
                 "Chronicle",
+                "ChronicleCore",
+                "ChronicleContainer",
+                "ChronicleSnapshot",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -74,8 +78,11 @@ let package = Package(
             name: "ChronicleCLI",
             dependencies: [
                 "Chronicle",
+                "ChronicleCore",
+                "ChronicleContainer",
                 "ChronicleSnapshot",
                 "ChronicleSimulation",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 "CLZ4",
                 "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -98,7 +105,13 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "ChronicleSimulationTests", dependencies: ["Chronicle", "ChronicleSimulation", "ChronicleTestSupport"]),
+        .testTarget(
+            name: "ChronicleSimulationTests",
+            dependencies: [
+                "Chronicle", "ChronicleCore", "ChronicleContainer", "ChronicleSnapshot", "ChronicleSimulation", "ChronicleTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         // Tests only: a SQLite VFS that wraps the system's default one and
         // counts each file's syncs. Whether a returned save reached the disk
         // cannot be seen from SQL (a PRAGMA can be overridden after it is
@@ -107,7 +120,7 @@ let package = Package(
         .testTarget(
             name: "ChronicleTests",
             dependencies: [
-                "Chronicle", "ChronicleSnapshot", "ChronicleTestSupport", "CSyncCountingVFS",
+                "Chronicle", "ChronicleCore", "ChronicleContainer", "ChronicleSnapshot", "ChronicleTestSupport", "CSyncCountingVFS",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),

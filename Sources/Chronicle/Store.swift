@@ -1,3 +1,6 @@
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
 import GRDB
 import Logging
@@ -53,7 +56,7 @@ public actor Store {
         /// Where diagnostics go.
         public var logger: Logger
         /// How hard commits push data to disk.
-        public var durability: Snapshot.Durability
+        public var durability: Durability
         /// Bounds for decoding logs from the container.
         public var limits: DecodingLimits
         /// The store this device last used, if known. If the container has
@@ -61,7 +64,7 @@ public actor Store {
         /// device puts this one back instead of starting a new store.
         public var knownStore: StoreID?
         /// Crash points for simulations; nil in production.
-        public var crashInjector: CrashInjector?
+        package var crashInjector: CrashInjector? = nil
         /// How long ``Store/open(_:)`` waits for another process (or another
         /// open store in this one) to let go of the device folder before it
         /// throws ``ChronicleError/Code/deviceInUse``.
@@ -76,12 +79,11 @@ public actor Store {
         public init(
             schema: Schema, deviceID: DeviceID? = nil, directory: URL, container: any Container,
             clock: any PhysicalClock = SystemClock(), seed: UInt64 = UInt64.random(in: 0...UInt64.max),
-            logger: Logger, durability: Snapshot.Durability = .full, limits: DecodingLimits = DecodingLimits(),
-            knownStore: StoreID? = nil, crashInjector: CrashInjector? = nil, lockWait: Duration = .zero
+            logger: Logger, durability: Durability = .full, limits: DecodingLimits = DecodingLimits(),
+            knownStore: StoreID? = nil, lockWait: Duration = .zero
         ) {
             self.lockWait = lockWait
             self.knownStore = knownStore
-            self.crashInjector = crashInjector
             self.schema = schema
             self.deviceID = deviceID
             self.directory = directory
@@ -159,7 +161,7 @@ public actor Store {
     /// The active store's ID.
     public nonisolated let storeID: StoreID
     /// The device's snapshot. It is replaced when the device moves to a new ID.
-    public nonisolated var snapshot: Snapshot { current.withLock { $0 } }
+    package nonisolated var snapshot: Snapshot { current.withLock { $0 } }
     /// This device's ID: the one in its folder, which changes only if the
     /// device's files are found behind the container (see ``IdentityChange``).
     public nonisolated var deviceID: DeviceID { snapshot.deviceID }
@@ -310,7 +312,7 @@ public actor Store {
     }
 
     /// The store the container's active-store pointer names; creates one if none.
-    public static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock(),
+    package static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock(),
                                    known: StoreID? = nil) async throws -> StoreID {
         let marker: Marker?
         do {
@@ -365,7 +367,7 @@ public actor Store {
 
     /// Like ``write(_:)``, and also returns what the save did (its sequence,
     /// clock and events), or nil when `body` made no changes.
-    public func writeReporting<T>(_ body: (inout WriteTransaction) throws -> T) throws -> (value: T, save: Snapshot.SaveResult?) {
+    package func writeReporting<T>(_ body: (inout WriteTransaction) throws -> T) throws -> (value: T, save: Snapshot.SaveResult?) {
         let now = configuration.clock.nowMilliseconds()
         let snapshot = self.snapshot
         var tx = WriteTransaction(schema: configuration.schema, ids: ids, milliseconds: now) { entity, id in
