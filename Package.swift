@@ -124,6 +124,15 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The README's and the DocC catalog's example, compiled and run,
+        // with the public surface of `Chronicle` checked for documentation.
+        .testTarget(
+            name: "DocumentationTests",
+            dependencies: [
+                "Chronicle",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

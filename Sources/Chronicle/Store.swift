@@ -150,9 +150,10 @@ public actor Store {
         /// The acknowledged saves the container lacked, saved again under
         /// the new ID with their original clocks, in order.
         public var carriedOver: [CarriedSave]
-        /// Logs, and their transactions, the new ID's snapshot imported
-        /// from the container when it was built.
+        /// Logs the new ID's snapshot imported from the container when it
+        /// was built.
         public var importedLogs = 0
+        /// Transactions in those logs.
         public var importedTransactions = 0
     }
 
