@@ -71,7 +71,7 @@ public actor Store {
         public var lockWait: Duration = .zero
         /// How long a device that has imported nothing yet waits for the
         /// store's newest baseline to be complete before it falls back to an
-        /// older baseline or to the logs (see ``Replayer/baselineWait``).
+        /// older baseline or to the logs.
         public var baselineWait: Duration = .seconds(60)
 
         /// Creates a configuration with sensible defaults: the system clock,
@@ -432,7 +432,8 @@ public actor Store {
         return values
     }
 
-    /// The canonical hash of everything visible (see ``Snapshot/stateHash()``).
+    /// The canonical hash of everything visible: two devices that show the
+    /// same records, fields and values have the same hash.
     public func stateHash() throws -> String { try snapshot.stateHash() }
 
     // MARK: Sync
@@ -486,8 +487,8 @@ public actor Store {
 
     /// Checks every one of this device's own logs in the container (and the
     /// logs of its earlier IDs whose bodies it keeps) and puts back those
-    /// missing or damaged (see ``Replayer/repairOwnLogs()``).
-    /// ``sync()`` does the same a bounded window at a time.
+    /// missing or damaged. ``sync()`` does the same a bounded window at a
+    /// time.
     @discardableResult
     public func repairOwnLogs() async throws -> [ContainerName] {
         _ = try await ensureOwnHistory()
@@ -507,7 +508,11 @@ public actor Store {
     /// device starts from it (one SQLite transaction per part) instead of
     /// replaying every log. Pending saves are uploaded first, so the baseline
     /// covers only saves other devices can also get as logs.
-    /// See ``Replayer/publishBaseline(partBytes:)``.
+    ///
+    /// - Parameter partBytes: the uncompressed body size each part aims at
+    ///   (4 MiB by default).
+    /// - Returns: the container folder of the baseline's parts, how many
+    ///   parts it has, and how many records.
     @discardableResult
     public func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
         _ = try await ensureOwnHistory()

@@ -609,8 +609,9 @@ public struct ImportReport: Sendable {
     public var appliedLogs = 0
     /// Transactions applied.
     public var appliedTransactions = 0
-    /// What the app sees change, unless the replayer has an
-    /// ``Replayer/eventSink``, which received them instead.
+    /// What the app sees change. Empty in the reports of a ``Store``, which
+    /// sends the events to ``Store/changes(bufferingNewest:)`` as each batch
+    /// commits instead.
     public var events: [RecordEvent] = []
     /// How many change events the pass produced.
     public var eventCount = 0
@@ -621,9 +622,9 @@ public struct ImportReport: Sendable {
     /// The baseline the pass started from, if it applied one.
     package var baseline: Snapshot.BaselineSummary?
     /// The incomplete baseline the pass is waiting for (see
-    /// ``Replayer/baselineWait``): it imported nothing else.
+    /// ``Store/Configuration/baselineWait``): it imported nothing else.
     public var waitingForBaseline: String?
-    /// Incomplete baselines older than ``Replayer/baselineWait`` that the
+    /// Incomplete baselines older than ``Store/Configuration/baselineWait`` that the
     /// pass passed over (a publisher that died mid-way; for the health
     /// monitor to clean up).
     public var passedOverBaselines: [String] = []
