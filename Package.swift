@@ -5,7 +5,11 @@ let package = Package(
     name: "Chronicle",
     platforms: [.macOS(.v15)],
     products: [
+        // What apps use: `import Chronicle` (see Sources/Chronicle/Chronicle.docc).
         .library(name: "Chronicle", targets: ["Chronicle"]),
+        // The layers below it, for container backends written outside this
+        // package (ChronicleContainer) and for the Benchmarks/ and Fuzz/
+        // packages; their internals are `package` access.
         .library(name: "ChronicleCore", targets: ["ChronicleCore"]),
         .library(name: "ChronicleContainer", targets: ["ChronicleContainer"]),
         .library(name: "ChronicleSnapshot", targets: ["ChronicleSnapshot"]),
