@@ -338,7 +338,7 @@ public struct DirectoryContainer: Container {
     /// ``ChronicleError/Code/foreignEntry``, and a file larger than
     /// `maxBytes` is ``ChronicleError/Code/sizeOverCap`` before anything is
     /// allocated. A missing file is ``ChronicleError/Code/notFound``.
-    public static func readFile(atPath path: String, maxBytes: Int) throws(ChronicleError) -> [UInt8] {
+    package static func readFile(atPath path: String, maxBytes: Int) throws(ChronicleError) -> [UInt8] {
         let file = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard file >= 0 else { throw ChronicleError.system("cannot read \(path)", errno: errno) }
         defer { close(file) }
