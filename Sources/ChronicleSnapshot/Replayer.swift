@@ -543,7 +543,8 @@ package struct Replayer: Sendable {
     }
 }
 
-/// How far an upload or an import has got (see ``Replayer/progress``).
+/// How far an upload or an import has got: what ``Store/sync(progress:)``
+/// tells its `progress` closure.
 public struct SyncProgress: Sendable, Hashable {
     /// What the sync is doing.
     public enum Phase: String, Sendable, Hashable {
