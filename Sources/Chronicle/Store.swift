@@ -29,7 +29,7 @@ import Darwin
 ///
 /// Every save is validated, applied to the local snapshot and appended to the
 /// outbox in one SQLite transaction: once `write` returns, the save survives a
-/// crash. ``sync()`` uploads the outbox and imports other devices' logs.
+/// crash. ``sync(progress:)`` uploads the outbox and imports other devices' logs.
 /// Reads see the snapshot through read-only connections, so nothing can write
 /// around Chronicle.
 public actor Store {
@@ -96,7 +96,7 @@ public actor Store {
         }
     }
 
-    /// What one ``sync()`` did.
+    /// What one ``sync(progress:)`` did.
     public struct SyncReport: Sendable {
         /// Logs uploaded.
         public var uploadedLogs: Int
@@ -487,7 +487,7 @@ public actor Store {
 
     /// Checks every one of this device's own logs in the container (and the
     /// logs of its earlier IDs whose bodies it keeps) and puts back those
-    /// missing or damaged. ``sync()`` does the same a bounded window at a
+    /// missing or damaged. ``sync(progress:)`` does the same a bounded window at a
     /// time.
     @discardableResult
     public func repairOwnLogs() async throws -> [ContainerName] {
