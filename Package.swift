@@ -135,7 +135,9 @@ let package = Package(
             dependencies: [
                 "Chronicle",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // As an app that opts in sees it: members only from imported modules.
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
     ],
     swiftLanguageModes: [.v6]
