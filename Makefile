@@ -5,7 +5,7 @@ SWIFT ?= swift
 APT_PACKAGES := liblz4-dev libsqlite3-dev libxxhash-dev pkg-config sqlite3
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps build release test demo bench fuzz clean
+.PHONY: all deps build release test docs-check demo bench fuzz clean
 
 all: build
 
@@ -31,6 +31,12 @@ release: deps
 test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+# Every public symbol of the Chronicle module has a doc comment and every
+# public type is in Sources/Chronicle/Chronicle.docc (the tests check it too).
+docs-check: deps
+	$(SWIFT) build --target Chronicle
+	scripts/check-docs --build-dir "$$($(SWIFT) build --show-bin-path)"
 
 # The main job: five devices syncing through a folder, step by step, then the
 # seeded multi-device simulation with every fault kind and its invariant checks.

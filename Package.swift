@@ -5,14 +5,18 @@ let package = Package(
     name: "Chronicle",
     platforms: [.macOS(.v15)],
     products: [
+        // What apps use: `import Chronicle` (see Sources/Chronicle/Chronicle.docc).
         .library(name: "Chronicle", targets: ["Chronicle"]),
+        // The layers below it, for container backends written outside this
+        // package (ChronicleContainer) and for the Benchmarks/ and Fuzz/
+        // packages; their internals are `package` access.
         .library(name: "ChronicleCore", targets: ["ChronicleCore"]),
         .library(name: "ChronicleContainer", targets: ["ChronicleContainer"]),
         .library(name: "ChronicleSnapshot", targets: ["ChronicleSnapshot"]),
         .executable(name: "chronicle", targets: ["ChronicleCLI"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
@@ -67,6 +71,10 @@ let package = Package(
             name: "ChronicleSimulation",
             dependencies: [
                 "Chronicle",
+                "ChronicleCore",
+                "ChronicleContainer",
+                "ChronicleSnapshot",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -74,8 +82,11 @@ let package = Package(
             name: "ChronicleCLI",
             dependencies: [
                 "Chronicle",
+                "ChronicleCore",
+                "ChronicleContainer",
                 "ChronicleSnapshot",
                 "ChronicleSimulation",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 "CLZ4",
                 "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -98,7 +109,13 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "ChronicleSimulationTests", dependencies: ["Chronicle", "ChronicleSimulation", "ChronicleTestSupport"]),
+        .testTarget(
+            name: "ChronicleSimulationTests",
+            dependencies: [
+                "Chronicle", "ChronicleCore", "ChronicleContainer", "ChronicleSnapshot", "ChronicleSimulation", "ChronicleTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         // Tests only: a SQLite VFS that wraps the system's default one and
         // counts each file's syncs. Whether a returned save reached the disk
         // cannot be seen from SQL (a PRAGMA can be overridden after it is
@@ -107,9 +124,20 @@ let package = Package(
         .testTarget(
             name: "ChronicleTests",
             dependencies: [
-                "Chronicle", "ChronicleSnapshot", "ChronicleTestSupport", "CSyncCountingVFS",
+                "Chronicle", "ChronicleCore", "ChronicleContainer", "ChronicleSnapshot", "ChronicleTestSupport", "CSyncCountingVFS",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // The README's and the DocC catalog's example, compiled and run,
+        // with the public surface of `Chronicle` checked for documentation.
+        .testTarget(
+            name: "DocumentationTests",
+            dependencies: [
+                "Chronicle",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+            ],
+            // As an app that opts in sees it: members only from imported modules.
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -5,6 +5,13 @@
 // identity wherever the repository is cloned.
 import PackageDescription
 
+/// Lets these targets use Chronicle's `package` declarations (the log codec,
+/// the snapshot), which apps never see: they compile in Chronicle's package
+/// namespace, named after its identity (`chronicle`, from the `Chronicle`
+/// link). Such a target sets `packageAccess: false`, so that SwiftPM does not
+/// also pass this package's own name.
+let chroniclePackageAccess: [SwiftSetting] = [.unsafeFlags(["-package-name", "chronicle"])]
+
 let package = Package(
     name: "ChronicleBenchmarks",
     platforms: [.macOS(.v15)],
@@ -20,6 +27,8 @@ let package = Package(
                 .product(name: "ChronicleCore", package: "Chronicle"),
             ],
             path: "Benchmarks/CodecBenchmarks",
+            packageAccess: false,
+            swiftSettings: chroniclePackageAccess,
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         // XXH64 from libxxhash against the hand-written one Chronicle had
@@ -27,7 +36,9 @@ let package = Package(
         .executableTarget(
             name: "xxh64-comparison",
             dependencies: [.product(name: "ChronicleCore", package: "Chronicle")],
-            path: "Benchmarks/XXH64Comparison"
+            path: "Benchmarks/XXH64Comparison",
+            packageAccess: false,
+            swiftSettings: chroniclePackageAccess
         ),
         .executableTarget(
             name: "ApplyBenchmarks",
@@ -37,6 +48,8 @@ let package = Package(
                 .product(name: "ChronicleSnapshot", package: "Chronicle"),
             ],
             path: "Benchmarks/ApplyBenchmarks",
+            packageAccess: false,
+            swiftSettings: chroniclePackageAccess,
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],

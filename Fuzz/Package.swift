@@ -5,6 +5,13 @@
 // symbolic link to the repository root.
 import PackageDescription
 
+/// Lets these targets use Chronicle's `package` declarations (the log codec,
+/// the snapshot), which apps never see: they compile in Chronicle's package
+/// namespace, named after its identity (`chronicle`, from the `Chronicle`
+/// link). Such a target sets `packageAccess: false`, so that SwiftPM does not
+/// also pass this package's own name.
+let chroniclePackageAccess: [SwiftSetting] = [.unsafeFlags(["-package-name", "chronicle"])]
+
 let package = Package(
     name: "ChronicleFuzz",
     platforms: [.macOS(.v15)],
@@ -17,7 +24,9 @@ let package = Package(
         .executableTarget(
             name: "fuzz-log-decoder",
             dependencies: ["CFuzzDriver", .product(name: "ChronicleCore", package: "Chronicle")],
-            path: "Sources/FuzzLogDecoder"
+            path: "Sources/FuzzLogDecoder",
+            packageAccess: false,
+            swiftSettings: chroniclePackageAccess
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -1,4 +1,7 @@
+import ChronicleContainer
 import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// The codes of the store and its device folder.
 extension ChronicleError.Code {

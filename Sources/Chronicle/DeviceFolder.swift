@@ -1,6 +1,8 @@
 import ChronicleContainer
 import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import ChronicleSnapshot
 import Foundation
 import Synchronization
 

@@ -1,3 +1,6 @@
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
 import GRDB
 

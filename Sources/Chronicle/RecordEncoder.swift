@@ -1,4 +1,8 @@
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// Turns a Codable record into field values, straight from its `encode(to:)`
 /// (no JSON in between).

@@ -1,4 +1,8 @@
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// Converts between Swift property values and field values, for
 /// ``RecordEncoder`` and ``RecordDecoder``.

@@ -1,3 +1,6 @@
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
 import GRDB
 import Logging
@@ -26,7 +29,7 @@ import Darwin
 ///
 /// Every save is validated, applied to the local snapshot and appended to the
 /// outbox in one SQLite transaction: once `write` returns, the save survives a
-/// crash. ``sync()`` uploads the outbox and imports other devices' logs.
+/// crash. ``sync(progress:)`` uploads the outbox and imports other devices' logs.
 /// Reads see the snapshot through read-only connections, so nothing can write
 /// around Chronicle.
 public actor Store {
@@ -53,7 +56,7 @@ public actor Store {
         /// Where diagnostics go.
         public var logger: Logger
         /// How hard commits push data to disk.
-        public var durability: Snapshot.Durability
+        public var durability: Durability
         /// Bounds for decoding logs from the container.
         public var limits: DecodingLimits
         /// The store this device last used, if known. If the container has
@@ -61,14 +64,14 @@ public actor Store {
         /// device puts this one back instead of starting a new store.
         public var knownStore: StoreID?
         /// Crash points for simulations; nil in production.
-        public var crashInjector: CrashInjector?
+        package var crashInjector: CrashInjector? = nil
         /// How long ``Store/open(_:)`` waits for another process (or another
         /// open store in this one) to let go of the device folder before it
         /// throws ``ChronicleError/Code/deviceInUse``.
         public var lockWait: Duration = .zero
         /// How long a device that has imported nothing yet waits for the
         /// store's newest baseline to be complete before it falls back to an
-        /// older baseline or to the logs (see ``Replayer/baselineWait``).
+        /// older baseline or to the logs.
         public var baselineWait: Duration = .seconds(60)
 
         /// Creates a configuration with sensible defaults: the system clock,
@@ -76,12 +79,11 @@ public actor Store {
         public init(
             schema: Schema, deviceID: DeviceID? = nil, directory: URL, container: any Container,
             clock: any PhysicalClock = SystemClock(), seed: UInt64 = UInt64.random(in: 0...UInt64.max),
-            logger: Logger, durability: Snapshot.Durability = .full, limits: DecodingLimits = DecodingLimits(),
-            knownStore: StoreID? = nil, crashInjector: CrashInjector? = nil, lockWait: Duration = .zero
+            logger: Logger, durability: Durability = .full, limits: DecodingLimits = DecodingLimits(),
+            knownStore: StoreID? = nil, lockWait: Duration = .zero
         ) {
             self.lockWait = lockWait
             self.knownStore = knownStore
-            self.crashInjector = crashInjector
             self.schema = schema
             self.deviceID = deviceID
             self.directory = directory
@@ -94,7 +96,7 @@ public actor Store {
         }
     }
 
-    /// What one ``sync()`` did.
+    /// What one ``sync(progress:)`` did.
     public struct SyncReport: Sendable {
         /// Logs uploaded.
         public var uploadedLogs: Int
@@ -148,9 +150,10 @@ public actor Store {
         /// The acknowledged saves the container lacked, saved again under
         /// the new ID with their original clocks, in order.
         public var carriedOver: [CarriedSave]
-        /// Logs, and their transactions, the new ID's snapshot imported
-        /// from the container when it was built.
+        /// Logs the new ID's snapshot imported from the container when it
+        /// was built.
         public var importedLogs = 0
+        /// Transactions in those logs.
         public var importedTransactions = 0
     }
 
@@ -159,7 +162,7 @@ public actor Store {
     /// The active store's ID.
     public nonisolated let storeID: StoreID
     /// The device's snapshot. It is replaced when the device moves to a new ID.
-    public nonisolated var snapshot: Snapshot { current.withLock { $0 } }
+    package nonisolated var snapshot: Snapshot { current.withLock { $0 } }
     /// This device's ID: the one in its folder, which changes only if the
     /// device's files are found behind the container (see ``IdentityChange``).
     public nonisolated var deviceID: DeviceID { snapshot.deviceID }
@@ -322,7 +325,7 @@ public actor Store {
     }
 
     /// The store the container's active-store pointer names; creates one if none.
-    public static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock(),
+    package static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock(),
                                    known: StoreID? = nil) async throws -> StoreID {
         let marker: Marker?
         do {
@@ -401,7 +404,7 @@ public actor Store {
 
     /// Like ``write(_:)``, and also returns what the save did (its sequence,
     /// clock and events), or nil when `body` made no changes.
-    public func writeReporting<T>(_ body: (inout WriteTransaction) throws -> T) throws -> (value: T, save: Snapshot.SaveResult?) {
+    package func writeReporting<T>(_ body: (inout WriteTransaction) throws -> T) throws -> (value: T, save: Snapshot.SaveResult?) {
         let now = configuration.clock.nowMilliseconds()
         let snapshot = self.snapshot
         var tx = WriteTransaction(schema: configuration.schema, ids: ids, milliseconds: now) { entity, id in
@@ -465,7 +468,8 @@ public actor Store {
         return values
     }
 
-    /// The canonical hash of everything visible (see ``Snapshot/stateHash()``).
+    /// The canonical hash of everything visible: two devices that show the
+    /// same records, fields and values have the same hash.
     public func stateHash() throws -> String { try snapshot.stateHash() }
 
     // MARK: Sync
@@ -519,8 +523,8 @@ public actor Store {
 
     /// Checks every one of this device's own logs in the container (and the
     /// logs of its earlier IDs whose bodies it keeps) and puts back those
-    /// missing or damaged (see ``Replayer/repairOwnLogs()``).
-    /// ``sync()`` does the same a bounded window at a time.
+    /// missing or damaged. ``sync(progress:)`` does the same a bounded window at a
+    /// time.
     @discardableResult
     public func repairOwnLogs() async throws -> [ContainerName] {
         _ = try await ensureOwnHistory()
@@ -540,7 +544,11 @@ public actor Store {
     /// device starts from it (one SQLite transaction per part) instead of
     /// replaying every log. Pending saves are uploaded first, so the baseline
     /// covers only saves other devices can also get as logs.
-    /// See ``Replayer/publishBaseline(partBytes:)``.
+    ///
+    /// - Parameter partBytes: the uncompressed body size each part aims at
+    ///   (4 MiB by default).
+    /// - Returns: the container folder of the baseline's parts, how many
+    ///   parts it has, and how many records.
     @discardableResult
     public func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
         _ = try await ensureOwnHistory()

@@ -1,4 +1,8 @@
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// The changes of one save, built inside ``Store/write(_:)``.
 ///

@@ -1,7 +1,11 @@
 import ArgumentParser
 import CLZ4
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

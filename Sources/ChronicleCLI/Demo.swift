@@ -1,6 +1,10 @@
 import ArgumentParser
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 import Logging
 import Synchronization
 

@@ -1,5 +1,8 @@
 import ArgumentParser
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
 import GRDB
 import Logging

@@ -1,6 +1,10 @@
 import ArgumentParser
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// The container a command names, and how to open it.
 struct ContainerOptions: ParsableArguments {

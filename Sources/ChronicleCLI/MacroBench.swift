@@ -1,7 +1,11 @@
 import ArgumentParser
 import CSQLite
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 import Logging
 
 /// The macro scenarios of `chronicle bench`: each against its baseline, in

@@ -1,7 +1,11 @@
 import ArgumentParser
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
 import ChronicleSimulation
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// One device of the multi-process simulation (hidden: started by
 /// `simulate --processes`, see ``MultiProcessSimulation``).

@@ -1,8 +1,11 @@
 import ArgumentParser
 import CSQLite
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
 import ChronicleSnapshot
 import Foundation
+import GRDB
 
 struct Query: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

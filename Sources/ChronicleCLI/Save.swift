@@ -1,6 +1,10 @@
 import ArgumentParser
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 struct Save: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,7 +1,11 @@
 import ArgumentParser
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
 import ChronicleSimulation
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -12,13 +12,14 @@ import ChronicleCore
 ///   create and compare-and-swap, at most ``Marker/maxBytes`` each.
 ///
 /// **One log per sequence.** A put of a log name (see
-/// ``ContainerLayout/log(store:device:first:last:)``) whose sequence range
+/// `ContainerLayout.log(store:device:first:last:)`) whose sequence range
 /// overlaps a stored log of the same device under another name fails with
 /// ``ChronicleError/Code/blobConflict``, atomically with the put: two
 /// writers that use one device ID (a copied device folder) can never store
 /// `…11-11` and `…11-12` side by side for readers to mix. A log name spanning
-/// more than ``ContainerLayout/maxSequencesPerLog`` sequences is
-/// ``ChronicleError/Code/invalidName``.
+/// more than `ContainerLayout.maxSequencesPerLog` sequences is
+/// ``ChronicleError/Code/invalidName``. (`ContainerLayout`, in the
+/// `ChronicleContainer` module, parses log names for a backend.)
 ///
 /// **Bounded reads.** ``get(_:maxBytes:)`` refuses a blob larger than the
 /// caller's cap with ``ChronicleError/Code/sizeOverCap`` before reading or
@@ -30,11 +31,13 @@ import ChronicleCore
 /// ``ChronicleError/Code/diskFull``) may succeed when retried.
 ///
 /// Backends: ``DirectoryContainer`` (the embedded default: a local, synced or
-/// network folder), ``InMemoryContainer`` (tests), and `SimulatedContainer`
-/// in the simulation harness. Each runs the conformance suite
-/// (`ContainerConformance` in the `ChronicleTestSupport` target): the first
-/// two in `ChronicleContainerTests`, the simulated one, with its faults
-/// off, in `ChronicleSimulationTests`. A new backend runs the same suite.
+/// network folder), ``InMemoryContainer`` (tests), and the simulation
+/// harness's simulated container (package-internal). All three pass the
+/// package's conformance suite (`ContainerConformance` in the
+/// `ChronicleTestSupport` target, which is not a product): the first two in
+/// `ChronicleContainerTests`, the simulated one, with its faults off, in
+/// `ChronicleSimulationTests`. A backend added to this package joins that
+/// suite; one written outside it must meet the rules above without it.
 public protocol Container: Sendable {
     /// What this backend guarantees.
     var capabilities: ContainerCapabilities { get }

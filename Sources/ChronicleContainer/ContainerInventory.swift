@@ -12,51 +12,51 @@ import ChronicleCore
 ///
 /// Reads listings page by page and no blob: memory grows with the number of
 /// stores, devices, baselines, markers and problems, not with the number of logs.
-public struct ContainerInventory: Sendable {
+package struct ContainerInventory: Sendable {
     /// One device's logs in a store.
-    public struct DeviceLogs: Sendable, Hashable {
+    package struct DeviceLogs: Sendable, Hashable {
         /// How many.
-        public var logs = 0
+        package var logs = 0
         /// Their total size.
-        public var bytes = 0
+        package var bytes = 0
         /// The highest sequence a log name covers.
-        public var lastSequence: UInt64 = 0
+        package var lastSequence: UInt64 = 0
     }
 
     /// One baseline's parts.
-    public struct BaselineParts: Sendable, Hashable {
+    package struct BaselineParts: Sendable, Hashable {
         /// How many parts are listed.
-        public var parts = 0
+        package var parts = 0
         /// Their total size.
-        public var bytes = 0
+        package var bytes = 0
     }
 
     /// What one store holds.
-    public struct StoreContents: Sendable, Hashable {
+    package struct StoreContents: Sendable, Hashable {
         /// Logs per device.
-        public var devices: [DeviceID: DeviceLogs] = [:]
+        package var devices: [DeviceID: DeviceLogs] = [:]
         /// Baselines by folder name (`<clock>-<device>-<vector digest>`).
-        public var baselines: [String: BaselineParts] = [:]
+        package var baselines: [String: BaselineParts] = [:]
         /// Blobs that are neither logs nor baseline parts.
-        public var otherBlobs = 0
+        package var otherBlobs = 0
     }
 
     /// The active-store pointer, if there is one.
-    public var activeStore: Marker?
+    package var activeStore: Marker?
     /// The stores, by their folder name (a store UUID for Chronicle's own).
-    public var stores: [String: StoreContents] = [:]
+    package var stores: [String: StoreContents] = [:]
     /// Every marker.
-    public var markers: [ContainerName] = []
+    package var markers: [ContainerName] = []
     /// Entries that are not Chronicle's.
-    public var foreignEntries: [ForeignEntry] = []
+    package var foreignEntries: [ForeignEntry] = []
     /// One per foreign entry and one per pair of overlapping logs.
-    public var problems: [ContainerProblem] = []
+    package var problems: [ContainerProblem] = []
 
     /// Takes the inventory of `container`.
     ///
     /// - Throws: what the container throws for a listing, or when it does
     ///   not answer; a damaged marker or stray entry is a problem, not a throw.
-    public init(of container: any Container, pageSize: Int = 1000) async throws {
+    package init(of container: any Container, pageSize: Int = 1000) async throws {
         do {
             activeStore = try await container.readMarker(ContainerLayout.activeStore)
         } catch let error as ChronicleError where !error.code.isTransient {

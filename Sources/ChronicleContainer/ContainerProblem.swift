@@ -3,23 +3,23 @@ import ChronicleCore
 /// Something wrong in a container, found by ``ContainerInventory`` or
 /// ``ContainerVerification``: a damaged or misnamed blob, a foreign entry,
 /// two overlapping logs of one device.
-public struct ContainerProblem: Sendable, CustomStringConvertible {
+package struct ContainerProblem: Sendable, CustomStringConvertible {
     /// The blob name, or the entry's path from the container's root
     /// (`blobs/…`, `markers/…`) for a foreign entry.
-    public var name: String
+    package var name: String
     /// What is wrong: ``ChronicleError/Code/foreignEntry`` for an entry that
     /// is not Chronicle's, ``ChronicleError/Code/blobConflict`` for
     /// overlapping logs, ``ChronicleError/Code/notFound`` for a device's
     /// missing sequences, the decoder's code for a damaged log.
-    public var error: ChronicleError
+    package var error: ChronicleError
 
     /// Creates a problem.
-    public init(name: String, error: ChronicleError) {
+    package init(name: String, error: ChronicleError) {
         self.name = name
         self.error = error
     }
 
-    public var description: String { "\(name): \(error.code): \(error.message)" }
+    package var description: String { "\(name): \(error.code): \(error.message)" }
 
     /// The problem of a foreign entry, named by its path.
     init(_ foreign: ForeignEntry) {

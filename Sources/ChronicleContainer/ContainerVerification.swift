@@ -16,24 +16,24 @@ import ChronicleCore
 ///
 /// One blob is held in memory at a time, never more than the decoder's
 /// ``DecodingLimits/maxLogBytes``.
-public struct ContainerVerification: Sendable {
+package struct ContainerVerification: Sendable {
     /// Logs and baseline parts that verified.
-    public var valid = 0
+    package var valid = 0
     /// Their total size.
-    public var bytes = 0
+    package var bytes = 0
     /// What is wrong, in the order found: damaged or misnamed blobs, then
     /// foreign entries, with overlapping logs where the listing met them.
-    public var problems: [ContainerProblem] = []
+    package var problems: [ContainerProblem] = []
 
     /// Whether nothing is wrong.
-    public var passed: Bool { problems.isEmpty }
+    package var passed: Bool { problems.isEmpty }
 
     /// Verifies `container` with `decoder` (give it the app's schema to
     /// check names and value types too).
     ///
     /// - Throws: what the container throws for a listing; a blob that
     ///   cannot be read or verified is a problem, not a throw.
-    public init(of container: any Container, decoder: LogDecoder, pageSize: Int = 1000) async throws {
+    package init(of container: any Container, decoder: LogDecoder, pageSize: Int = 1000) async throws {
         let foreign = try await container.foreignEntries()
         let foreignPaths = Set(foreign.map(\.path))
         var overlaps = ContainerLayout.LogOverlapScan()

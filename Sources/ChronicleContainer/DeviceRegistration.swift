@@ -13,37 +13,37 @@ import Foundation
 /// folder restored from a copy) differ in it, which is how the second one
 /// learns it must not write under that ID. Registrations written before
 /// incarnations existed hold only the device.
-public struct DeviceRegistration: MarkerPayload, Hashable {
+package struct DeviceRegistration: MarkerPayload, Hashable {
     /// "a device registration marker".
-    public static let markerDescription = "a device registration marker"
+    package static let markerDescription = "a device registration marker"
 
     /// The registered device.
-    public var device: DeviceID
+    package var device: DeviceID
     /// The incarnation of the snapshot that registered it, if recorded.
-    public var incarnation: UInt64?
+    package var incarnation: UInt64?
 
     /// Creates a registration.
-    public init(device: DeviceID, incarnation: UInt64?) {
+    package init(device: DeviceID, incarnation: UInt64?) {
         self.device = device
         self.incarnation = incarnation
     }
 
     /// Parses a marker's bytes, or gives nil if they are not a registration
     /// (``init(markerBytes:)`` says why).
-    public init?(bytes: [UInt8]) {
+    package init?(bytes: [UInt8]) {
         guard let decoded = try? Self(markerBytes: bytes) else { return nil }
         self = decoded
     }
 
     enum CodingKeys: String, CodingKey { case device, incarnation }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         device = try c.decode(DeviceID.self, forKey: .device)
         incarnation = try c.decodeIfPresent(String.self, forKey: .incarnation).flatMap { UInt64($0, radix: 16) }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(device, forKey: .device)
         try c.encodeIfPresent(incarnation?.paddedHex, forKey: .incarnation)

@@ -12,7 +12,7 @@ import Darwin
 /// a sync service copies between machines. The embedded default.
 ///
 /// Blobs live under `blobs/` and markers under `markers/`, at the paths their
-/// names give (see ``ContainerLayout`` and `docs/container-layout.md`).
+/// names give (see `docs/container-layout.md`).
 ///
 /// - **Confined.** Every operation opens the root, then every folder and file
 ///   below it one name at a time with `O_NOFOLLOW`: a symbolic link
@@ -223,7 +223,7 @@ public struct DirectoryContainer: Container {
     /// in path order: names outside the grammar anywhere in `blobs/` and
     /// `markers/` (a folder with such a name is reported once, not walked),
     /// every symbolic link, FIFO, socket and device, and folders at names
-    /// where the layout keeps a file (``ContainerLayout/namesAFile(_:marker:)``).
+    /// where the layout keeps a file (a log, a baseline part or a marker).
     /// Marker lock files are Chronicle's. `prefix` is matched against the
     /// path below `blobs/` or `markers/`.
     public func foreignEntries(prefix: String) async throws -> [ForeignEntry] {
@@ -338,7 +338,7 @@ public struct DirectoryContainer: Container {
     /// ``ChronicleError/Code/foreignEntry``, and a file larger than
     /// `maxBytes` is ``ChronicleError/Code/sizeOverCap`` before anything is
     /// allocated. A missing file is ``ChronicleError/Code/notFound``.
-    public static func readFile(atPath path: String, maxBytes: Int) throws(ChronicleError) -> [UInt8] {
+    package static func readFile(atPath path: String, maxBytes: Int) throws(ChronicleError) -> [UInt8] {
         let file = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard file >= 0 else { throw ChronicleError.system("cannot read \(path)", errno: errno) }
         defer { close(file) }
@@ -352,7 +352,7 @@ public struct DirectoryContainer: Container {
     /// it removed. Runs when the container is opened.
     ///
     /// A temporary file lives only while its put runs, and its name says who
-    /// wrote it (``TemporaryFileName``). It is removed when it was last
+    /// wrote it (its machine, boot and process ID). It is removed when it was last
     /// modified at least ``staleTemporaryFileAge`` before `now` and its
     /// writer ran on this boot of this machine and has ended (its process ID
     /// is gone or belongs to a process started at another time), or, when

@@ -7,7 +7,7 @@ import ChronicleCore
 ///
 /// Chronicle never follows, reads or writes through such an entry: a read
 /// of its name fails with ``ChronicleError/Code/foreignEntry``.
-/// ``Container/foreignEntries(prefix:)`` lists them; ``ContainerVerification``
+/// ``Container/foreignEntries(prefix:)`` lists them; `chronicle verify`
 /// reports each as a problem for a person to remove.
 public struct ForeignEntry: Sendable, Hashable, CustomStringConvertible {
     /// Why an entry is not Chronicle's.

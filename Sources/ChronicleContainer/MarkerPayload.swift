@@ -11,7 +11,7 @@ import Foundation
 /// _ = try await container.createMarker(ContainerLayout.activeStore, pointer)
 /// let current = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)
 /// ```
-public protocol MarkerPayload: Codable, Sendable {
+package protocol MarkerPayload: Codable, Sendable {
     /// What this marker is, for messages: "the active-store marker".
     static var markerDescription: String { get }
 }
@@ -21,7 +21,7 @@ extension MarkerPayload {
     ///
     /// - Throws: ``ChronicleError/Code/malformedBody`` naming the marker and
     ///   what is wrong with it, with the `DecodingError` as the underlying error.
-    public init(markerBytes bytes: [UInt8]) throws(ChronicleError) {
+    package init(markerBytes bytes: [UInt8]) throws(ChronicleError) {
         do {
             self = try JSONDecoder().decode(Self.self, from: Data(bytes))
         } catch {
@@ -32,7 +32,7 @@ extension MarkerPayload {
     /// The marker's bytes: the value's JSON, keys sorted.
     ///
     /// - Throws: ``ChronicleError/Code/invalidValue`` for a value JSON cannot hold.
-    public func markerBytes() throws(ChronicleError) -> [UInt8] {
+    package func markerBytes() throws(ChronicleError) -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {
@@ -48,19 +48,19 @@ extension Container {
     ///
     /// - Throws: ``ChronicleError/Code/malformedBody`` if the marker does
     ///   not hold a `P`, and whatever ``readMarker(_:)`` throws.
-    public func readMarker<P: MarkerPayload>(_ name: ContainerName, as type: P.Type) async throws -> (payload: P, version: UInt64)? {
+    package func readMarker<P: MarkerPayload>(_ name: ContainerName, as type: P.Type) async throws -> (payload: P, version: UInt64)? {
         guard let marker = try await readMarker(name) else { return nil }
         return (try P(markerBytes: marker.bytes), marker.version)
     }
 
     /// Creates the marker `name` holding `payload`; see ``createMarker(_:_:)``.
-    public func createMarker(_ name: ContainerName, _ payload: some MarkerPayload) async throws -> Marker {
+    package func createMarker(_ name: ContainerName, _ payload: some MarkerPayload) async throws -> Marker {
         try await createMarker(name, payload.markerBytes())
     }
 
     /// Replaces the marker `name` at version `expected` with `payload`;
     /// see ``replaceMarker(_:_:expected:)``.
-    public func replaceMarker(_ name: ContainerName, _ payload: some MarkerPayload, expected: UInt64) async throws -> Marker {
+    package func replaceMarker(_ name: ContainerName, _ payload: some MarkerPayload, expected: UInt64) async throws -> Marker {
         try await replaceMarker(name, payload.markerBytes(), expected: expected)
     }
 }
@@ -71,15 +71,15 @@ extension Container {
 /// ```json
 /// {"store": "0192…"}
 /// ```
-public struct ActiveStorePointer: MarkerPayload, Hashable {
+package struct ActiveStorePointer: MarkerPayload, Hashable {
     /// "the active-store marker".
-    public static let markerDescription = "the active-store marker"
+    package static let markerDescription = "the active-store marker"
 
     /// The active store.
-    public var store: StoreID
+    package var store: StoreID
 
     /// Creates a pointer to `store`.
-    public init(store: StoreID) {
+    package init(store: StoreID) {
         self.store = store
     }
 }

@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// Every change of every save that returned success, with the version it
 /// got: what "no acknowledged save lost" and "accounts stay apart" check.

@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 import Synchronization
 
 /// The crash decisions of one run, shared with the devices' injectors.

@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 import Logging
 
 #if canImport(Glibc)
@@ -22,44 +26,44 @@ import Glibc
 /// ```swift
 /// let result = try await MultiProcessSimulation(processes: 5, saves: 200, seed: 1, executable: chronicleBinary).run()
 /// ```
-public struct MultiProcessSimulation: Sendable {
+package struct MultiProcessSimulation: Sendable {
     /// Worker processes (devices).
-    public var processes: Int
+    package var processes: Int
     /// Saves each worker journals before it finishes.
-    public var saves: Int
+    package var saves: Int
     /// Seeds the kill schedule and the workers' choices.
-    public var seed: UInt64
+    package var seed: UInt64
     /// The `chronicle` executable the workers run.
-    public var executable: URL
+    package var executable: URL
     /// The arguments before the worker's own (its subcommand).
-    public var workerCommand = ["simulate-worker"]
+    package var workerCommand = ["simulate-worker"]
     /// The longest a run may take, in real time.
-    public var timeLimit: Duration = .seconds(600)
+    package var timeLimit: Duration = .seconds(600)
     /// At most this many kills per process.
-    public var killsPerProcess = 4
+    package var killsPerProcess = 4
 
     /// What a run did and found.
-    public struct Result: Sendable, Hashable, Codable {
+    package struct Result: Sendable, Hashable, Codable {
         /// The run's seed and number of processes.
-        public var seed: UInt64
-        public var processes: Int
+        package var seed: UInt64
+        package var processes: Int
         /// SIGKILLs sent.
-        public var kills = 0
+        package var kills = 0
         /// Journaled (acknowledged) saves, each checked on every device.
-        public var acknowledged = 0
+        package var acknowledged = 0
         /// What broke an invariant (or a worker that failed on its own).
-        public var violations: [String] = []
+        package var violations: [String] = []
         /// The devices' state hash (one of them, if they differ).
-        public var stateHash = ""
+        package var stateHash = ""
         /// Kills and restarts, in order.
-        public var events: [String] = []
+        package var events: [String] = []
 
         /// Whether every invariant held.
-        public var passed: Bool { violations.isEmpty }
+        package var passed: Bool { violations.isEmpty }
     }
 
     /// The schema the workers share: notes with a unique title.
-    public static let schemaJSON = #"""
+    package static let schemaJSON = #"""
         {"version": 1, "entities": [
           {"name": "Note", "attributes": [{"name": "title", "type": "string"}, {"name": "words", "type": "int64", "default": 0}],
            "unique": [["title"]]}
@@ -67,7 +71,7 @@ public struct MultiProcessSimulation: Sendable {
         """#
 
     /// Describes a run; ``validate()`` checks it.
-    public init(processes: Int, saves: Int, seed: UInt64, executable: URL) {
+    package init(processes: Int, saves: Int, seed: UInt64, executable: URL) {
         self.processes = processes
         self.saves = saves
         self.seed = seed
@@ -76,14 +80,14 @@ public struct MultiProcessSimulation: Sendable {
 
     /// - Throws: ``ChronicleError/Code/invalidValue`` unless there are 1 to
     ///   32 processes and saves are not negative.
-    public func validate() throws(ChronicleError) {
+    package func validate() throws(ChronicleError) {
         guard (1...32).contains(processes) else { throw ChronicleError(.invalidValue, "processes takes 1 to 32, not \(processes)") }
         guard saves >= 0 else { throw ChronicleError(.invalidValue, "saves cannot be negative (\(saves))") }
     }
 
     /// Starts the workers, kills and restarts them until all have finished,
     /// then checks the devices.
-    public func run() async throws -> Result {
+    package func run() async throws -> Result {
         try validate()
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-mp-\(seed)-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
@@ -188,7 +192,7 @@ public struct MultiProcessSimulation: Sendable {
     /// are journaled, then syncs and closes. A save's title is appended to
     /// the fsynced journal only after the save returned; a restarted worker
     /// carries on from the saves its journal holds.
-    public static func runWorker(store: Store, journal: URL, saves: Int, seed: UInt64) async throws {
+    package static func runWorker(store: Store, journal: URL, saves: Int, seed: UInt64) async throws {
         let existing = (try? String(contentsOf: journal, encoding: .utf8))?.split(separator: "\n").count ?? 0
         var random = SeededRandom(seed: seed &+ UInt64(existing) &* 1_000_003 &+ UInt64(getpid()))
         if !FileManager.default.fileExists(atPath: journal.path) { _ = FileManager.default.createFile(atPath: journal.path, contents: nil) }

@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// A chance from 0 (never) to 1 (always), checked when it is made.
 ///
@@ -10,16 +14,16 @@ import Foundation
 /// ```
 ///
 /// Encodes as a bare number; decoding a number outside 0...1 fails.
-public struct Probability: Sendable, Hashable, Comparable, Codable, CustomStringConvertible,
+package struct Probability: Sendable, Hashable, Comparable, Codable, CustomStringConvertible,
     ExpressibleByFloatLiteral, ExpressibleByIntegerLiteral
 {
     /// The chance, from 0 to 1.
-    public let value: Double
+    package let value: Double
 
     /// A probability of `value`.
     ///
     /// - Throws: ``ChronicleError/Code/invalidValue`` unless `value` is in 0...1.
-    public init(_ value: Double) throws(ChronicleError) {
+    package init(_ value: Double) throws(ChronicleError) {
         guard value.isFinite, value >= 0, value <= 1 else {
             throw ChronicleError(.invalidValue, "a probability is a number from 0 to 1, not \(value)")
         }
@@ -29,7 +33,7 @@ public struct Probability: Sendable, Hashable, Comparable, Codable, CustomString
     /// Parses a decimal number from 0 to 1 ("0.03", "1", "0").
     ///
     /// - Throws: ``ChronicleError/Code/invalidValue`` for anything else.
-    public init(parsing text: String) throws(ChronicleError) {
+    package init(parsing text: String) throws(ChronicleError) {
         guard let value = Double(text.trimmingCharacters(in: .whitespaces)) else {
             throw ChronicleError(.invalidValue, "a probability is a number from 0 to 1, not \"\(text)\"")
         }
@@ -37,37 +41,37 @@ public struct Probability: Sendable, Hashable, Comparable, Codable, CustomString
     }
 
     /// A literal probability; a literal outside 0...1 is a programming error.
-    public init(floatLiteral value: Double) {
+    package init(floatLiteral value: Double) {
         precondition(value >= 0 && value <= 1, "a probability is a number from 0 to 1, not \(value)")
         self.value = value
     }
 
     /// 0 or 1.
-    public init(integerLiteral value: Int) {
+    package init(integerLiteral value: Int) {
         precondition(value == 0 || value == 1, "a probability is a number from 0 to 1, not \(value)")
         self.value = Double(value)
     }
 
     /// The event never happens.
-    public static let never: Probability = 0
+    package static let never: Probability = 0
     /// The event always happens.
-    public static let always: Probability = 1
+    package static let always: Probability = 1
 
     /// Whether the event can happen at all.
-    public var isNever: Bool { value == 0 }
+    package var isNever: Bool { value == 0 }
 
     /// Whether the event happens this time. Draws exactly one number from
     /// `random` whatever the probability, so that a run's later draws stay
     /// where they were when a probability changes.
-    public func draw(_ random: inout SeededRandom) -> Bool {
+    package func draw(_ random: inout SeededRandom) -> Bool {
         Double(random.next() % 1_000_000) / 1_000_000 < value
     }
 
-    public static func < (a: Probability, b: Probability) -> Bool { a.value < b.value }
+    package static func < (a: Probability, b: Probability) -> Bool { a.value < b.value }
 
-    public var description: String { value == 0 ? "0" : value == 1 ? "1" : "\(value)" }
+    package var description: String { value == 0 ? "0" : value == 1 ? "1" : "\(value)" }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let value = try decoder.singleValueContainer().decode(Double.self)
         do {
             try self.init(value)
@@ -76,7 +80,7 @@ public struct Probability: Sendable, Hashable, Comparable, Codable, CustomString
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(value)
     }

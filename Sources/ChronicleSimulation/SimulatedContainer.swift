@@ -1,25 +1,29 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 import Synchronization
 
 /// The fault options of a simulated container, as probabilities per event.
-public struct ContainerFaults: Sendable, Hashable, Codable {
+package struct ContainerFaults: Sendable, Hashable, Codable {
     /// The longest delay, in virtual time, before another device sees a blob.
-    public var maxVisibilityDelay: Duration = .milliseconds(400)
+    package var maxVisibilityDelay: Duration = .milliseconds(400)
     /// Chance that a blob is first visible torn (a prefix) for a while.
-    public var tornProbability: Probability = 0.05
+    package var tornProbability: Probability = 0.05
     /// Chance that an upload reports success but never arrives.
-    public var lostUploadProbability: Probability = 0.03
+    package var lostUploadProbability: Probability = 0.03
     /// Whether a name whose upload was lost swallows every later put of it
     /// too, so that not even its owner can put it back. Off in every real
     /// run; on, it is the control that shows the checkers catch lost saves.
-    public var lostUploadsStayLost = false
+    package var lostUploadsStayLost = false
 
     /// Creates fault options.
-    public init() {}
+    package init() {}
 
     /// No faults and no delay.
-    public static let none: ContainerFaults = {
+    package static let none: ContainerFaults = {
         var f = ContainerFaults()
         f.maxVisibilityDelay = .zero
         f.tornProbability = 0
@@ -32,7 +36,7 @@ public struct ContainerFaults: Sendable, Hashable, Codable {
 /// all, and can be damaged, made unavailable or wiped, all decided by a seeded
 /// generator on a virtual clock. It wraps an ``InMemoryContainer``; every
 /// device gets its own ``View``.
-public final class SimulatedContainer: Sendable {
+package final class SimulatedContainer: Sendable {
     struct State {
         var visibleAt: [ContainerName: [DeviceID: UInt64]] = [:]
         var owner: [ContainerName: DeviceID] = [:]
@@ -51,17 +55,17 @@ public final class SimulatedContainer: Sendable {
     let state: Mutex<State>
 
     /// Creates an empty simulated container.
-    public init(clock: ManualClock, faults: ContainerFaults, seed: UInt64) {
+    package init(clock: ManualClock, faults: ContainerFaults, seed: UInt64) {
         self.clock = clock
         self.faults = faults
         state = Mutex(State(random: SeededRandom(seed: seed)))
     }
 
     /// What `device` sees of the container.
-    public func view(for device: DeviceID) -> View { View(container: self, device: device) }
+    package func view(for device: DeviceID) -> View { View(container: self, device: device) }
 
     /// How many faults of each kind happened.
-    public var counts: FaultCounts { state.withLock { $0.counts } }
+    package var counts: FaultCounts { state.withLock { $0.counts } }
 
     func count(_ body: (inout FaultCounts) -> Void) { state.withLock { body(&$0.counts) } }
 
@@ -69,7 +73,7 @@ public final class SimulatedContainer: Sendable {
 
     /// Flips one bit of a random stored log; returns its name.
     @discardableResult
-    public func flipRandomBit(suffix: String = ContainerLayout.logExtension, where include: (ContainerName) -> Bool = { _ in true }) async throws -> ContainerName? {
+    package func flipRandomBit(suffix: String = ContainerLayout.logExtension, where include: (ContainerName) -> Bool = { _ in true }) async throws -> ContainerName? {
         let logs = try await base.listAll(prefix: "").filter { $0.name.rawValue.hasSuffix(suffix) && include($0.name) }
         guard !logs.isEmpty else { return nil }
         let (index, bit) = state.withLock { s in (Int(s.random.next() % UInt64(logs.count)), s.random.next()) }
@@ -84,7 +88,7 @@ public final class SimulatedContainer: Sendable {
     }
 
     /// Makes every operation fail as unavailable for `milliseconds`.
-    public func beUnavailable(forMilliseconds milliseconds: UInt64) {
+    package func beUnavailable(forMilliseconds milliseconds: UInt64) {
         let until = clock.nowMilliseconds() + milliseconds
         state.withLock { s in
             s.unavailableUntil = max(s.unavailableUntil, until)
@@ -93,7 +97,7 @@ public final class SimulatedContainer: Sendable {
     }
 
     /// Deletes every blob and marker, as a reset cloud account does.
-    public func wipe() async throws {
+    package func wipe() async throws {
         for blob in try await base.listAll(prefix: "") { try await base.delete(blob.name) }
         for marker in try await base.listMarkers(prefix: "") { try await base.deleteMarker(marker, expected: nil) }
         state.withLock { s in
@@ -104,7 +108,7 @@ public final class SimulatedContainer: Sendable {
     }
 
     /// Ends every delay, tear and outage: everything stored is visible to all.
-    public func settle() {
+    package func settle() {
         state.withLock { s in
             s.visibleAt = [:]
             s.torn = [:]
@@ -113,14 +117,14 @@ public final class SimulatedContainer: Sendable {
     }
 
     /// Every blob, whole, ignoring visibility (for checks).
-    public var everything: InMemoryContainer { base }
+    package var everything: InMemoryContainer { base }
 
     /// A device's view of the container.
-    public struct View: Container {
+    package struct View: Container {
         let container: SimulatedContainer
         let device: DeviceID
 
-        public var capabilities: ContainerCapabilities { container.base.capabilities }
+        package var capabilities: ContainerCapabilities { container.base.capabilities }
 
         private func checkAvailable() throws {
             let now = container.clock.nowMilliseconds()
@@ -131,7 +135,7 @@ public final class SimulatedContainer: Sendable {
             }
         }
 
-        public func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
+        package func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
             try checkAvailable()
             let now = container.clock.nowMilliseconds()
             let faults = container.faults
@@ -174,7 +178,7 @@ public final class SimulatedContainer: Sendable {
             }
         }
 
-        public func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
+        package func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
             try checkAvailable()
             guard readable(name) else { throw ChronicleError(.notFound, "no blob named \(name) (not visible yet)") }
             let bytes = try await container.base.get(name, maxBytes: maxBytes)
@@ -186,7 +190,7 @@ public final class SimulatedContainer: Sendable {
             return bytes
         }
 
-        public func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
+        package func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
             try checkAvailable()
             return try await container.base.listAll(prefix: prefix, after: after)
                 .filter { readable($0.name) }
@@ -195,17 +199,17 @@ public final class SimulatedContainer: Sendable {
 
         /// The stored children, visible or not: a child whose blobs are not
         /// visible yet lists as empty.
-        public func listChildren(prefix: String) async throws -> [String] {
+        package func listChildren(prefix: String) async throws -> [String] {
             try checkAvailable()
             return try await container.base.listChildren(prefix: prefix)
         }
 
-        public func foreignEntries(prefix: String) async throws -> [ForeignEntry] {
+        package func foreignEntries(prefix: String) async throws -> [ForeignEntry] {
             try checkAvailable()
             return try await container.base.foreignEntries(prefix: prefix)
         }
 
-        public func delete(_ name: ContainerName) async throws {
+        package func delete(_ name: ContainerName) async throws {
             try checkAvailable()
             try await container.base.delete(name)
             container.state.withLock { s in
@@ -215,27 +219,27 @@ public final class SimulatedContainer: Sendable {
             }
         }
 
-        public func readMarker(_ name: ContainerName) async throws -> Marker? {
+        package func readMarker(_ name: ContainerName) async throws -> Marker? {
             try checkAvailable()
             return try await container.base.readMarker(name)
         }
 
-        public func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker {
+        package func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker {
             try checkAvailable()
             return try await container.base.createMarker(name, bytes)
         }
 
-        public func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
+        package func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
             try checkAvailable()
             return try await container.base.replaceMarker(name, bytes, expected: expected)
         }
 
-        public func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws {
+        package func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws {
             try checkAvailable()
             try await container.base.deleteMarker(name, expected: expected)
         }
 
-        public func listMarkers(prefix: String) async throws -> [ContainerName] {
+        package func listMarkers(prefix: String) async throws -> [ContainerName] {
             try checkAvailable()
             return try await container.base.listMarkers(prefix: prefix)
         }
@@ -243,27 +247,27 @@ public final class SimulatedContainer: Sendable {
 }
 
 /// Faults injected, by kind.
-public struct FaultCounts: Sendable, Hashable, Codable {
-    public var delayedBlobs = 0
-    public var tornBlobs = 0
-    public var lostUploads = 0
-    public var bitFlips = 0
-    public var outages = 0
-    public var unavailableErrors = 0
-    public var wipes = 0
-    public var crashes = 0
-    public var offlinePeriods = 0
-    public var accountSwitches = 0
+package struct FaultCounts: Sendable, Hashable, Codable {
+    package var delayedBlobs = 0
+    package var tornBlobs = 0
+    package var lostUploads = 0
+    package var bitFlips = 0
+    package var outages = 0
+    package var unavailableErrors = 0
+    package var wipes = 0
+    package var crashes = 0
+    package var offlinePeriods = 0
+    package var accountSwitches = 0
     /// Device-folder faults: restores from an older copy, twins, lost `-wal` files.
-    public var folderRestores = 0
-    public var folderTwins = 0
-    public var lostWALs = 0
+    package var folderRestores = 0
+    package var folderTwins = 0
+    package var lostWALs = 0
 
     /// Creates zero counts.
-    public init() {}
+    package init() {}
 
     /// The sum of two runs' counts.
-    public static func + (a: FaultCounts, b: FaultCounts) -> FaultCounts {
+    package static func + (a: FaultCounts, b: FaultCounts) -> FaultCounts {
         var c = FaultCounts()
         c.delayedBlobs = a.delayedBlobs + b.delayedBlobs
         c.tornBlobs = a.tornBlobs + b.tornBlobs
@@ -282,7 +286,7 @@ public struct FaultCounts: Sendable, Hashable, Codable {
     }
 
     /// One line naming every count.
-    public var summary: String {
+    package var summary: String {
         "\(delayedBlobs) delayed, \(tornBlobs) torn, \(lostUploads) lost uploads, \(bitFlips) bit flips, \(outages) outages (\(unavailableErrors) failed calls), \(wipes) wipes, \(crashes) crashes, \(offlinePeriods) offline periods, \(accountSwitches) account switches, \(folderRestores) folder restores, \(folderTwins) folder twins, \(lostWALs) lost WALs"
     }
 }

@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 import Logging
 
 /// One seeded run of several devices sharing a simulated container.
@@ -17,12 +21,12 @@ import Logging
 /// (``Workload``, a table of weighted operations), the fault injectors
 /// (`Faults/`, one per fault kind, each with its own probability) and, after
 /// quiescence, the invariant checkers (`Checkers/`, one per invariant).
-public final class Simulation {
+package final class Simulation {
     /// The workload's schema (see `Workload.schema`).
-    public static var schema: Schema { Workload.schema }
+    package static var schema: Schema { Workload.schema }
 
-    public let seed: UInt64
-    public let options: SimulationOptions
+    package let seed: UInt64
+    package let options: SimulationOptions
     static let epochMilliseconds: UInt64 = 1_700_000_000_000
     let clock = ManualClock(milliseconds: Simulation.epochMilliseconds)
     /// The workload's stream: steps, saves, and most faults.
@@ -51,7 +55,7 @@ public final class Simulation {
 
     /// Prepares a run; `workDirectory` holds the devices' snapshots (a
     /// temporary directory by default, removed afterwards).
-    public init(seed: UInt64, options: SimulationOptions, verbose: Bool = false, workDirectory: URL? = nil) {
+    package init(seed: UInt64, options: SimulationOptions, verbose: Bool = false, workDirectory: URL? = nil) {
         self.seed = seed
         self.options = options
         self.verbose = verbose
@@ -67,7 +71,7 @@ public final class Simulation {
     }
 
     /// The timeline of the last run (`--verbose`).
-    public var events: [String] { timeline }
+    package var events: [String] { timeline }
 
     func note(_ text: String) {
         if verbose { timeline.append("[\(String(format: "%8llu", clock.nowMilliseconds() - Self.epochMilliseconds)) ms] \(text)") }
@@ -84,7 +88,7 @@ public final class Simulation {
     /// - Throws: ``ChronicleError/Code/invalidValue`` for options that make
     ///   no sense (see ``SimulationOptions/validate()``); an error a device
     ///   cannot recover from (a store that does not reopen).
-    public func run() async throws -> SimulationSummary {
+    package func run() async throws -> SimulationSummary {
         try options.validate()
         defer { try? FileManager.default.removeItem(at: root) }
         for account in 0..<2 {
@@ -150,7 +154,8 @@ public final class Simulation {
         let store = try await Store.open(Store.Configuration(
             schema: Self.schema, deviceID: d.initialID, directory: d.folder,
             container: accounts[d.account].view(for: d.initialID), clock: clock, seed: seed &+ UInt64(d.index) &* 31 &+ UInt64(d.syncs),
-            logger: logger, durability: .normal, knownStore: d.knownStore[d.account], crashInjector: injector)
+            logger: logger, durability: .normal, knownStore: d.knownStore[d.account])
+            .crashing(with: injector)
             // A device that has imported nothing waits this long for a
             // baseline still being written (the run lasts seconds).
             .waitingForBaselines(.seconds(5)))

@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 extension SimulationOptions {
     /// Options whose rates, visibility delay and operation weights are drawn
@@ -17,7 +21,7 @@ extension SimulationOptions {
     /// let options = SimulationOptions.swarm(seed: 42)
     /// let summary = try await Simulation(seed: 42, options: options).run()
     /// ```
-    public static func swarm(seed: UInt64, base: SimulationOptions = SimulationOptions()) -> SimulationOptions {
+    package static func swarm(seed: UInt64, base: SimulationOptions = SimulationOptions()) -> SimulationOptions {
         var random = SeededRandom(seed: seed ^ 0x5357_4152_4D5F_4F50)
         var options = base
         // Two draws per rate, even for rates kept as given, so that giving a

@@ -1,53 +1,57 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// Everything a simulation run depends on besides its seed.
 ///
 /// Every rate is a ``Probability`` per step of the workload (or per crash
 /// point, for crashes); ``Rate`` names each one for the command line and for
 /// swarm testing (``swarm(seed:base:)``).
-public struct SimulationOptions: Sendable, Hashable, Codable {
+package struct SimulationOptions: Sendable, Hashable, Codable {
     /// Devices on the account.
-    public var devices = 5
+    package var devices = 5
     /// Save attempts per device.
-    public var savesPerDevice = 20
+    package var savesPerDevice = 20
     /// How often each workload operation is chosen, by operation name (see
     /// ``operationNames``); a weight of 0 turns an operation off.
-    public var operationWeights: [String: Int] = Workload.standardWeights
+    package var operationWeights: [String: Int] = Workload.standardWeights
     /// Chance per step that the chosen device syncs instead of saving.
-    public var syncProbability: Probability = 0.25
+    package var syncProbability: Probability = 0.25
     /// Container faults.
-    public var container = ContainerFaults()
+    package var container = ContainerFaults()
     /// Chance per step that a device goes offline (or comes back).
-    public var offlineProbability: Probability = 0.04
+    package var offlineProbability: Probability = 0.04
     /// Chance at each crash point that the device crashes there.
-    public var crashProbability: Probability = 0.03
+    package var crashProbability: Probability = 0.03
     /// Chance per step that a stored log gets a bit flip (and, drawn
     /// separately, that a baseline part does).
-    public var bitFlipProbability: Probability = 0.01
+    package var bitFlipProbability: Probability = 0.01
     /// Chance per step that the container becomes unavailable for a while.
-    public var outageProbability: Probability = 0.01
+    package var outageProbability: Probability = 0.01
     /// Chance per step that the whole container is wiped.
-    public var wipeProbability: Probability = 0.002
+    package var wipeProbability: Probability = 0.002
     /// Chance per step that a device switches to another account for a while.
-    public var accountSwitchProbability: Probability = 0.005
+    package var accountSwitchProbability: Probability = 0.005
 
     /// Chance per step that a device publishes a baseline (in small parts,
     /// so that faults hit some of them). Drawn from a random stream of its
     /// own, so the other choices of a seed stay what they were.
-    public var baselineProbability: Probability = 0.03
+    package var baselineProbability: Probability = 0.03
 
     /// Chance per step that a device's folder is copied (when it has no copy
     /// yet) or, once everything it saved is in the container, replaced by
     /// that older copy, as a backup restore does.
-    public var folderRestoreProbability: Probability = 0.003
+    package var folderRestoreProbability: Probability = 0.003
     /// Chance per step that a device's folder is copied to a new device that
     /// opens it (the same device ID on disk) and runs the workload beside the
     /// original (at most two a run).
-    public var folderTwinProbability: Probability = 0.002
+    package var folderTwinProbability: Probability = 0.002
     /// Chance per step that a device, once everything it saved is in the
     /// container, loses its snapshot's `-wal` file (and `-shm`).
-    public var lostWALProbability: Probability = 0.003
+    package var lostWALProbability: Probability = 0.003
 
     /// Whether devices can put back their own logs that are missing or
     /// damaged. Every sync does so; turning this off also stops the extra
@@ -55,13 +59,13 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
     /// a name whose upload was lost (``ContainerFaults/lostUploadsStayLost``),
     /// so lost uploads are unrecoverable: the checkers must then report
     /// violations (a control for the checkers themselves).
-    public var devicesRepairTheirLogs = true
+    package var devicesRepairTheirLogs = true
 
     /// Creates the default options: every fault kind on.
-    public init() {}
+    package init() {}
 
     /// No faults at all.
-    public static var calm: SimulationOptions {
+    package static var calm: SimulationOptions {
         var o = SimulationOptions()
         for rate in Rate.allCases where rate.isFault { o[rate] = .never }
         o.container.maxVisibilityDelay = .zero
@@ -69,10 +73,10 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
     }
 
     /// The workload's operations, in the order their weights are laid out.
-    public static var operationNames: [String] { Workload.operations.map(\.name) }
+    package static var operationNames: [String] { Workload.operations.map(\.name) }
 
     /// The probability of `rate`.
-    public subscript(rate: Rate) -> Probability {
+    package subscript(rate: Rate) -> Probability {
         get { self[keyPath: rate.keyPath] }
         set { self[keyPath: rate.keyPath] = newValue }
     }
@@ -80,7 +84,7 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
     /// Checks the options a run needs to make sense.
     ///
     /// - Throws: ``ChronicleError/Code/invalidValue`` naming the option.
-    public func validate() throws(ChronicleError) {
+    package func validate() throws(ChronicleError) {
         guard (1...64).contains(devices) else {
             throw ChronicleError(.invalidValue, "devices takes 1 to 64, not \(devices)")
         }
@@ -105,7 +109,7 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
     }
 
     /// The rates, delay and operation weights on one line, as `--swarm` prints them.
-    public var rateSummary: String {
+    package var rateSummary: String {
         let rates = Rate.allCases.map { "\($0.rawValue) \(self[$0].isNever ? "off" : self[$0].description)" }
         let weights = Self.operationNames.map { "\($0) \(operationWeights[$0] ?? 0)" }
         return rates.joined(separator: ", ") + "; max delay \(container.maxVisibilityDelay.wholeMilliseconds) ms; weights "
@@ -115,7 +119,7 @@ public struct SimulationOptions: Sendable, Hashable, Codable {
 
 extension SimulationOptions {
     /// A rate of the simulation, by the name the command line uses.
-    public enum Rate: String, CaseIterable, Sendable, Codable {
+    package enum Rate: String, CaseIterable, Sendable, Codable {
         case sync
         case baseline
         case offline
@@ -151,10 +155,10 @@ extension SimulationOptions {
 
         /// Whether it is a fault (the workload's own rates, syncing and
         /// publishing baselines, are not).
-        public var isFault: Bool { self != .sync && self != .baseline }
+        package var isFault: Bool { self != .sync && self != .baseline }
 
         /// What it is the chance of.
-        public var help: String {
+        package var help: String {
             switch self {
             case .sync: "a step syncs the chosen device instead of saving"
             case .baseline: "a device publishes a baseline, per step"
@@ -174,7 +178,7 @@ extension SimulationOptions {
 
         /// The range `--swarm` draws the rate from, or nil when swarm mode
         /// keeps the rate as given.
-        public var swarmRange: ClosedRange<Double>? {
+        package var swarmRange: ClosedRange<Double>? {
             switch self {
             case .sync: 0.05...0.6
             case .baseline: 0...0.1

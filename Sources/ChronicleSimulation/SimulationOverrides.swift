@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// Rates, operation weights and a visibility delay given by hand, which
 /// replace the defaults or, with `--swarm`, what the seed drew.
@@ -9,16 +13,16 @@ import Foundation
 /// var options = SimulationOptions.swarm(seed: 7)
 /// overrides.apply(to: &options)
 /// ```
-public struct SimulationOverrides: Sendable, Hashable {
+package struct SimulationOverrides: Sendable, Hashable {
     /// Rates to set.
-    public var rates: [SimulationOptions.Rate: Probability] = [:]
+    package var rates: [SimulationOptions.Rate: Probability] = [:]
     /// Operation weights to set, by operation name.
-    public var weights: [String: Int] = [:]
+    package var weights: [String: Int] = [:]
     /// The visibility delay to set.
-    public var maxVisibilityDelay: Duration?
+    package var maxVisibilityDelay: Duration?
 
     /// No overrides.
-    public init() {}
+    package init() {}
 
     /// Parses overrides as the command line gives them: `kind=probability`
     /// items, `operation=weight` items (each string may hold several,
@@ -27,7 +31,7 @@ public struct SimulationOverrides: Sendable, Hashable {
     /// - Throws: ``ChronicleError/Code/invalidValue`` naming the item that is
     ///   not understood: an unknown kind or operation, a probability outside
     ///   0...1, a negative weight, a malformed delay.
-    public init(rates: [String] = [], weights: [String] = [], maxDelay: String? = nil) throws(ChronicleError) {
+    package init(rates: [String] = [], weights: [String] = [], maxDelay: String? = nil) throws(ChronicleError) {
         for (key, value) in try Self.items(rates, what: "rate") {
             guard let rate = SimulationOptions.Rate(rawValue: key) else {
                 throw ChronicleError(.invalidValue, "no rate named \(key) (there are \(SimulationOptions.Rate.allCases.map(\.rawValue).joined(separator: ", ")))")
@@ -63,7 +67,7 @@ public struct SimulationOverrides: Sendable, Hashable {
     /// seconds (`2s`), or `0`.
     ///
     /// - Throws: ``ChronicleError/Code/invalidValue`` for anything else.
-    public static func duration(parsing text: String) throws(ChronicleError) -> Duration {
+    package static func duration(parsing text: String) throws(ChronicleError) -> Duration {
         let text = text.trimmingCharacters(in: .whitespaces)
         if text == "0" { return .zero }
         if text.hasSuffix("ms"), let n = Int64(text.dropLast(2)), n >= 0 { return .milliseconds(n) }
@@ -72,17 +76,17 @@ public struct SimulationOverrides: Sendable, Hashable {
     }
 
     /// Whether nothing is overridden.
-    public var isEmpty: Bool { rates.isEmpty && weights.isEmpty && maxVisibilityDelay == nil }
+    package var isEmpty: Bool { rates.isEmpty && weights.isEmpty && maxVisibilityDelay == nil }
 
     /// Sets what is overridden in `options`.
-    public func apply(to options: inout SimulationOptions) {
+    package func apply(to options: inout SimulationOptions) {
         for (rate, probability) in rates { options[rate] = probability }
         for (name, weight) in weights { options.operationWeights[name] = weight }
         if let maxVisibilityDelay { options.container.maxVisibilityDelay = maxVisibilityDelay }
     }
 
     /// The command-line arguments that give these overrides back, in a fixed order.
-    public var arguments: [String] {
+    package var arguments: [String] {
         var result: [String] = []
         let rateItems = SimulationOptions.Rate.allCases.compactMap { rate in rates[rate].map { "\(rate.rawValue)=\($0)" } }
         if !rateItems.isEmpty { result += ["--rate", rateItems.joined(separator: ",")] }

@@ -1,38 +1,42 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// What a run did and what it checked.
-public struct SimulationSummary: Sendable, Hashable, Codable {
+package struct SimulationSummary: Sendable, Hashable, Codable {
     /// The seed.
-    public var seed: UInt64
+    package var seed: UInt64
     /// The options.
-    public var options: SimulationOptions
+    package var options: SimulationOptions
     /// Saves attempted, acknowledged, and refused by validation.
-    public var savesAttempted = 0
-    public var savesAcknowledged = 0
-    public var savesRefused = 0
+    package var savesAttempted = 0
+    package var savesAcknowledged = 0
+    package var savesRefused = 0
     /// Syncs run and logs in the container at the end.
-    public var syncs = 0
-    public var logs = 0
+    package var syncs = 0
+    package var logs = 0
     /// Faults injected.
-    public var faults = FaultCounts()
+    package var faults = FaultCounts()
     /// Baselines published, and whether the new device of the final check
     /// started from one.
-    public var baselinesPublished = 0
+    package var baselinesPublished = 0
     /// Moves of a device to a new ID, after its files were found behind the
     /// container (restored or copied folders, lost `-wal` files).
-    public var identityChanges = 0
-    public var newDeviceStartedFromBaseline = false
+    package var identityChanges = 0
+    package var newDeviceStartedFromBaseline = false
     /// Virtual milliseconds the workload took, and quiescence after it.
-    public var virtualMilliseconds: UInt64 = 0
-    public var convergenceMilliseconds: UInt64 = 0
+    package var virtualMilliseconds: UInt64 = 0
+    package var convergenceMilliseconds: UInt64 = 0
     /// Invariants checked, and the violations found.
-    public var invariantsChecked: [String] = []
-    public var violations: [String] = []
+    package var invariantsChecked: [String] = []
+    package var violations: [String] = []
     /// The converged state hash of the account's devices.
-    public var stateHash = ""
+    package var stateHash = ""
     /// Records visible at the end, per entity.
-    public var records: [String: Int] = [:]
+    package var records: [String: Int] = [:]
 
     /// Whether every invariant held.
-    public var passed: Bool { violations.isEmpty }
+    package var passed: Bool { violations.isEmpty }
 }

@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// What a container holds of one store's logs, read whole from the backing
 /// container (past the simulated delays and tears): every transaction, by

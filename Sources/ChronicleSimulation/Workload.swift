@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// What the simulated app saves: a table of operations, each a weight and a
 /// body that adds changes to a save.

@@ -3,7 +3,7 @@ import ChronicleCore
 /// Places where a simulation can make a device "die". An injector returning
 /// true makes the operation throw ``ChronicleError/Code/simulatedCrash`` at
 /// that point; whatever was not committed is lost, as in a real crash.
-public enum CrashPoint: String, Sendable, CaseIterable {
+package enum CrashPoint: String, Sendable, CaseIterable {
     /// A save's log body is encoded and staged, its transaction not committed.
     case saveBeforeCommit
     /// A log is in the container; the outbox does not know yet.
@@ -13,11 +13,11 @@ public enum CrashPoint: String, Sendable, CaseIterable {
 }
 
 /// Decides whether to crash at a point. Production code has none.
-public struct CrashInjector: Sendable {
+package struct CrashInjector: Sendable {
     let decide: @Sendable (CrashPoint) -> Bool
 
     /// Creates an injector.
-    public init(_ decide: @escaping @Sendable (CrashPoint) -> Bool) {
+    package init(_ decide: @escaping @Sendable (CrashPoint) -> Bool) {
         self.decide = decide
     }
 

@@ -10,29 +10,29 @@ import Logging
 /// paged, so memory does not grow with the number of logs. A log that fails is
 /// recorded and stops only its own device's sequence (later logs of that
 /// device cannot apply without it); the other devices keep importing.
-public struct Replayer: Sendable {
+package struct Replayer: Sendable {
     /// The device's snapshot.
-    public let snapshot: Snapshot
+    package let snapshot: Snapshot
     /// The shared container.
-    public let container: any Container
+    package let container: any Container
     /// How logs are verified.
-    public let decoder: LogDecoder
+    package let decoder: LogDecoder
     /// Where diagnostics go.
-    public let logger: Logger
+    package let logger: Logger
     /// How many log names one listing call returns.
-    public var pageSize = 512
+    package var pageSize = 512
     /// Where change events go as each batch of logs commits. When set, they
     /// are not kept in ``ImportReport/events`` (a cold start of a million
     /// records would otherwise hold a million events until the pass ends),
     /// and memory stays bounded by the batch.
-    public var eventSink: (@Sendable ([RecordEvent]) -> Void)?
+    package var eventSink: (@Sendable ([RecordEvent]) -> Void)?
     /// Told how far ``upload()`` and ``importOnce()`` have got, after each
     /// log uploaded, baseline part applied and batch of logs applied; for
     /// progress reports. nil: nobody is told.
-    public var progress: (@Sendable (SyncProgress) -> Void)?
+    package var progress: (@Sendable (SyncProgress) -> Void)?
 
     /// Creates a replayer.
-    public init(snapshot: Snapshot, container: any Container, limits: DecodingLimits = DecodingLimits(),
+    package init(snapshot: Snapshot, container: any Container, limits: DecodingLimits = DecodingLimits(),
                 dictionaries: [CompressionDictionary] = [], logger: Logger) {
         self.snapshot = snapshot
         self.container = container
@@ -51,7 +51,7 @@ public struct Replayer: Sendable {
     ///   (another copy of this device's files uploaded first): the caller
     ///   must continue under a new device ID (``Store`` does).
     @discardableResult
-    public func upload() async throws -> Int {
+    package func upload() async throws -> Int {
         let encoder = LogEncoder(storeID: snapshot.storeID)
         try await register()
         var count = 0
@@ -110,7 +110,7 @@ public struct Replayer: Sendable {
     /// (``Snapshot/incarnation(orStore:)``), or logs of this device after the
     /// last one this snapshot uploaded (other than the one it planned next).
     /// Returns why, or nil when the history is this snapshot's own.
-    public func foreignHistory() async throws -> String? {
+    package func foreignHistory() async throws -> String? {
         let device = snapshot.deviceID
         if let incarnation, let marker = try await container.readMarker(ContainerLayout.deviceRegistration(store: snapshot.storeID, device: device)),
            let registered = DeviceRegistration(bytes: marker.bytes)?.incarnation, registered != incarnation {
@@ -134,7 +134,7 @@ public struct Replayer: Sendable {
 
     /// This snapshot's incarnation, recorded in its registration. Set by
     /// ``Store``; nil registers without one.
-    public var incarnation: UInt64?
+    package var incarnation: UInt64?
 
     /// Checks this device's own logs in the container and puts back, from
     /// the outbox (which keeps every saved body), any that are missing (an
@@ -145,7 +145,7 @@ public struct Replayer: Sendable {
     ///
     /// This checks every log; ``repairOwnLogs(from:budget:)`` checks a bounded
     /// window per call, which is what each sync does.
-    public func repairOwnLogs() async throws -> [ContainerName] {
+    package func repairOwnLogs() async throws -> [ContainerName] {
         var repaired: [ContainerName] = []
         var cursor: ContainerName?
         repeat {
@@ -157,14 +157,14 @@ public struct Replayer: Sendable {
     }
 
     /// How much one bounded repair pass may do.
-    public struct RepairBudget: Sendable, Hashable {
+    package struct RepairBudget: Sendable, Hashable {
         /// Log names listed.
-        public var listed: Int
+        package var listed: Int
         /// Bytes of logs read back and verified.
-        public var verifiedBytes: Int
+        package var verifiedBytes: Int
 
         /// Creates a budget.
-        public init(listed: Int = 256, verifiedBytes: Int = 4 << 20) {
+        package init(listed: Int = 256, verifiedBytes: Int = 4 << 20) {
             self.listed = listed
             self.verifiedBytes = verifiedBytes
         }
@@ -176,7 +176,7 @@ public struct Replayer: Sendable {
     /// container lacks, and reads back at most `budget.verifiedBytes` of
     /// them, replacing any that do not verify. Returns what it repaired and
     /// where the next pass starts (nil once it reached the end).
-    public func repairOwnLogs(from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
+    package func repairOwnLogs(from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
         try await repairLogs(of: nil, from: cursor, budget: budget)
     }
 
@@ -186,7 +186,7 @@ public struct Replayer: Sendable {
     /// this device can put them back. A log at one of those names that
     /// verifies with other saves belongs to another copy of that ID, which
     /// repairs it: it is left alone.
-    public func repairInheritedLogs(of inherited: DeviceID, from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
+    package func repairInheritedLogs(of inherited: DeviceID, from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
         try await repairLogs(of: inherited, from: cursor, budget: budget)
     }
 
@@ -251,7 +251,7 @@ public struct Replayer: Sendable {
     /// Makes sure this device is listed in the store's device registrations,
     /// which is how other devices find its logs. A registration made
     /// without an incarnation is given this snapshot's.
-    public func register() async throws {
+    package func register() async throws {
         try await register(nil)
     }
 
@@ -279,7 +279,7 @@ public struct Replayer: Sendable {
     /// The devices of the store: those registered, and those with a folder
     /// of logs (a device whose registration is missing, lost or not synced
     /// yet is still imported). One marker listing and one folder read.
-    public func devices() async throws -> [DeviceID] {
+    package func devices() async throws -> [DeviceID] {
         let prefix = ContainerLayout.deviceRegistrationsPrefix(store: snapshot.storeID)
         let registered = try await container.listMarkers(prefix: prefix).compactMap { DeviceID(string: String($0.lastComponent)) }
         let withLogs = try await container.listChildren(prefix: ContainerLayout.logsPrefix(store: snapshot.storeID)).compactMap { DeviceID(string: $0) }
@@ -288,13 +288,13 @@ public struct Replayer: Sendable {
 
     /// Whether a snapshot that has applied nothing of other devices starts
     /// from the store's newest complete baseline before importing logs.
-    public var startsFromBaseline = true
+    package var startsFromBaseline = true
 
     /// Imports what is new in the container once. A snapshot that has
     /// applied nothing of other devices first applies the newest complete
     /// baseline, if there is one (see ``startsFromBaseline``), then the logs
     /// after it.
-    public func importOnce() async throws -> ImportReport {
+    package func importOnce() async throws -> ImportReport {
         var report = ImportReport()
         var vector = try snapshot.vector()
         if startsFromBaseline, !vector.contains(where: { $0.key != snapshot.deviceID && $0.value > 0 }) {
@@ -316,17 +316,17 @@ public struct Replayer: Sendable {
     /// baseline or to the logs. Measured from the clock in the baseline's
     /// name (the publisher's), so a publisher that died mid-way holds no one
     /// up for longer than this.
-    public var baselineWait: Duration = .seconds(60)
+    package var baselineWait: Duration = .seconds(60)
 
     /// The clock ``baselineWait`` is measured on.
-    public var clock: any PhysicalClock = SystemClock()
+    package var clock: any PhysicalClock = SystemClock()
 
     /// Writes this device's snapshot as a baseline of the store: every part,
     /// then the final one, so a reader that sees the final part and every
     /// part before it has the whole baseline. Returns the folder the parts
     /// are in and how many there are.
     @discardableResult
-    public func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
+    package func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
         let export = try snapshot.baselineExport(partBytes: partBytes)
         let digest = ContainerLayout.vectorDigest(export.vector)
         var parts = 0
@@ -347,7 +347,7 @@ public struct Replayer: Sendable {
     /// names in order (a baseline is complete when its last listed part is
     /// marked final and every number before it is there; that mark is
     /// checked when the part is read).
-    public func baselines() async throws -> [[ContainerName]] {
+    package func baselines() async throws -> [[ContainerName]] {
         var byFolder: [String: [(UInt64, ContainerName)]] = [:]
         for blob in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: snapshot.storeID)) {
             guard let parsed = ContainerLayout.parseBaselinePart(blob.name) else { continue }
@@ -430,7 +430,7 @@ public struct Replayer: Sendable {
     }
 
     /// The most logs, and bytes of log bodies, applied in one SQLite transaction.
-    public var batchLimits = (logs: 256, bytes: 16 << 20)
+    package var batchLimits = (logs: 256, bytes: 16 << 20)
 
     private func importLogs(of device: DeviceID, after start: UInt64, into report: inout ImportReport) async throws {
         // Through the logs fetched so far, applied or waiting in `batch`.
@@ -543,7 +543,8 @@ public struct Replayer: Sendable {
     }
 }
 
-/// How far an upload or an import has got (see ``Replayer/progress``).
+/// How far an upload or an import has got: what ``Store/sync(progress:)``
+/// tells its `progress` closure.
 public struct SyncProgress: Sendable, Hashable {
     /// What the sync is doing.
     public enum Phase: String, Sendable, Hashable {
@@ -609,8 +610,9 @@ public struct ImportReport: Sendable {
     public var appliedLogs = 0
     /// Transactions applied.
     public var appliedTransactions = 0
-    /// What the app sees change, unless the replayer has an
-    /// ``Replayer/eventSink``, which received them instead.
+    /// What the app sees change. Empty in the reports of a ``Store``, which
+    /// sends the events to ``Store/changes(bufferingNewest:)`` as each batch
+    /// commits instead.
     public var events: [RecordEvent] = []
     /// How many change events the pass produced.
     public var eventCount = 0
@@ -619,11 +621,11 @@ public struct ImportReport: Sendable {
     /// Devices waiting for a missing log.
     public var gaps: [Gap] = []
     /// The baseline the pass started from, if it applied one.
-    public var baseline: Snapshot.BaselineSummary?
+    package var baseline: Snapshot.BaselineSummary?
     /// The incomplete baseline the pass is waiting for (see
-    /// ``Replayer/baselineWait``): it imported nothing else.
+    /// ``Store/Configuration/baselineWait``): it imported nothing else.
     public var waitingForBaseline: String?
-    /// Incomplete baselines older than ``Replayer/baselineWait`` that the
+    /// Incomplete baselines older than ``Store/Configuration/baselineWait`` that the
     /// pass passed over (a publisher that died mid-way; for the health
     /// monitor to clean up).
     public var passedOverBaselines: [String] = []

@@ -5,7 +5,7 @@ import GRDB
 
 extension Snapshot {
     /// What applying a log did.
-    public enum ApplyOutcome: Sendable, Hashable {
+    package enum ApplyOutcome: Sendable, Hashable {
         /// The log's new transactions were applied.
         case applied(transactions: Int, events: [RecordEvent])
         /// Everything in it was already applied.
@@ -21,18 +21,18 @@ extension Snapshot {
     /// - Throws: ``ChronicleError/Code/storeMismatch`` for a log of another
     ///   store; ``ChronicleError/Code/applyFailed`` if it cannot be applied
     ///   (nothing is then written).
-    public func apply(_ log: VerifiedLog, name: String) throws -> ApplyOutcome {
+    package func apply(_ log: VerifiedLog, name: String) throws -> ApplyOutcome {
         let result = try apply([(log, name)])
         if let failure = result.failure { throw failure.error }
         return result.outcomes[0]
     }
 
     /// What applying a batch of logs did.
-    public struct BatchOutcome: Sendable {
+    package struct BatchOutcome: Sendable {
         /// The outcome of each log applied, in order.
-        public var outcomes: [ApplyOutcome]
+        package var outcomes: [ApplyOutcome]
         /// The log that failed, if one did; it and the logs after it were not applied.
-        public var failure: (index: Int, error: ChronicleError)?
+        package var failure: (index: Int, error: ChronicleError)?
     }
 
     /// Applies logs in order in one SQLite transaction, each inside its own
@@ -43,7 +43,7 @@ extension Snapshot {
     ///
     /// - Throws: only if the transaction itself cannot be committed (nothing
     ///   is then applied) or a simulated crash was injected.
-    public func apply(_ logs: [(log: VerifiedLog, name: String)]) throws -> BatchOutcome {
+    package func apply(_ logs: [(log: VerifiedLog, name: String)]) throws -> BatchOutcome {
         var result = BatchOutcome(outcomes: [], failure: nil)
         guard !logs.isEmpty else { return result }
         do {
@@ -121,7 +121,7 @@ extension Snapshot {
     /// Records that importing `name` failed, for `chronicle inspect` and the
     /// health monitor. Returns how many times it has failed.
     @discardableResult
-    public func recordFailure(name: String, error: ChronicleError) throws -> Int {
+    package func recordFailure(name: String, error: ChronicleError) throws -> Int {
         try pool.write { db in
             try db.execute(sql: """
                 INSERT INTO _chronicle_failures (name, code, message, attempts) VALUES (?, ?, ?, 1)
@@ -132,7 +132,7 @@ extension Snapshot {
     }
 
     /// Logs whose import failed, with the last error and the attempt count.
-    public func failures() throws -> [(name: String, code: String, message: String, attempts: Int)] {
+    package func failures() throws -> [(name: String, code: String, message: String, attempts: Int)] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT name, code, message, attempts FROM _chronicle_failures ORDER BY name").map {
                 ($0[0], $0[1], $0[2], $0[3])

@@ -7,38 +7,38 @@ extension Snapshot {
     /// The uncompressed body size a baseline part aims at: well under the
     /// decoder's 64 MiB cap, and small enough that one part's records (as
     /// Swift values, a few times their encoded size) stay modest in memory.
-    public static let baselinePartBytes = 4 << 20
+    @usableFromInline package static let baselinePartBytes = 4 << 20
 
     /// One encoded part of a baseline, as ``BaselineExport/nextPart()``
     /// hands it out.
-    public struct BaselinePart: Sendable {
+    package struct BaselinePart: Sendable {
         /// The snapshot's clock when the baseline was made; with ``device``
         /// it names the baseline (see `ContainerLayout.baselinePart`).
-        public var clock: HybridTimestamp
+        package var clock: HybridTimestamp
         /// The device that made it.
-        public var device: DeviceID
+        package var device: DeviceID
         /// The part's number, from 1.
-        public var number: UInt64
+        package var number: UInt64
         /// Whether it is the last part.
-        public var isFinal: Bool
+        package var isFinal: Bool
         /// The records in it.
-        public var records: Int
+        package var records: Int
         /// The encoded log.
-        public var bytes: [UInt8]
+        package var bytes: [UInt8]
     }
 
     /// What an applied baseline covered.
-    public struct BaselineSummary: Sendable, Hashable {
+    package struct BaselineSummary: Sendable, Hashable {
         /// The newest version in it.
-        public var clock: HybridTimestamp
+        package var clock: HybridTimestamp
         /// The device that made it.
-        public var device: DeviceID
+        package var device: DeviceID
         /// The per-device sequence vector it covers.
-        public var vector: [DeviceID: UInt64]
+        package var vector: [DeviceID: UInt64]
         /// How many parts it has.
-        public var parts: Int
+        package var parts: Int
         /// How many record states it holds.
-        public var records: Int
+        package var records: Int
     }
 
     /// Starts writing the snapshot's whole state (every record's merge state
@@ -55,7 +55,7 @@ extension Snapshot {
     ///   is closed.
     /// - Throws: ``ChronicleError/Code/database`` if the database cannot be read.
     /// - Precondition: `partBytes` is at least 1 KiB.
-    public func baselineExport(partBytes: Int = Snapshot.baselinePartBytes) throws -> BaselineExport {
+    package func baselineExport(partBytes: Int = Snapshot.baselinePartBytes) throws -> BaselineExport {
         precondition(partBytes >= 1024, "a baseline part needs at least 1 KiB, not \(partBytes) bytes")
         do {
             return try BaselineExport(self, snapshot: pool.makeSnapshot(), partBytes: partBytes)
@@ -65,7 +65,7 @@ extension Snapshot {
     }
 
     /// Writes a baseline of the snapshot's state; see ``baselineExport(partBytes:)``.
-    public final class BaselineExport {
+    package final class BaselineExport {
         private let owner: Snapshot
         private let database: DatabaseSnapshot
         private var writer: BaselineWriter
@@ -80,9 +80,9 @@ extension Snapshot {
 
         /// The snapshot's clock when the export began; with the device, it
         /// names the baseline.
-        public var clock: HybridTimestamp { writer.clock }
+        package var clock: HybridTimestamp { writer.clock }
         /// The sequence vector the baseline covers.
-        public var vector: [DeviceID: UInt64] { writer.vector }
+        package var vector: [DeviceID: UInt64] { writer.vector }
 
         init(_ owner: Snapshot, snapshot database: DatabaseSnapshot, partBytes: Int) throws {
             self.owner = owner
@@ -104,7 +104,7 @@ extension Snapshot {
         ///
         /// - Throws: ``ChronicleError/Code/database`` if a stored state
         ///   cannot be read.
-        public func nextPart() throws -> BaselinePart? {
+        package func nextPart() throws -> BaselinePart? {
             guard !done else { return nil }
             do {
                 let part = try database.read { db in try fill(db) }
@@ -186,10 +186,10 @@ extension Snapshot {
     /// var application = snapshot.baselineApplication()
     /// for bytes in parts { _ = try application.apply(try decoder.decode(bytes)) }
     /// ```
-    public func baselineApplication() -> BaselineApplication { BaselineApplication(snapshot: self) }
+    package func baselineApplication() -> BaselineApplication { BaselineApplication(snapshot: self) }
 
     /// Applies the parts of one baseline; see ``Snapshot/baselineApplication()``.
-    public struct BaselineApplication: Sendable {
+    package struct BaselineApplication: Sendable {
         let snapshot: Snapshot
         /// Part 1's device; every later part must share it and the vector.
         private var device: DeviceID?
@@ -197,9 +197,9 @@ extension Snapshot {
         private var maxClock = HybridTimestamp.zero
         private var records = 0
         /// The number of the part expected next.
-        public private(set) var nextPart: UInt64 = 1
+        package private(set) var nextPart: UInt64 = 1
         /// The summary, once the final part is applied.
-        public private(set) var summary: BaselineSummary?
+        package private(set) var summary: BaselineSummary?
 
         init(snapshot: Snapshot) { self.snapshot = snapshot }
 
@@ -212,7 +212,7 @@ extension Snapshot {
         ///   ``ChronicleError/Code/schemaMismatch`` for another schema;
         ///   ``ChronicleError/Code/applyFailed`` if it cannot be applied.
         ///   Nothing of a part that throws is applied.
-        public mutating func apply(_ log: DecodedLog) throws -> [RecordEvent] {
+        package mutating func apply(_ log: DecodedLog) throws -> [RecordEvent] {
             guard case .baseline(let header, let part) = log else {
                 throw ChronicleError(.malformedBody, "a baseline is made of baseline parts, not a \(log.header.kind) log")
             }

@@ -12,7 +12,7 @@ extension Snapshot {
     /// wrote under this ID (a lost or rebuilt snapshot).
     ///
     /// - Parameter candidate: stored and returned if the snapshot has none yet.
-    public func incarnation(orStore candidate: UInt64) throws -> UInt64 {
+    package func incarnation(orStore candidate: UInt64) throws -> UInt64 {
         try pool.write { db in
             if let stored = try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'incarnation'"),
                let value = UInt64(stored, radix: 16) {
@@ -25,12 +25,12 @@ extension Snapshot {
     }
 
     /// A small value Chronicle keeps in the snapshot under `key`, or nil.
-    public func metadata(_ key: String) throws -> String? {
+    package func metadata(_ key: String) throws -> String? {
         try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = ?", arguments: ["meta." + key]) }
     }
 
     /// Sets (or with nil, removes) a small value kept in the snapshot.
-    public func setMetadata(_ key: String, _ value: String?) throws {
+    package func setMetadata(_ key: String, _ value: String?) throws {
         try pool.write { db in
             if let value {
                 try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_identity (key, value) VALUES (?, ?)", arguments: ["meta." + key, value])
@@ -41,14 +41,14 @@ extension Snapshot {
     }
 
     /// The highest sequence this device has saved (0 if none).
-    public func ownSequence() throws -> UInt64 {
+    package func ownSequence() throws -> UInt64 {
         try pool.read { db in try appliedSequence(db, deviceID) }
     }
 
     /// The newest log the outbox knows is in the container, and the log it
     /// planned next but has not seen stored yet (a put that may or may not
     /// have happened before a crash).
-    public func uploadFrontier() throws -> (lastUploaded: (first: UInt64, last: UInt64)?, planned: (first: UInt64, last: UInt64)?) {
+    package func uploadFrontier() throws -> (lastUploaded: (first: UInt64, last: UInt64)?, planned: (first: UInt64, last: UInt64)?) {
         try pool.read { db in
             let uploaded = try Row.fetchOne(db, sql: """
                 SELECT log_first, log_last FROM _chronicle_outbox
@@ -64,7 +64,7 @@ extension Snapshot {
 
     /// This device's saves `first...last` as transactions, decoded from the
     /// outbox (which keeps every saved body), or nil if any is missing.
-    public func ownTransactions(first: UInt64, last: UInt64) throws -> [Transaction]? {
+    package func ownTransactions(first: UInt64, last: UInt64) throws -> [Transaction]? {
         guard first <= last, let encoded = try outboxTransactions(first: first, last: last) else { return nil }
         return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
     }
@@ -82,7 +82,7 @@ extension Snapshot {
     /// its clock and changes and gets this device's next sequence. Nothing
     /// is validated (the saves were acknowledged once already); they merge
     /// as an import would. Returns each carried save's old and new sequence.
-    public func adopt(_ transactions: [Transaction]) throws -> [(old: UInt64, new: UInt64)] {
+    package func adopt(_ transactions: [Transaction]) throws -> [(old: UInt64, new: UInt64)] {
         guard !transactions.isEmpty else { return [] }
         do {
             return try pool.write { db in
@@ -134,7 +134,7 @@ extension Snapshot {
     /// container holds as `old` uploaded them), and whatever `old` itself
     /// inherited, so that this snapshot can put those logs back if the
     /// container loses or damages them: nobody else holds their bodies.
-    public func inherit(from old: Snapshot, groups: [(first: UInt64, last: UInt64)]) throws {
+    package func inherit(from old: Snapshot, groups: [(first: UInt64, last: UInt64)]) throws {
         var rows: [(DeviceID, UInt64, Int64, Data, UInt64, UInt64)] = []
         for group in groups {
             guard let bodies = try old.outboxTransactions(first: group.first, last: group.last) else { continue }
@@ -159,7 +159,7 @@ extension Snapshot {
     /// that only the container holds: logs its files uploaded and then lost
     /// (a restored folder, a lost `-wal`). Their saves were acknowledged;
     /// once the earlier ID is retired, nobody else would put them back.
-    public func inherit(logs: [(first: UInt64, last: UInt64, transactions: [Transaction])], of device: DeviceID) throws {
+    package func inherit(logs: [(first: UInt64, last: UInt64, transactions: [Transaction])], of device: DeviceID) throws {
         guard !logs.isEmpty else { return }
         try pool.write { db in
             try db.execute(sql: Self.createInherited)
@@ -178,7 +178,7 @@ extension Snapshot {
     }
 
     /// The earlier IDs whose logs this snapshot keeps.
-    public func inheritedDevices() throws -> [DeviceID] {
+    package func inheritedDevices() throws -> [DeviceID] {
         try pool.read { db in
             guard try inheritedTableExists(db) else { return [] }
             return try RecordID.fetchAll(db, sql: "SELECT DISTINCT device FROM _chronicle_inherited ORDER BY device").map(DeviceID.init)
@@ -186,7 +186,7 @@ extension Snapshot {
     }
 
     /// The logs of `device` this snapshot keeps, as sequence ranges.
-    public func inheritedGroups(of device: DeviceID) throws -> [(UInt64, UInt64)] {
+    package func inheritedGroups(of device: DeviceID) throws -> [(UInt64, UInt64)] {
         try pool.read { db in
             guard try inheritedTableExists(db) else { return [] }
             return try Row.fetchAll(db, sql: "SELECT DISTINCT log_first, log_last FROM _chronicle_inherited WHERE device = ? ORDER BY log_first",
@@ -196,7 +196,7 @@ extension Snapshot {
     }
 
     /// The kept bodies of `device`'s saves `first...last`, or nil if any is missing.
-    public func inheritedTransactions(of device: DeviceID, first: UInt64, last: UInt64) throws -> [LogEncoder.EncodedTransaction]? {
+    package func inheritedTransactions(of device: DeviceID, first: UInt64, last: UInt64) throws -> [LogEncoder.EncodedTransaction]? {
         try pool.read { db in
             guard try inheritedTableExists(db) else { return nil }
             let rows = try Row.fetchAll(db, sql: """

@@ -4,13 +4,13 @@ import GRDB
 
 extension Snapshot {
     /// The saves to upload next, as one log.
-    public struct UploadPlan: Sendable, Hashable {
+    package struct UploadPlan: Sendable, Hashable {
         /// The first sequence in the log.
-        public var first: UInt64
+        package var first: UInt64
         /// The last sequence.
-        public var last: UInt64
+        package var last: UInt64
         /// The pre-encoded transactions.
-        public var transactions: [LogEncoder.EncodedTransaction]
+        package var transactions: [LogEncoder.EncodedTransaction]
     }
 
     /// The next group of saved-but-not-uploaded transactions, at most
@@ -19,7 +19,7 @@ extension Snapshot {
     /// The grouping is recorded before it is returned, so a retry after a
     /// crash uploads the same log under the same name with the same bytes:
     /// no two logs ever overlap.
-    public func nextUpload(maxTransactions: Int = 256, maxBytes: Int = 4 << 20) throws -> UploadPlan? {
+    package func nextUpload(maxTransactions: Int = 256, maxBytes: Int = 4 << 20) throws -> UploadPlan? {
         try pool.write { db in
             var rows = try Row.fetchAll(db, sql: """
                 SELECT sequence, clock, body FROM _chronicle_outbox
@@ -48,7 +48,7 @@ extension Snapshot {
     }
 
     /// Marks a planned log as stored in the container.
-    public func markUploaded(_ plan: UploadPlan) throws {
+    package func markUploaded(_ plan: UploadPlan) throws {
         try pool.write { db in
             try db.execute(sql: "UPDATE _chronicle_outbox SET uploaded = 1 WHERE sequence BETWEEN ? AND ?",
                            arguments: [Int64(plan.first), Int64(plan.last)])
@@ -56,7 +56,7 @@ extension Snapshot {
     }
 
     /// The outbox's transactions `first...last`, or nil if any is missing.
-    public func outboxTransactions(first: UInt64, last: UInt64) throws -> [LogEncoder.EncodedTransaction]? {
+    package func outboxTransactions(first: UInt64, last: UInt64) throws -> [LogEncoder.EncodedTransaction]? {
         try pool.read { db in
             let rows = try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE sequence BETWEEN ? AND ? ORDER BY sequence",
                                         arguments: [Int64(first), Int64(last)])
@@ -69,7 +69,7 @@ extension Snapshot {
     }
 
     /// The sequence ranges of the logs the outbox has uploaded.
-    public func uploadedGroups() throws -> [(UInt64, UInt64)] {
+    package func uploadedGroups() throws -> [(UInt64, UInt64)] {
         try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT DISTINCT log_first, log_last FROM _chronicle_outbox WHERE uploaded = 1 AND log_first IS NOT NULL ORDER BY log_first")
                 .map { (UInt64($0[0] as Int64), UInt64($0[1] as Int64)) }
@@ -77,7 +77,7 @@ extension Snapshot {
     }
 
     /// How many saves are not yet uploaded.
-    public func pendingUploadCount() throws -> Int {
+    package func pendingUploadCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox WHERE uploaded = 0") ?? 0 }
     }
 

@@ -5,13 +5,13 @@ import GRDB
 
 extension Snapshot {
     /// What a save did.
-    public struct SaveResult: Sendable {
+    package struct SaveResult: Sendable {
         /// The sequence the save got.
-        public var sequence: UInt64
+        package var sequence: UInt64
         /// Its clock.
-        public var clock: HybridTimestamp
+        package var clock: HybridTimestamp
         /// What the app sees change.
-        public var events: [RecordEvent]
+        package var events: [RecordEvent]
     }
 
     /// Validates and applies `changes` as one transaction of this device, and
@@ -28,7 +28,7 @@ extension Snapshot {
     ///   than `maxBodyBytes`, which every reader refuses; nothing is written then.
     ///   A full disk is ``ChronicleError/Code/diskFull``.
     /// - Precondition: `changes` is not empty.
-    public func save(_ changes: [Change], physicalMilliseconds: UInt64,
+    package func save(_ changes: [Change], physicalMilliseconds: UInt64,
                      maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes) throws -> SaveResult {
         precondition(!changes.isEmpty, "Snapshot.save needs at least one change")
         do {
@@ -92,7 +92,7 @@ extension Snapshot {
     /// Whether a body of `count` bytes stays under `maxBodyBytes` both as is
     /// and after LZ4, whose output for incompressible data is at most
     /// `count + count / 255 + 16` bytes.
-    public static func fitsInOneLog(_ count: Int, maxBodyBytes: Int) -> Bool {
+    package static func fitsInOneLog(_ count: Int, maxBodyBytes: Int) -> Bool {
         count <= maxBodyBytes && count + count / 255 + 16 <= maxBodyBytes
     }
 

@@ -7,7 +7,7 @@ extension Snapshot {
     /// order, every column in its canonical encoding. Equal hashes mean equal
     /// visible state, whatever order logs were applied in; Chronicle's own
     /// metadata is not included.
-    public func stateHash() throws -> String {
+    package func stateHash() throws -> String {
         try pool.read { db in try Self.stateHash(db, schema: schema) }
     }
 
@@ -32,7 +32,7 @@ extension Snapshot {
     }
 
     /// The number of visible records per entity.
-    public func recordCounts() throws -> [String: Int] {
+    package func recordCounts() throws -> [String: Int] {
         try pool.read { db in
             var counts: [String: Int] = [:]
             for e in schema.entities {

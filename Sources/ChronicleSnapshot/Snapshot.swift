@@ -9,15 +9,15 @@ import GRDB
 /// ``apply(_:name:)`` (imported logs); each runs as one SQLite transaction, so
 /// a save and its outbox entry, or a log and the sequence vector, are
 /// committed together or not at all. Readers get read-only connections.
-public final class Snapshot: Sendable {
+@usableFromInline package final class Snapshot: Sendable {
     /// The database file.
-    public let path: String
+    package let path: String
     /// The schema the tables were made for.
-    public let schema: Schema
+    package let schema: Schema
     /// The store this snapshot materializes.
-    public let storeID: StoreID
+    package let storeID: StoreID
     /// The device that owns it.
-    public let deviceID: DeviceID
+    package let deviceID: DeviceID
     let pool: DatabasePool
     /// The snapshot file's format, kept in `PRAGMA user_version`. 2: record
     /// states list each version once. 3: entity tables have a
@@ -32,41 +32,16 @@ public final class Snapshot: Sendable {
     /// decoding reads exactly (opening an older snapshot moves the rows and
     /// converts the dates, and recomputes the rows of entities whose unique
     /// keys include a date).
-    public static let format = 5
+    package static let format = 5
     /// The page cache of the snapshot's writing connection, in KiB.
-    public static let writerCacheKiB = 32 * 1024
+    package static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.
     let entitySQL: [EntitySQL]
     /// Where a simulation may make this device crash.
-    public let crashInjector: CrashInjector?
+    package let crashInjector: CrashInjector?
 
-    /// How hard a commit pushes data to disk. The snapshot is always in WAL
-    /// mode: a commit appends the transaction to the `-wal` file, and a
-    /// checkpoint later copies it into the main file.
-    public enum Durability: String, Sendable, CaseIterable {
-        /// `synchronous = FULL`: every commit syncs the WAL (`fdatasync`)
-        /// before it returns, so a save that returned survives a crash of the
-        /// process, of the operating system, and a power loss. Costs one
-        /// sync per save.
-        case full
-        /// `synchronous = NORMAL`: a commit is written to the WAL but not
-        /// synced; the WAL is synced only at checkpoints (SQLite's automatic
-        /// one, about every 1,000 pages, and ``Snapshot/close()``). A save
-        /// that returned survives a crash of the process, since the operating
-        /// system holds its writes. A crash of the operating system or a power
-        /// loss can lose the saves committed since the last checkpoint: each
-        /// is lost whole (the database stays consistent, with the state before
-        /// them), but the app was told they succeeded, and one that `sync()`
-        /// already uploaded is in the container while this device has
-        /// forgotten it and will reuse its sequence numbers. Use it only
-        /// where the machine's crash is not a concern (simulations,
-        /// benchmarks, data that can be rebuilt).
-        case normal
-
-        /// The value of SQLite's `PRAGMA synchronous` for this setting
-        /// (FULL is 2, NORMAL is 1).
-        public var sqliteSynchronous: Int { self == .full ? 2 : 1 }
-    }
+    /// How hard a commit pushes data to disk (see ``ChronicleSnapshot/Durability``).
+    package typealias Durability = ChronicleSnapshot.Durability
 
     /// Opens the snapshot at `path`, creating it if it does not exist.
     ///
@@ -75,7 +50,7 @@ public final class Snapshot: Sendable {
     ///   if it is damaged or not a SQLite database; ``ChronicleError/Code/database``
     ///   (or ``ChronicleError/Code/io``, ``ChronicleError/Code/diskFull``) if
     ///   it cannot be opened otherwise. SQLite's error is the underlying one.
-    public init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
+    package init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
                 crashInjector: CrashInjector? = nil) throws {
         self.crashInjector = crashInjector
         let entitySQL = EntitySQL.make(schema)
@@ -157,7 +132,7 @@ public final class Snapshot: Sendable {
     }
 
     /// Reads the snapshot's identity from an existing file without knowing it.
-    public static func identity(at path: String) throws -> (store: StoreID, device: DeviceID, schema: Schema) {
+    package static func identity(at path: String) throws -> (store: StoreID, device: DeviceID, schema: Schema) {
         guard FileManager.default.fileExists(atPath: path) else {
             throw ChronicleError(.notFound, "no snapshot at \(path)")
         }
@@ -180,17 +155,17 @@ public final class Snapshot: Sendable {
     }
 
     /// Runs `body` on a read-only connection.
-    public func read<T>(_ body: (Database) throws -> T) throws -> T {
+    package func read<T>(_ body: (Database) throws -> T) throws -> T {
         try pool.read(body)
     }
 
     /// Runs `body` on a read-only connection, asynchronously.
-    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    package func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await pool.read(body)
     }
 
     /// The highest applied sequence per device (this device included).
-    public func vector() throws -> [DeviceID: UInt64] {
+    package func vector() throws -> [DeviceID: UInt64] {
         try pool.read { db in
             var result: [DeviceID: UInt64] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT device, sequence FROM _chronicle_vector") {
@@ -203,17 +178,17 @@ public final class Snapshot: Sendable {
     /// What the snapshot knows of a record, visible or not: each field's
     /// version, whether an insert was seen, the newest delete. Simulations
     /// use it to check that a write was applied (or superseded).
-    public struct RecordVersions: Sendable {
+    package struct RecordVersions: Sendable {
         /// Per field name, the version of the value the snapshot holds.
-        public var fields: [String: Version]
+        package var fields: [String: Version]
         /// Whether an insert was applied.
-        public var inserted: Bool
+        package var inserted: Bool
         /// The newest delete applied.
-        public var deleteVersion: Version?
+        package var deleteVersion: Version?
     }
 
     /// The versions the snapshot holds for a record, or nil if it knows nothing of it.
-    public func recordVersions(entity: String, id: RecordID) throws -> RecordVersions? {
+    package func recordVersions(entity: String, id: RecordID) throws -> RecordVersions? {
         guard let index = schema.entityIndex(named: entity) else { throw ChronicleError(.unknownEntity, "no entity named \(entity)") }
         return try pool.read { db in
             let engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
@@ -236,7 +211,7 @@ public final class Snapshot: Sendable {
     /// - Throws: ``ChronicleError/Code/database`` if SQLite refuses to close
     ///   the database. A checkpoint that fails (a full disk) is not an error:
     ///   the saves stay in the `-wal`, which the next open reads.
-    public func close() throws {
+    package func close() throws {
         // TRUNCATE: copy every frame into the main file, sync it, and cut
         // the WAL to zero bytes. SQLite would checkpoint on its own only
         // when the last connection closes, but GRDB closes the writer

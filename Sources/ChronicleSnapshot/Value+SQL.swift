@@ -12,7 +12,7 @@ extension Value {
     /// reads as exactly ``Timestamp/date``), or, for the rare date whose
     /// microsecond no double holds exactly (a fraction of a second far from
     /// 1970), its microseconds as an 8-byte big-endian BLOB.
-    public var databaseValue: DatabaseValue {
+    package var databaseValue: DatabaseValue {
         switch self {
         case .null: return .null
         case .string(let s): return s.databaseValue
@@ -38,7 +38,7 @@ extension Value {
     }
 
     /// Reads a column back, given the field it belongs to.
-    public init(databaseValue dbValue: DatabaseValue, field: Field) throws(ChronicleError) {
+    package init(databaseValue dbValue: DatabaseValue, field: Field) throws(ChronicleError) {
         if dbValue.isNull {
             self = .null
             return

@@ -16,44 +16,44 @@ import Testing
 ///
 /// Checks record failures with Swift Testing's `#expect`, so they must run
 /// inside a test.
-public enum ContainerConformance {
+package enum ContainerConformance {
     /// A fresh, empty container to check, and a way to open it again.
-    public struct Subject: Sendable {
+    package struct Subject: Sendable {
         /// The container.
-        public var container: any Container
+        package var container: any Container
         /// Another handle on the same container, as another process would
         /// open it (for a backend without one, the same handle).
-        public var reopen: @Sendable () async throws -> any Container
+        package var reopen: @Sendable () async throws -> any Container
 
         /// A subject whose other handles are itself.
-        public init(_ container: any Container) {
+        package init(_ container: any Container) {
             self.container = container
             self.reopen = { container }
         }
 
         /// A subject with a way to open other handles.
-        public init(_ container: any Container, reopen: @escaping @Sendable () async throws -> any Container) {
+        package init(_ container: any Container, reopen: @escaping @Sendable () async throws -> any Container) {
             self.container = container
             self.reopen = reopen
         }
     }
 
     /// One behaviour every backend must have.
-    public struct Check: Sendable, CustomTestStringConvertible {
+    package struct Check: Sendable, CustomTestStringConvertible {
         /// What it checks.
-        public let name: String
+        package let name: String
         let body: @Sendable (Subject) async throws -> Void
 
-        public var testDescription: String { name }
+        package var testDescription: String { name }
 
         /// Runs the check on a subject `make` gives.
-        public func run(_ make: () async throws -> Subject) async throws {
+        package func run(_ make: () async throws -> Subject) async throws {
             try await body(try await make())
         }
     }
 
     /// Every check.
-    public static let checks: [Check] = blobChecks + markerChecks + logChecks
+    package static let checks: [Check] = blobChecks + markerChecks + logChecks
 
     static func name(_ s: String) -> ContainerName { try! ContainerName(s) }
 
@@ -282,7 +282,7 @@ public enum ContainerConformance {
     ]
 
     /// Expects `body` to throw a ``ChronicleError`` with `code`.
-    public static func expectError(
+    package static func expectError(
         _ code: ChronicleError.Code, _ comment: String = "", sourceLocation: SourceLocation = #_sourceLocation,
         _ body: () async throws -> Void
     ) async {

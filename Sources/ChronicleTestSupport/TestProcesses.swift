@@ -1,10 +1,10 @@
 import Foundation
 
 /// Processes for tests of what a container does about other processes.
-public enum TestProcesses {
+package enum TestProcesses {
     /// The process ID of a process that has ended (`/bin/true`, waited for):
     /// what a killed writer's ID looks like afterwards.
-    public static func pidOfAnEndedProcess() throws -> Int32 {
+    package static func pidOfAnEndedProcess() throws -> Int32 {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/true")
         try process.run()

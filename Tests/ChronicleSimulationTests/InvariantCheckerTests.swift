@@ -1,6 +1,10 @@
 import Chronicle
-import Foundation
+import ChronicleContainer
+import ChronicleCore
 @testable import ChronicleSimulation
+import ChronicleSnapshot
+import Foundation
+import GRDB
 import Testing
 
 /// Every checker can fail: a small calm run quiesces, the checker finds

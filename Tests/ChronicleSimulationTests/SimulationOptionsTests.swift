@@ -1,6 +1,10 @@
 import Chronicle
-import Foundation
+import ChronicleContainer
+import ChronicleCore
 @testable import ChronicleSimulation
+import ChronicleSnapshot
+import Foundation
+import GRDB
 import Testing
 
 @Suite struct SimulationOptionsTests {

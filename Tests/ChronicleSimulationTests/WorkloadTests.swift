@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
 @testable import ChronicleSimulation
+import ChronicleSnapshot
+import GRDB
 import Testing
 
 @Suite struct WorkloadTests {

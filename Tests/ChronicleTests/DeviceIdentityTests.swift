@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 import Logging
 import Testing
 
@@ -229,7 +233,8 @@ import Testing
         // out cut short.
         let crash = try await Store.open(Store.Configuration(
             schema: Self.schema, directory: world.folder("a"), container: world.container, clock: world.clock, seed: 7,
-            logger: Logger(label: "test"), durability: .normal, crashInjector: CrashInjector { $0 == .uploadAfterPut }))
+            logger: Logger(label: "test"), durability: .normal)
+            .crashing(with: CrashInjector { $0 == .uploadAfterPut }))
         let notes = try await world.save(crash, "a", 1)
         let died = await #expect(throws: ChronicleError.self) { try await crash.sync() }
         #expect(died?.code == .simulatedCrash)

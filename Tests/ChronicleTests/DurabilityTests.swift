@@ -1,9 +1,11 @@
 import CSyncCountingVFS
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+@testable import ChronicleSnapshot
 import Foundation
 import GRDB
 import Logging
-@testable import ChronicleSnapshot
 import Testing
 
 /// A save that returned is on disk at `.full` durability: the writing

@@ -1,4 +1,6 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
 import ChronicleSnapshot
 import Foundation
 import GRDB

@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 import Testing
 
 /// Codable records through Chronicle's own encoder and decoder, and the

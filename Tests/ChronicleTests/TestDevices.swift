@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 import Logging
 
 /// Devices of one account sharing a `DirectoryContainer` and a manual

@@ -5,7 +5,7 @@
 /// The reader does not own its bytes; use it inside `withUnsafeBytes`. It is
 /// three pointers and two constants, with no reference-counted member, so a
 /// walker that copies it into a local variable keeps it in registers.
-public struct ByteReader {
+package struct ByteReader {
     /// The first byte (a private placeholder for an empty buffer, never read).
     private let base: UnsafeRawPointer
     /// The read position, from `base` to `end`. The body walker reads by
@@ -18,7 +18,7 @@ public struct ByteReader {
 
     /// Creates a reader over `buffer`. Errors are reported with `errorCode`
     /// and mention `context` (for example "header" or "body").
-    public init(_ buffer: UnsafeRawBufferPointer, errorCode: ChronicleError.Code = .shortRead, context: StaticString) {
+    package init(_ buffer: UnsafeRawBufferPointer, errorCode: ChronicleError.Code = .shortRead, context: StaticString) {
         let base = buffer.baseAddress ?? UnsafeRawPointer(emptyBufferPlaceholder)
         self.base = base
         self.position = base
@@ -28,20 +28,20 @@ public struct ByteReader {
     }
 
     /// The total number of bytes.
-    public var count: Int { end - base }
+    package var count: Int { end - base }
 
     /// The read position.
-    public var offset: Int { position - base }
+    package var offset: Int { position - base }
 
     /// The number of bytes not yet read.
-    public var remaining: Int { end - position }
+    package var remaining: Int { end - position }
 
     /// Whether every byte has been read.
-    public var isAtEnd: Bool { position == end }
+    package var isAtEnd: Bool { position == end }
 
     /// Throws unless `n` more bytes are available.
     @inline(__always)
-    public func require(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
+    package func require(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
         // One unsigned compare also refuses a negative `n`.
         if UInt(bitPattern: n) > UInt(bitPattern: end - position) {
             throw Self.failure(errorCode, context, "needed \(n) bytes for \(what()) at offset \(offset), only \(remaining) left")
@@ -57,7 +57,7 @@ public struct ByteReader {
     }
 
     @inline(__always)
-    public mutating func readUInt8(_ what: @autoclosure () -> String = "a byte") throws(ChronicleError) -> UInt8 {
+    package mutating func readUInt8(_ what: @autoclosure () -> String = "a byte") throws(ChronicleError) -> UInt8 {
         try require(1, what())
         let v = position.load(as: UInt8.self)
         position += 1
@@ -65,17 +65,17 @@ public struct ByteReader {
     }
 
     @inline(__always)
-    public mutating func readUInt16(_ what: @autoclosure () -> String = "a 16-bit integer") throws(ChronicleError) -> UInt16 {
+    package mutating func readUInt16(_ what: @autoclosure () -> String = "a 16-bit integer") throws(ChronicleError) -> UInt16 {
         try readFixed(UInt16.self, what())
     }
 
     @inline(__always)
-    public mutating func readUInt32(_ what: @autoclosure () -> String = "a 32-bit integer") throws(ChronicleError) -> UInt32 {
+    package mutating func readUInt32(_ what: @autoclosure () -> String = "a 32-bit integer") throws(ChronicleError) -> UInt32 {
         try readFixed(UInt32.self, what())
     }
 
     @inline(__always)
-    public mutating func readUInt64(_ what: @autoclosure () -> String = "a 64-bit integer") throws(ChronicleError) -> UInt64 {
+    package mutating func readUInt64(_ what: @autoclosure () -> String = "a 64-bit integer") throws(ChronicleError) -> UInt64 {
         try readFixed(UInt64.self, what())
     }
 
@@ -89,7 +89,7 @@ public struct ByteReader {
 
     /// Reads an unsigned LEB128 varint; more than 10 bytes or overflow is an error.
     @inline(__always)
-    public mutating func readVarint(_ what: @autoclosure () -> String = "a varint") throws(ChronicleError) -> UInt64 {
+    package mutating func readVarint(_ what: @autoclosure () -> String = "a varint") throws(ChronicleError) -> UInt64 {
         // Most varints in a body (lengths, counts, small numbers) are one byte.
         if position < end {
             let byte = position.load(as: UInt8.self)
@@ -141,7 +141,7 @@ public struct ByteReader {
     /// byte varints), with the length of one up to eight bytes found in one
     /// word and no branch on it.
     @inline(__always)
-    public mutating func skipVarint(_ what: @autoclosure () -> String = "a varint") throws(ChronicleError) {
+    package mutating func skipVarint(_ what: @autoclosure () -> String = "a varint") throws(ChronicleError) {
         if end - position >= 8 {
             let stops = ~UInt64(littleEndian: position.loadUnaligned(as: UInt64.self)) & 0x8080_8080_8080_8080
             if stops != 0 {
@@ -154,14 +154,14 @@ public struct ByteReader {
 
     /// Skips `n` bytes, or throws if fewer are left.
     @inline(__always)
-    public mutating func skip(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
+    package mutating func skip(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
         try require(n, what())
         position += n
     }
 
     /// Reads a varint that must fit `limit` (inclusive) and returns it as `Int`.
     @inline(__always)
-    public mutating func readLength(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> Int {
+    package mutating func readLength(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> Int {
         let v = try readVarint(what())
         guard v <= UInt64(limit) else {
             throw Self.failure(errorCode, context, "\(what()) of \(v) exceeds \(limit) at offset \(offset)")
@@ -171,7 +171,7 @@ public struct ByteReader {
 
     /// Reads a zig-zag varint.
     @inline(__always)
-    public mutating func readSignedVarint(_ what: @autoclosure () -> String = "a signed varint") throws(ChronicleError) -> Int64 {
+    package mutating func readSignedVarint(_ what: @autoclosure () -> String = "a signed varint") throws(ChronicleError) -> Int64 {
         let v = try readVarint(what())
         return Int64(bitPattern: (v >> 1) ^ (0 &- (v & 1)))
     }
@@ -179,7 +179,7 @@ public struct ByteReader {
     /// Returns a view of the next `n` bytes and skips them. The view is valid
     /// as long as the underlying buffer is.
     @inline(__always)
-    public mutating func readSlice(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> UnsafeRawBufferPointer {
+    package mutating func readSlice(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> UnsafeRawBufferPointer {
         try require(n, what())
         let slice = UnsafeRawBufferPointer(start: position, count: n)
         position += n
@@ -187,13 +187,13 @@ public struct ByteReader {
     }
 
     /// Reads `n` bytes into a new array.
-    public mutating func readBytes(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> [UInt8] {
+    package mutating func readBytes(_ n: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> [UInt8] {
         Array(try readSlice(n, what()))
     }
 
     /// Reads a varint length (at most `limit`) and that many bytes.
     @inline(__always)
-    public mutating func readLengthPrefixed(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> UnsafeRawBufferPointer {
+    package mutating func readLengthPrefixed(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> UnsafeRawBufferPointer {
         let n = try readLength(max: limit, "length of \(what())")
         return try readSlice(n, what())
     }
@@ -213,13 +213,13 @@ public struct ByteReader {
 
     /// The bytes from `start` to the read position.
     @inline(__always)
-    public func slice(from start: Int) -> UnsafeRawBufferPointer {
+    package func slice(from start: Int) -> UnsafeRawBufferPointer {
         UnsafeRawBufferPointer(start: base + start, count: offset - start)
     }
 
     /// Skips a length-prefixed string after checking that it is valid UTF-8.
     @inline(__always)
-    public mutating func skipString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
+    package mutating func skipString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) {
         let raw = try readLengthPrefixed(max: limit, what())
         // The bytes after the string up to the end may be read too (never used).
         guard UTF8Check.isValid(position - raw.count, count: raw.count, readable: end - position + raw.count) else {
@@ -235,7 +235,7 @@ public struct ByteReader {
     }
 
     /// Reads a length-prefixed UTF-8 string, rejecting invalid UTF-8.
-    public mutating func readString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> String {
+    package mutating func readString(max limit: Int, _ what: @autoclosure () -> String) throws(ChronicleError) -> String {
         let raw = try readLengthPrefixed(max: limit, what())
         guard UTF8Check.isValid(raw) else {
             throw Self.failure(errorCode, context, "\(what()) is not valid UTF-8 at offset \(offset - raw.count)")

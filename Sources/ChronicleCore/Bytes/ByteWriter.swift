@@ -4,14 +4,14 @@
 /// The writer owns raw memory and is not copyable, so every write is a
 /// bounds-checked store with no copy-on-write check; ``bytes`` copies the
 /// result out once.
-public struct ByteWriter: ~Copyable {
+package struct ByteWriter: ~Copyable {
     private var base: UnsafeMutableRawPointer
     private var capacity: Int
     /// The number of bytes written so far.
-    public private(set) var count: Int = 0
+    package private(set) var count: Int = 0
 
     /// Creates an empty writer with room for `capacity` bytes.
-    public init(capacity: Int = 256) {
+    package init(capacity: Int = 256) {
         self.capacity = max(16, capacity)
         self.base = UnsafeMutableRawPointer.allocate(byteCount: self.capacity, alignment: 8)
     }
@@ -19,12 +19,12 @@ public struct ByteWriter: ~Copyable {
     deinit { base.deallocate() }
 
     /// The bytes written so far.
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         Array(UnsafeRawBufferPointer(start: base, count: count))
     }
 
     /// Calls `body` with the bytes written so far, without copying them.
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+    package func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }
 
@@ -45,20 +45,20 @@ public struct ByteWriter: ~Copyable {
     }
 
     @inline(__always)
-    public mutating func writeUInt8(_ value: UInt8) {
+    package mutating func writeUInt8(_ value: UInt8) {
         reserve(1)
         base.storeBytes(of: value, toByteOffset: count, as: UInt8.self)
         count += 1
     }
 
     @inline(__always)
-    public mutating func writeUInt16(_ value: UInt16) { writeFixed(value.bigEndian) }
+    package mutating func writeUInt16(_ value: UInt16) { writeFixed(value.bigEndian) }
 
     @inline(__always)
-    public mutating func writeUInt32(_ value: UInt32) { writeFixed(value.bigEndian) }
+    package mutating func writeUInt32(_ value: UInt32) { writeFixed(value.bigEndian) }
 
     @inline(__always)
-    public mutating func writeUInt64(_ value: UInt64) { writeFixed(value.bigEndian) }
+    package mutating func writeUInt64(_ value: UInt64) { writeFixed(value.bigEndian) }
 
     @inline(__always)
     private mutating func writeFixed<T: FixedWidthInteger>(_ value: T) {
@@ -69,7 +69,7 @@ public struct ByteWriter: ~Copyable {
 
     /// Writes an unsigned LEB128 varint (1 to 10 bytes).
     @inline(__always)
-    public mutating func writeVarint(_ value: UInt64) {
+    package mutating func writeVarint(_ value: UInt64) {
         reserve(10)
         var v = value
         var offset = count
@@ -84,20 +84,20 @@ public struct ByteWriter: ~Copyable {
 
     /// Writes a record ID's 16 bytes.
     @inline(__always)
-    public mutating func writeRecordID(_ id: RecordID) {
+    package mutating func writeRecordID(_ id: RecordID) {
         writeUInt64(id.high)
         writeUInt64(id.low)
     }
 
     /// Writes a signed integer as a zig-zag varint.
     @inline(__always)
-    public mutating func writeSignedVarint(_ value: Int64) {
+    package mutating func writeSignedVarint(_ value: Int64) {
         writeVarint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
     }
 
     /// Writes raw bytes with no length prefix.
     @inline(__always)
-    public mutating func writeRaw(_ raw: UnsafeRawBufferPointer) {
+    package mutating func writeRaw(_ raw: UnsafeRawBufferPointer) {
         let n = raw.count
         guard n > 0, let source = raw.baseAddress else { return }
         reserve(n)
@@ -120,7 +120,7 @@ public struct ByteWriter: ~Copyable {
 
     /// Writes raw bytes with no length prefix.
     @inline(__always)
-    public mutating func writeRaw<C: Collection>(_ raw: C) where C.Element == UInt8 {
+    package mutating func writeRaw<C: Collection>(_ raw: C) where C.Element == UInt8 {
         let done: Bool? = raw.withContiguousStorageIfAvailable { buffer in
             writeRaw(UnsafeRawBufferPointer(buffer))
             return true
@@ -132,14 +132,14 @@ public struct ByteWriter: ~Copyable {
 
     /// Writes a varint length followed by the bytes.
     @inline(__always)
-    public mutating func writeLengthPrefixed<C: Collection>(_ raw: C) where C.Element == UInt8 {
+    package mutating func writeLengthPrefixed<C: Collection>(_ raw: C) where C.Element == UInt8 {
         writeVarint(UInt64(raw.count))
         writeRaw(raw)
     }
 
     /// Writes a string as varint length plus UTF-8.
     @inline(__always)
-    public mutating func writeString(_ string: String) {
+    package mutating func writeString(_ string: String) {
         // Native strings (all of them on Linux) lend their UTF-8 without a
         // copy; `withUTF8` would need a mutable copy of the string.
         let done: Void? = string.utf8.withContiguousStorageIfAvailable { utf8 in

@@ -39,15 +39,15 @@ public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConve
 /// A hybrid logical clock (Kulkarni et al.): readings never go backwards, stay
 /// close to physical time, and exceed every reading the device has observed,
 /// even when the physical clock jumps backwards.
-public struct HybridClock: Sendable {
+package struct HybridClock: Sendable {
     /// The last reading issued or observed.
-    public private(set) var last: HybridTimestamp
+    package private(set) var last: HybridTimestamp
 
     /// Creates a clock that will issue readings after `last`.
-    public init(last: HybridTimestamp = .zero) { self.last = last }
+    package init(last: HybridTimestamp = .zero) { self.last = last }
 
     /// Issues a new reading for a local event, given the physical time.
-    public mutating func tick(physicalMilliseconds: UInt64) -> HybridTimestamp {
+    package mutating func tick(physicalMilliseconds: UInt64) -> HybridTimestamp {
         let physical = physicalMilliseconds & 0xFFFF_FFFF_FFFF
         if physical > last.milliseconds {
             last = HybridTimestamp(milliseconds: physical, counter: 0)
@@ -58,7 +58,7 @@ public struct HybridClock: Sendable {
     }
 
     /// Takes in a reading from another device so later local readings exceed it.
-    public mutating func observe(_ remote: HybridTimestamp) {
+    package mutating func observe(_ remote: HybridTimestamp) {
         if remote > last { last = remote }
     }
 

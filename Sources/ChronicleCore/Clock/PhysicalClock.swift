@@ -11,6 +11,7 @@ public protocol PhysicalClock: Sendable {
 
 /// The system's real-time clock.
 public struct SystemClock: PhysicalClock {
+    /// The system clock.
     public init() {}
     public func nowMilliseconds() -> UInt64 {
         UInt64(max(0, Date().timeIntervalSince1970 * 1000))
@@ -18,24 +19,24 @@ public struct SystemClock: PhysicalClock {
 }
 
 /// A clock that only moves when told to: for tests and the simulation.
-public final class ManualClock: PhysicalClock {
+package final class ManualClock: PhysicalClock {
     // Mutex makes the class safe to share across tasks.
     private let now: Mutex<UInt64>
 
     /// Creates a clock reading `milliseconds`.
-    public init(milliseconds: UInt64 = 1_700_000_000_000) {
+    package init(milliseconds: UInt64 = 1_700_000_000_000) {
         now = Mutex(milliseconds)
     }
 
-    public func nowMilliseconds() -> UInt64 { now.withLock { $0 } }
+    package func nowMilliseconds() -> UInt64 { now.withLock { $0 } }
 
     /// Moves the clock forward (or, with a negative amount, backward).
-    public func advance(byMilliseconds delta: Int64) {
+    package func advance(byMilliseconds delta: Int64) {
         now.withLock { $0 = UInt64(max(0, Int64($0) + delta)) }
     }
 
     /// Sets the clock.
-    public func set(milliseconds: UInt64) {
+    package func set(milliseconds: UInt64) {
         now.withLock { $0 = milliseconds }
     }
 }

@@ -1,10 +1,10 @@
 /// A small, fast, seedable random number generator (xoshiro256**, seeded
 /// through SplitMix64). The same seed gives the same sequence on every platform.
-public struct SeededRandom: RandomNumberGenerator, Sendable {
+package struct SeededRandom: RandomNumberGenerator, Sendable {
     private var s0: UInt64, s1: UInt64, s2: UInt64, s3: UInt64
 
     /// Creates a generator from a 64-bit seed.
-    public init(seed: UInt64) {
+    package init(seed: UInt64) {
         var x = seed
         func splitMix() -> UInt64 {
             x &+= 0x9E37_79B9_7F4A_7C15
@@ -16,7 +16,7 @@ public struct SeededRandom: RandomNumberGenerator, Sendable {
         s0 = splitMix(); s1 = splitMix(); s2 = splitMix(); s3 = splitMix()
     }
 
-    public mutating func next() -> UInt64 {
+    package mutating func next() -> UInt64 {
         let result = (s1 &* 5).rotatedLeft(7) &* 9
         let t = s1 << 17
         s2 ^= s0; s3 ^= s1; s1 ^= s2; s0 ^= s3

@@ -2,7 +2,7 @@ extension DecodedLog {
     /// A JSON rendering of the whole log, header and body, as printed by
     /// `chronicle dump` and pinned by the golden fixtures. Keys sort when
     /// encoded with `.sortedKeys`, so the text is stable.
-    public var jsonValue: JSONValue {
+    package var jsonValue: JSONValue {
         var o: [String: JSONValue] = ["header": header.jsonValue]
         switch self {
         case .transactions(_, let transactions):
@@ -41,7 +41,7 @@ extension DecodedLog {
 
 extension LogHeader {
     /// The header's fields as JSON.
-    public var jsonValue: JSONValue {
+    package var jsonValue: JSONValue {
         .object([
             "kind": .string(kind.description),
             "lz4": .bool(flags.contains(.lz4)),

@@ -1,12 +1,12 @@
 /// A verified, decoded log.
-public enum DecodedLog: Sendable, Hashable {
+package enum DecodedLog: Sendable, Hashable {
     /// A log of transactions, in sequence order.
     case transactions(LogHeader, [Transaction])
     /// A baseline.
     case baseline(LogHeader, Baseline)
 
     /// The log's header.
-    public var header: LogHeader {
+    package var header: LogHeader {
         switch self {
         case .transactions(let h, _), .baseline(let h, _): return h
         }

@@ -15,15 +15,15 @@
 /// case .baseline(let header, let baseline): …
 /// }
 /// ```
-public struct LogDecoder: Sendable {
+package struct LogDecoder: Sendable {
     /// The schema names are resolved against; nil to decode any names.
-    public let schema: Schema?
+    package let schema: Schema?
     /// Size bounds.
-    public let limits: DecodingLimits
+    package let limits: DecodingLimits
     private let dictionaries: [UInt32: CompressionDictionary]
 
     /// Creates a decoder.
-    public init(schema: Schema?, limits: DecodingLimits = DecodingLimits(), dictionaries: [CompressionDictionary] = []) {
+    package init(schema: Schema?, limits: DecodingLimits = DecodingLimits(), dictionaries: [CompressionDictionary] = []) {
         self.schema = schema
         self.limits = limits
         var byID: [UInt32: CompressionDictionary] = [:]
@@ -32,17 +32,17 @@ public struct LogDecoder: Sendable {
     }
 
     /// Verifies the header alone (magic, version, checksum, consistency).
-    public func header(of bytes: [UInt8]) throws(ChronicleError) -> LogHeader {
+    package func header(of bytes: [UInt8]) throws(ChronicleError) -> LogHeader {
         try bytes.withBytes { raw throws(ChronicleError) in try LogHeader.decode(raw) }
     }
 
     /// Verifies and decodes a whole log.
-    public func decode(_ bytes: [UInt8]) throws(ChronicleError) -> DecodedLog {
+    package func decode(_ bytes: [UInt8]) throws(ChronicleError) -> DecodedLog {
         try bytes.withBytes { raw throws(ChronicleError) in try decode(raw) }
     }
 
     /// Verifies and decodes a whole log from borrowed memory.
-    public func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> DecodedLog {
+    package func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> DecodedLog {
         let log = try open(bytes, verifyBody: false)
         switch log.header.kind {
         case .transactions:
@@ -62,7 +62,7 @@ public struct LogDecoder: Sendable {
     /// change, name and value of its body) and returns it without building
     /// Swift values: a ``VerifiedLog`` can then be walked without allocating,
     /// which is how the replayer applies logs.
-    public func open(_ bytes: [UInt8]) throws(ChronicleError) -> VerifiedLog {
+    package func open(_ bytes: [UInt8]) throws(ChronicleError) -> VerifiedLog {
         try bytes.withBytes { raw throws(ChronicleError) in try open(raw, verifyBody: true) }
     }
 
@@ -123,18 +123,18 @@ public struct LogDecoder: Sendable {
 /// A log whose header, checksums and body have been verified. Walking it
 /// visits every transaction, change and value in order, with values as
 /// ``RawValue``s borrowed from the body: nothing is allocated per value.
-public struct VerifiedLog: Sendable {
+package struct VerifiedLog: Sendable {
     /// The log's header.
-    public let header: LogHeader
+    package let header: LogHeader
     /// The decompressed body.
-    public let body: [UInt8]
+    package let body: [UInt8]
     /// The schema names were resolved against, if any.
-    public let schema: Schema?
+    package let schema: Schema?
 
     /// Visits every transaction, change and value of a transactions log.
     /// Throws the first error `visitor` throws (and, for a log not yet
     /// verified, any body error).
-    public func walk<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
+    package func walk<V: LogVisitor>(_ visitor: inout V) throws(ChronicleError) {
         precondition(header.kind == .transactions, "walk visits transactions; this log is a \(header.kind): check the header's kind first")
         try body.withBytes { raw throws(ChronicleError) in
             try BodyWalker(schema: schema, header: header, body: raw).walk(&visitor)
@@ -142,7 +142,7 @@ public struct VerifiedLog: Sendable {
     }
 
     /// The transactions as Swift values.
-    public func transactions() throws(ChronicleError) -> [Transaction] {
+    package func transactions() throws(ChronicleError) -> [Transaction] {
         var visitor = MaterializingVisitor(header: header)
         try walk(&visitor)
         return visitor.transactions
@@ -152,7 +152,7 @@ public struct VerifiedLog: Sendable {
 /// Receives a transactions log as it is walked. With a schema, `entity` and
 /// `field` are the indexes into ``Schema/entities`` and ``Entity/fields``;
 /// without one they are nil.
-public protocol LogVisitor {
+package protocol LogVisitor {
     /// A transaction begins.
     mutating func beginTransaction(sequence: UInt64, clock: HybridTimestamp, changeCount: Int) throws(ChronicleError)
     /// A change begins; its values follow. `entityName` is computed only if used.

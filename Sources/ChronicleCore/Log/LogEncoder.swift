@@ -5,16 +5,16 @@
 /// let encoder = LogEncoder(storeID: store)
 /// let bytes = try encoder.encode([transaction])
 /// ```
-public struct LogEncoder: Sendable {
+package struct LogEncoder: Sendable {
     /// The store the logs belong to.
-    public let storeID: StoreID
+    package let storeID: StoreID
     /// The dictionary small bodies are compressed against, if any.
-    public let dictionary: CompressionDictionary?
+    package let dictionary: CompressionDictionary?
     /// Whether to compress at all.
-    public let compresses: Bool
+    package let compresses: Bool
 
     /// Creates an encoder.
-    public init(storeID: StoreID, dictionary: CompressionDictionary? = nil, compresses: Bool = true) {
+    package init(storeID: StoreID, dictionary: CompressionDictionary? = nil, compresses: Bool = true) {
         self.storeID = storeID
         self.dictionary = dictionary
         self.compresses = compresses
@@ -25,7 +25,7 @@ public struct LogEncoder: Sendable {
     /// - Throws: ``ChronicleError/Code/invalidValue`` when the list mixes
     ///   devices or schemas, or its sequences are not consecutive from 1 up.
     /// - Precondition: `transactions` is not empty.
-    public func encode(_ transactions: [Transaction]) throws(ChronicleError) -> [UInt8] {
+    package func encode(_ transactions: [Transaction]) throws(ChronicleError) -> [UInt8] {
         guard let first = transactions.first else { preconditionFailure("LogEncoder.encode needs at least one transaction") }
         // Size the buffer once: growing it copies the body again.
         var estimate = 64
@@ -55,23 +55,23 @@ public struct LogEncoder: Sendable {
     /// The body bytes of one transaction. Bodies of consecutive transactions
     /// concatenate into the body of a grouped log (``encode(bodies:)``), which
     /// is how an outbox groups saves without re-encoding them.
-    public static func body(of transaction: Transaction) -> [UInt8] {
+    package static func body(of transaction: Transaction) -> [UInt8] {
         var w = ByteWriter(capacity: 256)
         BodyCodec.write(transaction, to: &w)
         return w.bytes
     }
 
     /// One transaction's pre-encoded body, for ``encode(bodies:)``.
-    public struct EncodedTransaction: Sendable, Hashable {
+    package struct EncodedTransaction: Sendable, Hashable {
         /// The transaction's sequence.
-        public var sequence: UInt64
+        package var sequence: UInt64
         /// Its clock.
-        public var clock: HybridTimestamp
+        package var clock: HybridTimestamp
         /// Its body, from ``LogEncoder/body(of:)``.
-        public var body: [UInt8]
+        package var body: [UInt8]
 
         /// Creates an encoded transaction.
-        public init(sequence: UInt64, clock: HybridTimestamp, body: [UInt8]) {
+        package init(sequence: UInt64, clock: HybridTimestamp, body: [UInt8]) {
             self.sequence = sequence
             self.clock = clock
             self.body = body
@@ -84,7 +84,7 @@ public struct LogEncoder: Sendable {
     /// - Throws: ``ChronicleError/Code/invalidValue`` when the sequences are
     ///   not consecutive from 1 up.
     /// - Precondition: `bodies` is not empty.
-    public func encode(bodies: [EncodedTransaction], device: DeviceID, schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
+    package func encode(bodies: [EncodedTransaction], device: DeviceID, schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
         guard let first = bodies.first else { preconditionFailure("LogEncoder.encode(bodies:) needs at least one transaction") }
         var w = ByteWriter(capacity: bodies.reduce(64) { $0 + $1.body.count })
         for (i, b) in bodies.enumerated() {
@@ -106,7 +106,7 @@ public struct LogEncoder: Sendable {
     /// the schema `schemaHash`. A baseline too large for one log (the
     /// decoder's cap) is written as parts 1, 2, … with the same vector, the
     /// last one marked final; a baseline of one log is part 1, final.
-    public func encode(_ baseline: Baseline, part: UInt64 = 1, isFinal: Bool = true, deviceID: DeviceID,
+    package func encode(_ baseline: Baseline, part: UInt64 = 1, isFinal: Bool = true, deviceID: DeviceID,
                        schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
         precondition(part >= 1, "baseline parts are numbered from 1, not \(part)")
         var w = ByteWriter(capacity: 64 * baseline.records.count + 64)

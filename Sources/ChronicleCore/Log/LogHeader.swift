@@ -1,25 +1,25 @@
 /// What a log holds.
-public enum LogKind: UInt8, Sendable, Hashable, CustomStringConvertible {
+package enum LogKind: UInt8, Sendable, Hashable, CustomStringConvertible {
     /// One or more transactions of one device.
     case transactions = 1
     /// A baseline: the full state of a store.
     case baseline = 2
 
-    public var description: String { self == .transactions ? "transactions" : "baseline" }
+    package var description: String { self == .transactions ? "transactions" : "baseline" }
 }
 
 /// How a log's body is stored.
-public struct CodecFlags: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt8
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
+package struct CodecFlags: OptionSet, Sendable, Hashable {
+    package let rawValue: UInt8
+    package init(rawValue: UInt8) { self.rawValue = rawValue }
 
     /// The body is an LZ4 block (otherwise it is stored as is).
-    public static let lz4 = CodecFlags(rawValue: 1 << 0)
+    package static let lz4 = CodecFlags(rawValue: 1 << 0)
     /// The LZ4 block was compressed against the dictionary named in the header.
-    public static let dictionary = CodecFlags(rawValue: 1 << 1)
+    package static let dictionary = CodecFlags(rawValue: 1 << 1)
 
     /// Every flag this version understands.
-    public static let known: CodecFlags = [.lz4, .dictionary]
+    package static let known: CodecFlags = [.lz4, .dictionary]
 }
 
 /// The fixed, big-endian, 112-byte header of every log and baseline.
@@ -46,54 +46,54 @@ public struct CodecFlags: OptionSet, Sendable, Hashable {
 ///
 /// The header is verified before anything in the body is trusted, and the body
 /// checksum is verified before the body is decompressed. See `docs/log-format.md`.
-public struct LogHeader: Sendable, Hashable {
+package struct LogHeader: Sendable, Hashable {
     /// The header's size in bytes.
-    public static let size = 112
+    package static let size = 112
     /// The four magic bytes.
-    public static let magic: [UInt8] = [0x43, 0x48, 0x52, 0x4E]
+    package static let magic: [UInt8] = [0x43, 0x48, 0x52, 0x4E]
     /// The format version this build writes and reads.
-    public static let currentVersion: UInt16 = 1
+    package static let currentVersion: UInt16 = 1
     /// The offset of the header checksum.
     static let checksumOffset = 104
 
     /// What the log holds.
-    public var kind: LogKind
+    package var kind: LogKind
     /// How the body is stored.
-    public var flags: CodecFlags
+    package var flags: CodecFlags
     /// The store the log belongs to.
-    public var storeID: StoreID
+    package var storeID: StoreID
     /// The device that wrote it.
-    public var deviceID: DeviceID
+    package var deviceID: DeviceID
     /// The first transaction's sequence; for a baseline, the part number (from 1).
-    public var firstSequence: UInt64
+    package var firstSequence: UInt64
     /// The last transaction's sequence; for a baseline, the part number
     /// again on the final part and 0 on the others.
-    public var lastSequence: UInt64
+    package var lastSequence: UInt64
     /// The smallest clock in the log.
-    public var minClock: HybridTimestamp
+    package var minClock: HybridTimestamp
     /// The largest clock in the log.
-    public var maxClock: HybridTimestamp
+    package var maxClock: HybridTimestamp
     /// The hash of the schema the log was written for.
-    public var schemaHash: UInt64
+    package var schemaHash: UInt64
     /// The number of transactions, or of baseline records.
-    public var count: UInt32
+    package var count: UInt32
     /// The compression dictionary's ID, 0 for none.
-    public var dictionaryID: UInt32
+    package var dictionaryID: UInt32
     /// The number of body bytes stored after the header.
-    public var storedBodyLength: UInt32
+    package var storedBodyLength: UInt32
     /// The body's length once decompressed.
-    public var bodyLength: UInt32
+    package var bodyLength: UInt32
     /// XXH64 of the stored body bytes.
-    public var bodyChecksum: UInt64
+    package var bodyChecksum: UInt64
 
     /// For a baseline: this part's number, from 1.
-    public var baselinePart: UInt64 { firstSequence }
+    package var baselinePart: UInt64 { firstSequence }
     /// For a baseline: whether this is its final part (so the baseline has
     /// ``baselinePart`` parts).
-    public var isFinalBaselinePart: Bool { kind == .baseline && lastSequence == firstSequence }
+    package var isFinalBaselinePart: Bool { kind == .baseline && lastSequence == firstSequence }
 
     /// Creates a header. The encoder fills in lengths and the body checksum.
-    public init(
+    package init(
         kind: LogKind, flags: CodecFlags, storeID: StoreID, deviceID: DeviceID,
         firstSequence: UInt64, lastSequence: UInt64, minClock: HybridTimestamp, maxClock: HybridTimestamp,
         schemaHash: UInt64, count: UInt32, dictionaryID: UInt32,
@@ -116,10 +116,10 @@ public struct LogHeader: Sendable, Hashable {
     }
 
     /// The total size of the log in bytes.
-    public var totalLength: Int { LogHeader.size + Int(storedBodyLength) }
+    package var totalLength: Int { LogHeader.size + Int(storedBodyLength) }
 
     /// The header's 112 bytes, checksum included.
-    public func encoded() -> [UInt8] {
+    package func encoded() -> [UInt8] {
         var w = ByteWriter(capacity: LogHeader.size)
         w.writeRaw(LogHeader.magic)
         w.writeUInt16(LogHeader.currentVersion)
@@ -144,7 +144,7 @@ public struct LogHeader: Sendable, Hashable {
 
     /// Reads and verifies a header from the start of `bytes`: magic, version,
     /// header checksum, kind and flags, in that order.
-    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> LogHeader {
+    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> LogHeader {
         let prefix = min(bytes.count, magic.count)
         for i in 0..<prefix where bytes[i] != magic[i] {
             let expected = magic.withUnsafeBytes { hex($0, magic.count) }
@@ -219,7 +219,7 @@ func hex64(_ v: UInt64) -> String { v.paddedHex }
 extension UInt64 {
     /// The value as 16 lowercase hex digits, zero-padded: how hashes,
     /// clocks and sequences are spelled in names and messages.
-    public var paddedHex: String {
+    package var paddedHex: String {
         let s = String(self, radix: 16)
         return String(repeating: "0", count: 16 - s.count) + s
     }

@@ -168,7 +168,7 @@ enum ValueCodec {
 extension Value {
     /// About how many bytes the value takes in a body (exact for most types).
     @inline(__always)
-    public var estimatedSize: Int {
+    package var estimatedSize: Int {
         switch self {
         case .string(let s): return 3 + s.utf8.count
         case .data(let d): return 5 + d.count
@@ -180,26 +180,26 @@ extension Value {
 
 /// A value's tag and its verified payload bytes, borrowed from a log body.
 /// Valid only while the body it points into is alive.
-public struct RawValue {
+package struct RawValue {
     /// The value tag (see ``ValueCodec``).
-    public let tag: UInt8
+    package let tag: UInt8
     /// The payload bytes after the tag.
-    public let payload: UnsafeRawBufferPointer
+    package let payload: UnsafeRawBufferPointer
 
     /// The value as a ``Value``.
-    public var value: Value { ValueCodec.materialize(self) }
+    package var value: Value { ValueCodec.materialize(self) }
 }
 
 extension ByteWriter {
     /// Writes a value in its log encoding (tag and payload).
-    public mutating func writeValue(_ value: Value) {
+    package mutating func writeValue(_ value: Value) {
         ValueCodec.write(value, to: &self)
     }
 }
 
 extension ByteReader {
     /// Reads a value in its log encoding.
-    public mutating func readValue(limit: Int) throws(ChronicleError) -> Value {
+    package mutating func readValue(limit: Int) throws(ChronicleError) -> Value {
         try ValueCodec.read(from: &self, limit: limit)
     }
 }

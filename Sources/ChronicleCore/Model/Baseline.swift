@@ -10,22 +10,22 @@
 ///
 /// A large store's baseline is split into parts (see `docs/log-format.md`);
 /// each part is a `Baseline` with the same vector and a share of the records.
-public struct Baseline: Sendable, Hashable {
+package struct Baseline: Sendable, Hashable {
     /// One record's merge state.
-    public struct Record: Sendable, Hashable {
+    package struct Record: Sendable, Hashable {
         /// The entity.
-        public var entity: String
+        package var entity: String
         /// The record.
-        public var recordID: RecordID
+        package var recordID: RecordID
         /// Whether an insert of the record is covered.
-        public var inserted: Bool
+        package var inserted: Bool
         /// The newest delete covered, if any.
-        public var deleteVersion: Version?
+        package var deleteVersion: Version?
         /// Every field written, with its value and the version that wrote it.
-        public var fields: [VersionedValue]
+        package var fields: [VersionedValue]
 
         /// Creates a record state.
-        public init(entity: String, recordID: RecordID, inserted: Bool = true, deleteVersion: Version? = nil,
+        package init(entity: String, recordID: RecordID, inserted: Bool = true, deleteVersion: Version? = nil,
                     fields: [VersionedValue]) {
             self.entity = entity
             self.recordID = recordID
@@ -36,16 +36,16 @@ public struct Baseline: Sendable, Hashable {
     }
 
     /// A field value and the version that wrote it.
-    public struct VersionedValue: Sendable, Hashable {
+    package struct VersionedValue: Sendable, Hashable {
         /// The field's name.
-        public var name: String
+        package var name: String
         /// Its value.
-        public var value: Value
+        package var value: Value
         /// The version that wrote it.
-        public var version: Version
+        package var version: Version
 
         /// Creates a versioned value.
-        public init(name: String, value: Value, version: Version) {
+        package init(name: String, value: Value, version: Version) {
             self.name = name
             self.value = value
             self.version = version
@@ -54,12 +54,12 @@ public struct Baseline: Sendable, Hashable {
 
     /// The highest sequence applied per device: every transaction up to it
     /// is in the state, none after it.
-    public var vector: [DeviceID: UInt64]
+    package var vector: [DeviceID: UInt64]
     /// The record states.
-    public var records: [Record]
+    package var records: [Record]
 
     /// Creates a baseline.
-    public init(vector: [DeviceID: UInt64], records: [Record]) {
+    package init(vector: [DeviceID: UInt64], records: [Record]) {
         self.vector = vector
         self.records = records
     }

@@ -18,7 +18,7 @@ public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible,
     }
 
     /// A device ID derived from a small number, for tests and simulations.
-    public init(index: UInt64) { rawValue = RecordID(high: 0x0000_0000_0000_7000, low: 0x8000_0000_0000_0000 | index) }
+    package init(index: UInt64) { rawValue = RecordID(high: 0x0000_0000_0000_7000, low: 0x8000_0000_0000_0000 | index) }
 
     public var description: String { rawValue.description }
     public static func < (lhs: DeviceID, rhs: DeviceID) -> Bool { lhs.rawValue < rhs.rawValue }

@@ -35,7 +35,7 @@ public struct Entity: Hashable, Sendable {
     }
 
     /// The index of the field named `name` in ``fields``.
-    public func fieldIndex(named name: String) -> Int? {
+    package func fieldIndex(named name: String) -> Int? {
         fields.firstIndex { $0.name == name }
     }
 

@@ -27,7 +27,7 @@ public struct Field: Hashable, Sendable {
     }
 
     /// Whether `value` has the right type for this field (null only when optional).
-    public func accepts(_ value: Value) -> Bool {
+    package func accepts(_ value: Value) -> Bool {
         switch (kind, value) {
         case (_, .null): return isOptional
         case (.reference, .reference): return true

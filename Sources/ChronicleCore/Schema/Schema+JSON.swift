@@ -52,7 +52,7 @@ extension Schema {
     }
 
     /// The JSON form of the schema, readable by ``init(json:)``.
-    public var jsonValue: JSONValue {
+    package var jsonValue: JSONValue {
         .object([
             "version": .int(Int64(version)),
             "entities": .array(entities.map { e in

@@ -2,19 +2,19 @@ import Foundation
 
 /// Where something is in a JSON text: 1-based line and column (columns count
 /// characters, not bytes).
-public struct JSONPosition: Hashable, Sendable, CustomStringConvertible {
+package struct JSONPosition: Hashable, Sendable, CustomStringConvertible {
     /// The line, from 1.
-    public var line: Int
+    package var line: Int
     /// The character on the line, from 1.
-    public var column: Int
+    package var column: Int
 
     /// "line 3, column 17".
-    public var description: String { "line \(line), column \(column)" }
+    package var description: String { "line \(line), column \(column)" }
 }
 
 extension JSONValue {
     /// The deepest nesting of arrays and objects ``init(parsing:code:)`` accepts.
-    public static let maxParsingDepth = 512
+    package static let maxParsingDepth = 512
 
     /// Parses JSON text strictly (RFC 8259): one value, nothing after it but
     /// whitespace (a leading UTF-8 byte order mark is skipped), valid UTF-8,
@@ -31,7 +31,7 @@ extension JSONValue {
     /// - Throws: a ``ChronicleError`` with `code` whose message starts with
     ///   the line and column of the fault (`line 2, column 14: duplicate key
     ///   "title" (first at line 1, column 2)`).
-    public init(parsing data: Data, code: ChronicleError.Code = .malformedBody) throws(ChronicleError) {
+    package init(parsing data: Data, code: ChronicleError.Code = .malformedBody) throws(ChronicleError) {
         self = try JSONValue.parse(data, code: code).value
     }
 

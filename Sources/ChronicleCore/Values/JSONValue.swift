@@ -1,5 +1,5 @@
 /// A parsed JSON value, for schema files, the CLI's JSON lines and `--json` output.
-public enum JSONValue: Hashable, Sendable, Codable {
+package enum JSONValue: Hashable, Sendable, Codable {
     case null
     case bool(Bool)
     case int(Int64)
@@ -8,7 +8,7 @@ public enum JSONValue: Hashable, Sendable, Codable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() {
             self = .null
@@ -27,7 +27,7 @@ public enum JSONValue: Hashable, Sendable, Codable {
         }
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         switch self {
         case .null: try c.encodeNil()
@@ -41,7 +41,7 @@ public enum JSONValue: Hashable, Sendable, Codable {
     }
 
     /// A short name of the JSON type, for error messages.
-    public var kindName: String {
+    package var kindName: String {
         switch self {
         case .null: return "null"
         case .bool: return "a boolean"

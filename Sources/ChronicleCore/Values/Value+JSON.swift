@@ -11,7 +11,7 @@ extension Value {
     ///
     /// - Throws: ``ChronicleError/Code/typeMismatch`` naming `path` when the
     ///   JSON does not fit.
-    public init(json: JSONValue, for field: Field, path: String) throws(ChronicleError) {
+    package init(json: JSONValue, for field: Field, path: String) throws(ChronicleError) {
         func mismatch(_ expected: String) -> ChronicleError {
             ChronicleError(.typeMismatch, "\(path): expected \(expected), found \(json.kindName)")
         }
@@ -67,7 +67,7 @@ extension Value {
     }
 
     /// The JSON form of the value, readable by ``init(json:for:path:)``.
-    public var json: JSONValue {
+    package var json: JSONValue {
         switch self {
         case .null: return .null
         case .string(let s): return .string(s)

@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// Accounts stay apart: nothing saved under account B is known in account A.
 struct AccountsStayApartChecker: InvariantChecker {

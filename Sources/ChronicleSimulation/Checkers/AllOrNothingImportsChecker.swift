@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// All-or-nothing imports: every device applied every log whole (every
 /// sequence of every device ID, current or past), and none has saves left

@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// Convergence: every device's state hash is equal.
 struct ConvergenceChecker: InvariantChecker {

@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// A new device from a baseline agrees: a device that opens on account A's
 /// container starts from the newest intact baseline (if any), imports the

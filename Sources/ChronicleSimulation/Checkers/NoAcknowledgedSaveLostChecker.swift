@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// No acknowledged save lost: for every save on account A that returned
 /// success, every device holds each field it wrote at the save's version or

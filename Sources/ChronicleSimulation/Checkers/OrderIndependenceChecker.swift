@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// Order independence: a fresh device that imports every save the container
 /// holds, in one go, reaches the devices' state.

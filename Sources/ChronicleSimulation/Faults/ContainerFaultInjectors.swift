@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// A stored log of account A gets one bit flipped.
 struct LogBitFlipFault: FaultInjector {

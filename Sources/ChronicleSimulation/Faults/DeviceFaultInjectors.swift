@@ -1,4 +1,8 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
 
 /// A device goes offline, or comes back online.
 struct OfflineFault: FaultInjector {

@@ -1,5 +1,9 @@
 import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
 import Foundation
+import GRDB
 
 // Faults on a device's own folder: what backups, sync services and disk
 // tools do to an app's files. A device whose files went back in time must

@@ -1,0 +1,50 @@
+import Foundation
+import Testing
+
+/// The example in README.md and in Chronicle.docc's getting-started article
+/// is the code of GettingStarted.swift, which compiles with this target and
+/// runs here, so the documents cannot drift from an API that works.
+@Suite struct DocumentationExampleTests {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The text between the `BEGIN EXAMPLE` and `END EXAMPLE` lines of the compiled file.
+    static func compiledExample() throws -> String {
+        let source = try String(contentsOf: root.appendingPathComponent("Tests/DocumentationTests/GettingStarted.swift"), encoding: .utf8)
+        let lines = source.components(separatedBy: "\n")
+        let begin = try #require(lines.firstIndex(of: "// BEGIN EXAMPLE"))
+        let end = try #require(lines.firstIndex(of: "// END EXAMPLE"))
+        return lines[(begin + 1)..<end].joined(separator: "\n")
+    }
+
+    /// The Swift code blocks of a Markdown document, in order.
+    static func swiftBlocks(_ path: String) throws -> [String] {
+        let text = try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+        var blocks: [String] = []
+        var current: [String]?
+        for line in text.components(separatedBy: "\n") {
+            if current == nil, line == "```swift" {
+                current = []
+            } else if let block = current, line == "```" {
+                blocks.append(block.joined(separator: "\n"))
+                current = nil
+            } else {
+                current?.append(line)
+            }
+        }
+        return blocks
+    }
+
+    @Test(arguments: ["README.md", "Sources/Chronicle/Chronicle.docc/GettingStarted.md"])
+    func theDocumentShowsTheCompiledExample(path: String) throws {
+        let example = try Self.compiledExample()
+        let blocks = try Self.swiftBlocks(path)
+        #expect(blocks.first == example, "the first Swift block of \(path) differs from Tests/DocumentationTests/GettingStarted.swift")
+    }
+
+    @Test func theExampleRuns() async throws {
+        let (books, titles) = try await gettingStarted()
+        #expect(Set(books.map(\.title)) == ["The Dispossessed", "Kindred"])
+        #expect(titles == ["Kindred", "The Dispossessed"])
+    }
+}
