@@ -1,4 +1,5 @@
 import Chronicle
+import ChronicleContainer
 import Foundation
 import Logging
 import Testing
