@@ -200,6 +200,13 @@ public actor StoreManager {
     private var state: State
     private var loaded: (kind: Kind, store: Store)?
     private let continuations = EventContinuations<Event>()
+    /// The app's hooks, held weakly.
+    private weak var delegate: (any StoreManagerDelegate)?
+    /// Sync state of the loaded store.
+    private var firstSyncComplete = false
+    private var lastReport: Store.SyncReport?
+    private var lastError: ChronicleError?
+    private var firstSyncWaiters: [CheckedContinuation<Void, any Error>] = []
 
     private init(configuration: Configuration, folder: DeviceFolder, state: State) {
         self.configuration = configuration
@@ -261,6 +268,45 @@ public actor StoreManager {
         }
     }
 
+    /// Sets the app's hooks (held weakly; nil removes them).
+    public func setDelegate(_ delegate: (any StoreManagerDelegate)?) {
+        self.delegate = delegate
+    }
+
+    /// Where this device's data stands: the loaded store, its first sync,
+    /// saves waiting to upload, logs it waits for, the last error.
+    public func syncStatus() throws -> SyncStatus {
+        var status = SyncStatus(kind: loaded?.kind, storeID: loaded?.store.storeID, firstSyncComplete: firstSyncComplete,
+                                pendingUploads: 0, waitingForLogs: lastReport?.imported.gaps.count ?? 0,
+                                lastStatus: lastReport?.status, lastError: lastError)
+        if let store = loaded?.store { status.pendingUploads = try store.snapshot.pendingUploadCount() }
+        return status
+    }
+
+    /// Returns once a ``sync()`` of the loaded store has completed with
+    /// everything visible imported and every save uploaded: at once with the
+    /// local or fallback store loaded, or if that sync already happened.
+    /// It does not sync by itself; automatic or app-driven syncs do.
+    ///
+    /// - Throws: ``ChronicleError/Code/storeNotLoaded`` if the store is
+    ///   unloaded (a switch, a failure, ``close()``) before that sync;
+    ///   `CancellationError` if the task is cancelled.
+    public func waitForFirstSync() async throws {
+        guard loaded != nil else { throw ChronicleError(.storeNotLoaded, "no store is loaded") }
+        if firstSyncComplete { return }
+        try Task.checkCancellation()
+        try await withCheckedThrowingContinuation { firstSyncWaiters.append($0) }
+    }
+
+    /// Wakes the first-sync waiters, with `error` if the store went away.
+    private func settleFirstSync(_ error: ChronicleError?) {
+        let waiters = firstSyncWaiters
+        firstSyncWaiters = []
+        for waiter in waiters {
+            if let error { waiter.resume(throwing: error) } else { waiter.resume() }
+        }
+    }
+
     /// Lifecycle events from now on. Each call returns an independent stream.
     public nonisolated func events() -> AsyncStream<Event> {
         continuations.subscribe()
@@ -316,6 +362,7 @@ public actor StoreManager {
     private func load() async throws -> MergeReport? {
         let kind: Kind = state.cloudEnabled ? .cloud : .local
         continuations.publish(.willLoad(kind))
+        await delegate?.storeManager(self, willLoad: kind)
         do {
             if kind == .cloud, let token = try await accountToken(), let previous = state.account, previous != token {
                 try await switchAccount(from: previous, to: token)
@@ -361,7 +408,8 @@ public actor StoreManager {
                     let fallback = try await Store.open(configuration(for: .fallback))
                     loaded = (.fallback, fallback)
                     continuations.publish(.usingFallbackStore(error))
-                    continuations.publish(.didLoad(.fallback, fallback.storeID))
+                    didLoad(.fallback, fallback)
+                    await delegate?.storeManager(self, didLoad: fallback, kind: .fallback)
                     return nil
                 }
             } else {
@@ -385,7 +433,8 @@ public actor StoreManager {
                 try Self.write(state, in: folder)
                 continuations.publish(.mergedLocalData(report!))
             }
-            continuations.publish(.didLoad(kind, store.storeID))
+            didLoad(kind, store)
+            await delegate?.storeManager(self, didLoad: store, kind: kind)
             return report
         } catch {
             let failure = (error as? ChronicleError)
@@ -395,6 +444,7 @@ public actor StoreManager {
             }
             loaded = nil
             continuations.publish(.failedLoading(kind, failure))
+            await delegate?.storeManager(self, failedLoading: kind, error: failure)
             throw failure
         }
     }
@@ -410,6 +460,17 @@ public actor StoreManager {
     ///   loaded, and what the sync throws.
     @discardableResult
     public func sync() async throws -> Store.SyncReport? {
+        do {
+            return try await syncLoaded()
+        } catch {
+            let failure = (error as? ChronicleError) ?? ChronicleError(.io, "sync failed: \(error)", underlying: error)
+            if failure.code != .storeNotLoaded { lastError = failure }
+            await delegate?.storeManager(self, didEncounter: failure, context: "syncing the cloud store")
+            throw failure
+        }
+    }
+
+    private func syncLoaded() async throws -> Store.SyncReport? {
         if loaded?.kind == .fallback {
             // Is the container back?
             try await unload()
@@ -425,6 +486,15 @@ public actor StoreManager {
         // is carried to the local store too.
         let from = try cloud.snapshot.firstPendingUploadSequence()
         let report = try await cloud.sync()
+        if loaded?.store === cloud {
+            lastReport = report
+            lastError = nil
+            if report.status == .upToDate, !firstSyncComplete {
+                firstSyncComplete = true
+                settleFirstSync(nil)
+            }
+        }
+        if report.imported.appliedTransactions > 0 { await delegate?.storeManager(self, didImport: report) }
         try await checkCloudContent(carryingFrom: from)
         return report
     }
@@ -534,6 +604,10 @@ public actor StoreManager {
         if open != nil { continuations.publish(.didUnload(.cloud)) }
         DeviceFolder.removeSnapshotFiles(configuration.store.directory.appendingPathComponent("\(storeID).sqlite").path)
         continuations.publish(.cloudStoreDeleted(storeID, by: device, carried: carried))
+        if await delegate?.storeManager(self, cloudStoreDeleted: storeID, by: device) == .recreateCloudStore {
+            try await setCloudEnabled(true)
+            return
+        }
         _ = try await load()
     }
 
@@ -913,6 +987,15 @@ public actor StoreManager {
         return report
     }
 
+    /// Publishes a load, and starts its sync status afresh.
+    private func didLoad(_ kind: Kind, _ store: Store) {
+        firstSyncComplete = kind != .cloud
+        lastReport = nil
+        lastError = nil
+        if firstSyncComplete { settleFirstSync(nil) }
+        continuations.publish(.didLoad(kind, store.storeID))
+    }
+
     /// Where the fallback store lives while it holds saves.
     private var fallbackFolder: URL { configuration.store.directory.appendingPathComponent(Kind.fallback.rawValue) }
 
@@ -925,6 +1008,7 @@ public actor StoreManager {
     private func unload() async throws {
         guard let current = loaded else { return }
         loaded = nil
+        settleFirstSync(ChronicleError(.storeNotLoaded, "the \(current.kind.rawValue) store was unloaded before its first sync"))
         try await current.store.close()
         continuations.publish(.didUnload(current.kind))
     }

@@ -656,4 +656,98 @@ import Testing
         #expect(try await container().readMarker(ContainerLayout.activeStore) == nil, "no store was made active")
         try await m.close()
     }
+
+    // MARK: Hooks and status
+
+    final class Recorder: StoreManagerDelegate, @unchecked Sendable {
+        // Unchecked: the manager calls one hook at a time; the lock keeps reads safe.
+        let lock = NSLock()
+        var calls: [String] = []
+        var response = StoreManager.DeletionResponse.stayLocal
+        func note(_ s: String) { lock.withLock { calls.append(s) } }
+        var seen: [String] { lock.withLock { calls } }
+        func storeManager(_ manager: StoreManager, willLoad kind: StoreManager.Kind) async { note("will \(kind)") }
+        func storeManager(_ manager: StoreManager, didLoad store: Store, kind: StoreManager.Kind) async { note("did \(kind)") }
+        func storeManager(_ manager: StoreManager, failedLoading kind: StoreManager.Kind, error: ChronicleError) async { note("failed \(kind) \(error.code)") }
+        func storeManager(_ manager: StoreManager, didImport report: Store.SyncReport) async { note("imported \(report.imported.appliedTransactions)") }
+        func storeManager(_ manager: StoreManager, cloudStoreDeleted store: StoreID, by device: DeviceID) async -> StoreManager.DeletionResponse {
+            note("deleted")
+            return response
+        }
+        func storeManager(_ manager: StoreManager, didEncounter error: ChronicleError, context: String) async { note("error \(context)") }
+    }
+
+    @Test func theDelegateHearsEveryStepAndMayRecreateADeletedCloudStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let recorder = Recorder()
+        let a = try await manager("a")
+        await a.setDelegate(recorder)
+        try await Self.saveNotes(try await a.store, folder: "Local", titles: ["a local"])
+        try await a.setCloudEnabled(true)
+        let other = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await other.store, folder: "B", titles: ["from b"])
+        try await other.sync()
+        try await a.sync()
+        #expect(recorder.seen == ["will cloud", "did cloud", "imported 1"])
+
+        // A failed load, then a failed sync, each reported.
+        try await a.setCloudEnabled(false)
+        let deviceFile = root.appendingPathComponent("a/device.json")
+        let identity = try Data(contentsOf: deviceFile)
+        try FileManager.default.removeItem(at: deviceFile)
+        try FileManager.default.createDirectory(at: deviceFile, withIntermediateDirectories: true)
+        await #expect(throws: ChronicleError.self) { try await a.setCloudEnabled(true) }
+        #expect(recorder.seen.suffix(3) == ["did local", "will cloud", "failed cloud malformedBody"])
+        try FileManager.default.removeItem(at: deviceFile)
+        try identity.write(to: deviceFile)
+        try await a.reload()
+        let away = root.appendingPathComponent("away")
+        try FileManager.default.moveItem(at: containerURL, to: away)
+        await #expect(throws: ChronicleError.self) { try await a.sync() }
+        #expect(recorder.seen.last == "error syncing the cloud store")
+        #expect(try await a.syncStatus().lastError?.code == .unavailable)
+        try FileManager.default.moveItem(at: away, to: containerURL)
+
+        // b deletes the store everywhere; a's app asks for a new one from its data.
+        recorder.response = .recreateCloudStore
+        try await Self.saveNotes(try await a.store, folder: "Pending", titles: ["a pending"])
+        try await other.deleteCloudStore(localOnly: false)
+        try await a.sync()
+        #expect(recorder.seen.contains("deleted"))
+        #expect(await a.loadedKind == .cloud)
+        #expect(await a.cloudEnabled)
+        let titles = try await Self.titles(try await a.store)
+        #expect(titles.contains("a local") && titles.contains("a pending"), "\(titles)")
+        try await other.close()
+        try await a.close()
+    }
+
+    @Test func waitForFirstSyncReturnsOnlyWhenTheFirstSyncIsComplete() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let local = try await manager("l")
+        try await local.waitForFirstSync() // nothing to sync: at once
+        #expect(try await local.syncStatus().firstSyncComplete)
+        try await local.close()
+
+        let a = try await manager("a", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "F", titles: ["x"])
+        #expect(try await a.syncStatus().firstSyncComplete == false)
+        #expect(try await a.syncStatus().pendingUploads == 1)
+        let waiter = Task { try await a.waitForFirstSync() }
+        try await Task.sleep(for: .milliseconds(50))
+        try await a.sync()
+        try await waiter.value
+        let status = try await a.syncStatus()
+        #expect(status.firstSyncComplete && status.pendingUploads == 0 && status.lastStatus == .upToDate && status.lastError == nil)
+
+        // A waiter whose store goes away is told so.
+        try await a.setCloudEnabled(false)
+        try await a.setCloudEnabled(true, localData: .useCloud)
+        #expect(try await a.syncStatus().firstSyncComplete == false, "a newly loaded store starts afresh")
+        let orphan = Task { try await a.waitForFirstSync() }
+        try await Task.sleep(for: .milliseconds(50))
+        try await a.close()
+        let error = await #expect(throws: ChronicleError.self) { try await orphan.value }
+        #expect(error?.code == .storeNotLoaded)
+    }
 }

@@ -1,0 +1,77 @@
+import ChronicleCore
+import ChronicleSnapshot
+
+/// Hooks into a ``StoreManager``'s lifecycle, for an app that wants to watch
+/// or steer it beside ``StoreManager/events()``. Every method has a default
+/// that does nothing (or, for a decision, what the manager does by itself),
+/// so an app implements only what it needs.
+///
+/// The manager holds its delegate weakly and awaits each call, so a hook
+/// may do asynchronous work, but should not call back into the manager and
+/// wait for an operation in progress (that operation is the one calling).
+public protocol StoreManagerDelegate: AnyObject, Sendable {
+    /// A store is about to load.
+    func storeManager(_ manager: StoreManager, willLoad kind: StoreManager.Kind) async
+    /// A store is loaded and ready.
+    func storeManager(_ manager: StoreManager, didLoad store: Store, kind: StoreManager.Kind) async
+    /// Loading failed; nothing is loaded until ``StoreManager/reload()``.
+    func storeManager(_ manager: StoreManager, failedLoading kind: StoreManager.Kind, error: ChronicleError) async
+    /// A ``StoreManager/sync()`` imported other devices' changes.
+    func storeManager(_ manager: StoreManager, didImport report: Store.SyncReport) async
+    /// The loaded cloud store was deleted on purpose, by `device`. The answer
+    /// decides what this device does after carrying its unsaved changes to
+    /// its local store (the default: stay on the local store).
+    func storeManager(_ manager: StoreManager, cloudStoreDeleted store: StoreID, by device: DeviceID) async -> StoreManager.DeletionResponse
+    /// An operation failed; `context` says which, in words.
+    func storeManager(_ manager: StoreManager, didEncounter error: ChronicleError, context: String) async
+}
+
+extension StoreManagerDelegate {
+    /// Does nothing.
+    public func storeManager(_ manager: StoreManager, willLoad kind: StoreManager.Kind) async {}
+    /// Does nothing.
+    public func storeManager(_ manager: StoreManager, didLoad store: Store, kind: StoreManager.Kind) async {}
+    /// Does nothing.
+    public func storeManager(_ manager: StoreManager, failedLoading kind: StoreManager.Kind, error: ChronicleError) async {}
+    /// Does nothing.
+    public func storeManager(_ manager: StoreManager, didImport report: Store.SyncReport) async {}
+    /// Stays on the local store.
+    public func storeManager(_ manager: StoreManager, cloudStoreDeleted store: StoreID, by device: DeviceID) async -> StoreManager.DeletionResponse {
+        .stayLocal
+    }
+    /// Does nothing.
+    public func storeManager(_ manager: StoreManager, didEncounter error: ChronicleError, context: String) async {}
+}
+
+extension StoreManager {
+    /// What a device does once the cloud store it used was deleted on
+    /// purpose and its unsaved changes are in its local store.
+    public enum DeletionResponse: Sendable, Hashable {
+        /// Keep working on the local store, with the cloud off (the default).
+        case stayLocal
+        /// Turn the cloud on again at once: a new cloud store, seeded from
+        /// (or merged with) this device's local store.
+        case recreateCloudStore
+    }
+
+    /// Where this device's data stands, for an app to show.
+    public struct SyncStatus: Sendable {
+        /// The loaded store, or nil while none is.
+        public var kind: Kind?
+        /// Its ID.
+        public var storeID: StoreID?
+        /// Whether a sync of the loaded cloud store has completed with
+        /// everything visible imported and every save uploaded (always true
+        /// for the local and fallback stores, which have nothing to sync).
+        public var firstSyncComplete: Bool
+        /// Saves of this device not yet in the container.
+        public var pendingUploads: Int
+        /// Sequence gaps the last sync waited on: logs of other devices it
+        /// knows of but cannot see yet.
+        public var waitingForLogs: Int
+        /// How the last sync ended, if there was one.
+        public var lastStatus: Store.SyncReport.Status?
+        /// The last sync's error, if it failed; cleared by the next success.
+        public var lastError: ChronicleError?
+    }
+}
