@@ -102,6 +102,14 @@ public actor StoreManager {
         case merge
         /// The local records stay in the local store only.
         case useCloud
+        /// The local store replaces the cloud content: a destructive choice
+        /// an app should confirm with its user first. The cloud store is
+        /// rebuilt from the local store under a new store ID (see
+        /// ``StoreManager/rebuildCloudStore(from:)``); the previous store
+        /// stays in the container as its predecessor, and every device
+        /// carries over its saves the previous store never got. Other
+        /// devices' saves that it had are replaced, not merged.
+        case overwriteCloudWithLocal
     }
 
     /// How the container's first store is filled from the local store when
@@ -188,6 +196,9 @@ public actor StoreManager {
         var leaving: StoreID? = nil
         /// The account token last seen (see ``Configuration/accountToken``).
         var account: String? = nil
+        /// The cloud was turned on with ``LocalDataPolicy/overwriteCloudWithLocal``
+        /// and the rebuild from the local store has not finished.
+        var overwritePending: Bool? = nil
     }
 
     static let stateFile = "manager.json"
@@ -243,6 +254,7 @@ public actor StoreManager {
             }
             let manager = StoreManager(configuration: configuration, folder: folder, state: state)
             await manager.loadChosen()
+            try? await manager.finishOverwrite()
             return manager
         } catch {
             folder.release()
@@ -328,10 +340,25 @@ public actor StoreManager {
         var next = state
         next.cloudEnabled = enabled
         next.mergePending = enabled && localData == .merge
+        next.overwritePending = enabled && localData == .overwriteCloudWithLocal ? true : nil
         try await unload()
         try Self.write(next, in: folder)
         state = next
-        return try await load()
+        let report = try await load()
+        try await finishOverwrite()
+        return report
+    }
+
+    /// Replaces the cloud content with the local store's, if the cloud was
+    /// turned on with ``LocalDataPolicy/overwriteCloudWithLocal`` and that
+    /// has not happened yet: a rebuild from the local store (see
+    /// ``rebuildCloudStore(from:)``), so the previous cloud store stays in the
+    /// container as the new one's predecessor.
+    private func finishOverwrite() async throws {
+        guard state.overwritePending == true, loaded?.kind == .cloud else { return }
+        try await rebuildCloudStore(from: .local)
+        state.overwritePending = nil
+        try Self.write(state, in: folder)
     }
 
     /// Closes the loaded store and loads the chosen one again (after a
@@ -387,10 +414,12 @@ public actor StoreManager {
             } else if kind == .cloud {
                 do {
                     var seeded = false
-                    if state.mergePending, try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil,
+                    if state.mergePending || state.overwritePending == true,
+                       try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil,
                        try await createFirstStore() {
                         // The local records are in it already.
                         state.mergePending = false
+                        state.overwritePending = nil
                         try Self.write(state, in: folder)
                         seeded = true
                     }
@@ -687,7 +716,9 @@ public actor StoreManager {
         } catch {
             configuration.store.logger.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
         }
-        let vector = source == .cloud ? try old.snapshot.vector() : [:]
+        // What the replaced store held of each device: saves beyond it are
+        // carried into the new store by the devices that made them.
+        let vector = try old.snapshot.vector()
         var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x5245_4255_494C_4400)
         var generator = RecordIDGenerator(seed: random.next())
         let newID = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))

@@ -463,19 +463,45 @@ import Testing
         try await a.close()
     }
 
-    @Test func aRebuildFromTheLocalStoreSeedsTheNewStoreWithItAndDevicesCarryTheirOwnSaves() async throws {
+    @Test func overwritingTheCloudWithLocalDataKeepsThePreviousStoreAndUnsyncedSaves() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b synced"])
+        try await b.sync()
+        let old = try await b.store.storeID
+        try await Self.saveNotes(try await b.store, folder: "B2", titles: ["b unsynced"])
+
+        let a = try await manager("a")
+        try await Self.saveNotes(try await a.store, folder: "Local", titles: ["a local"])
+        try await a.setCloudEnabled(true, localData: .overwriteCloudWithLocal)
+        let new = try await a.store.storeID
+        #expect(new != old)
+        #expect(try await Self.notesWithFolders(try await a.store) == ["a local@Local"], "the local store replaced the cloud content")
+        // The previous store is the new one's predecessor, not a silent loss.
+        #expect(try await container().readMarker(ContainerLayout.supersession(store: old), as: StoreSupersession.self)?.payload.store == new)
+        #expect(!(try await container().listAll(prefix: ContainerLayout.logsPrefix(store: old)).isEmpty))
+
+        try await b.sync()
+        try await b.sync()
+        try await a.sync()
+        #expect(try await Self.notesWithFolders(try await b.store) == ["a local@Local", "b unsynced@B2"], "b's unsynced save is carried")
+        #expect(try await Self.notesWithFolders(try await a.store) == ["a local@Local", "b unsynced@B2"])
+        try await a.close()
+        try await b.close()
+    }
+
+    @Test func overwritingAnEmptyContainerSeedsItFromTheLocalStore() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a")
         try await Self.saveNotes(try await a.store, folder: "Local", titles: ["a local"])
-        try await a.setCloudEnabled(true, localData: .useCloud)
-        try await Self.saveNotes(try await a.store, folder: "Cloud", titles: ["a cloud"])
-        try await a.sync()
-        let new = try await a.rebuildCloudStore(from: .local)
-        #expect(try await a.store.storeID == new)
-        try await a.sync()
-        // The new store holds the local store's records, and a's own cloud saves, carried.
-        #expect(try await Self.notesWithFolders(try await a.store) == ["a cloud@Cloud", "a local@Local"])
+        try await a.setCloudEnabled(true, localData: .overwriteCloudWithLocal)
+        let store = try await a.store
+        #expect(try await Self.notesWithFolders(store) == ["a local@Local"])
+        #expect(try await container().listChildren(prefix: "").compactMap(StoreID.init(string:)) == [store.storeID], "one store, no predecessor")
         try await a.close()
+        let again = try await manager("a")
+        #expect(try await again.store.storeID == store.storeID, "nothing left pending")
+        try await again.close()
     }
 
     // MARK: Accounts
