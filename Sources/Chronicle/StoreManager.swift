@@ -1,5 +1,6 @@
 import ChronicleContainer
 import ChronicleCore
+import ChronicleSnapshot
 import Foundation
 import GRDB
 import Synchronization
@@ -67,11 +68,15 @@ public actor StoreManager {
         /// (see ``SeedStrategy``). When the container already has a store,
         /// ``LocalDataPolicy`` decides instead.
         public var seedStrategy: SeedStrategy
+        /// Data the app ships to fill the container's first store (see
+        /// ``SeedData``); nil for none.
+        public var seedData: SeedData?
 
         /// Creates a configuration.
         public init(store: Store.Configuration, cloudEnabledByDefault: Bool = false, mergeBatchSize: Int = 500,
-                    accountToken: String? = nil, seedStrategy: SeedStrategy = .copyRecords) {
+                    accountToken: String? = nil, seedStrategy: SeedStrategy = .copyRecords, seedData: SeedData? = nil) {
             self.store = store
+            self.seedData = seedData
             self.seedStrategy = seedStrategy
             self.accountToken = accountToken
             self.cloudEnabledByDefault = cloudEnabledByDefault
@@ -124,6 +129,36 @@ public actor StoreManager {
         case manual(@Sendable (_ local: Store, _ new: Store) async throws -> Void)
         /// The new store starts empty; the local records stay in the local store.
         case empty
+    }
+
+    /// Data an app ships to fill the container's first store (SharedCoreData's
+    /// seed store): applied once, by the device that creates the store,
+    /// before its local records; records with a unique key another device
+    /// also brings end as one record.
+    public enum SeedData: Sendable {
+        /// Records to insert, each with its entity, values and (optionally)
+        /// a fixed ID, so two copies of the seed name the same records.
+        case records([SeedRecord])
+        /// Every record of a Chronicle snapshot file of the same schema
+        /// (a device's `<store>.sqlite`, or one built for the app bundle).
+        case snapshot(URL)
+    }
+
+    /// One record of ``SeedData/records(_:)``.
+    public struct SeedRecord: Sendable, Hashable {
+        /// Its entity.
+        public var entity: String
+        /// Its ID; nil draws one.
+        public var id: RecordID?
+        /// Its values, references included.
+        public var values: [String: Value]
+
+        /// Creates a seed record.
+        public init(entity: String, id: RecordID? = nil, values: [String: Value]) {
+            self.entity = entity
+            self.id = id
+            self.values = values
+        }
     }
 
     /// What happened, for an app that shows it or reacts to it.
@@ -414,9 +449,10 @@ public actor StoreManager {
             } else if kind == .cloud {
                 do {
                     var seeded = false
-                    if state.mergePending || state.overwritePending == true,
+                    let bringsLocal = state.mergePending || state.overwritePending == true
+                    if bringsLocal || configuration.seedData != nil,
                        try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil,
-                       try await createFirstStore() {
+                       try await createFirstStore(bringingLocalData: bringsLocal) {
                         // The local records are in it already.
                         state.mergePending = false
                         state.overwritePending = nil
@@ -792,17 +828,24 @@ public actor StoreManager {
         return seeder.deviceID
     }
 
-    /// Seeds the new store `id` from the local store by `strategy`, and
-    /// returns the seeding device (nil if nothing was seeded).
+    /// Seeds the new store `id` with the app's ``Configuration/seedData``,
+    /// then from the local store by `strategy`, and returns the seeding
+    /// device (nil if nothing was seeded).
     @discardableResult
     private func seed(_ id: StoreID, strategy: SeedStrategy) async throws -> DeviceID? {
+        let shipped = try configuration.seedData.map(seedRows)
         switch strategy {
-        case .empty:
+        case .empty where shipped == nil:
             return nil
-        case .copyRecords, .manual:
+        case .empty, .copyRecords, .manual:
             let local = try await Store.open(configuration(for: .local))
             do {
                 let seeder = try await seed(id) { seeder in
+                    if let shipped {
+                        _ = try await RecordCopy(schema: self.configuration.store.schema, batchSize: self.configuration.mergeBatchSize, existing: .keep)
+                            .run(from: .rows(shipped), into: seeder)
+                    }
+                    if case .empty = strategy { return }
                     if case .manual(let migrate) = strategy {
                         try await migrate(local, seeder)
                     } else {
@@ -819,13 +862,61 @@ public actor StoreManager {
         }
     }
 
-    /// Creates the container's first store, seeded from the local store by
-    /// ``Configuration/seedStrategy``, and makes it the active store only
+    /// The records of the app's seed data, ready to copy.
+    private func seedRows(_ data: SeedData) throws -> [RecordID: RecordCopy.SourceRow] {
+        let schema = configuration.store.schema
+        var rows: [RecordID: RecordCopy.SourceRow] = [:]
+        switch data {
+        case .records(let records):
+            var random = SeededRandom(seed: configuration.store.seed ^ 0x5345_4544_5345_4544)
+            var generator = RecordIDGenerator(seed: random.next())
+            for record in records {
+                guard let index = schema.entities.firstIndex(where: { $0.name == record.entity }) else {
+                    throw ChronicleError(.unknownEntity, "the seed data names entity \(record.entity), which the schema does not have")
+                }
+                let entity = schema.entities[index]
+                for name in record.values.keys where entity.fieldIndex(named: name) == nil {
+                    throw ChronicleError(.unknownAttribute, "the seed data names \(entity.name).\(name), which the schema does not have")
+                }
+                let id = record.id ?? generator.next(milliseconds: configuration.store.clock.nowMilliseconds())
+                let keys = entity.uniqueConstraints.map { $0.map { record.values[$0]?.databaseValue ?? .null } }
+                rows[id] = RecordCopy.SourceRow(entity: index, id: id, values: record.values, keys: keys)
+            }
+        case .snapshot(let url):
+            let found = try Snapshot.identity(at: url.path)
+            guard found.schema.hash == schema.hash else {
+                throw ChronicleError(.schemaMismatch, "the seed snapshot \(url.path) has schema \(found.schema.hashString), not this store's \(schema.hashString)")
+            }
+            var config = GRDB.Configuration()
+            config.readonly = true
+            do {
+                let queue = try DatabaseQueue(path: url.path, configuration: config)
+                try queue.read { db in
+                    for (index, entity) in schema.entities.enumerated() {
+                        for row in try Row.fetchAll(db, sql: "SELECT * FROM \(RecordCopy.quoted(entity.name))") {
+                            let id: RecordID = row["id"]
+                            rows[id] = RecordCopy.SourceRow(entity: index, id: id, values: try Store.values(row, entity: entity),
+                                                            keys: entity.uniqueConstraints.map { $0.map { row[$0] as DatabaseValue } })
+                        }
+                    }
+                }
+            } catch let error as ChronicleError {
+                throw error
+            } catch {
+                throw ChronicleError.sqlite(error, .database, "cannot read the seed snapshot \(url.path)")
+            }
+        }
+        return rows
+    }
+
+    /// Creates the container's first store, seeded with the app's
+    /// ``Configuration/seedData`` and (with `bringingLocalData`) from the
+    /// local store by ``Configuration/seedStrategy``, and makes it the active store only
     /// once it is complete. Returns false if another device made a store
     /// active first (this device then joins it and merges its local data,
     /// as when the container had one), or if the container holds a store
     /// already.
-    private func createFirstStore() async throws -> Bool {
+    private func createFirstStore(bringingLocalData: Bool) async throws -> Bool {
         let container = configuration.store.container
         let clock = configuration.store.clock
         var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x4649_5253_5453_5452)
@@ -838,7 +929,7 @@ public actor StoreManager {
         }
         // Invisible to devices looking for a store until the pointer names it.
         _ = try await container.createMarker(ContainerLayout.tentative(store: id), TentativeStore(milliseconds: clock.nowMilliseconds()))
-        let seeder = try await seed(id, strategy: configuration.seedStrategy)
+        let seeder = try await seed(id, strategy: bringingLocalData ? configuration.seedStrategy : .empty)
         do {
             _ = try await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: id))
         } catch let error as ChronicleError where error.code == .markerConflict {

@@ -776,4 +776,74 @@ import Testing
         let error = await #expect(throws: ChronicleError.self) { try await orphan.value }
         #expect(error?.code == .storeNotLoaded)
     }
+
+    // MARK: Seed data
+
+    @Test func shippedSeedRecordsEndAsOneCopyWhateverDevicesBringThem() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let inbox = RecordID(high: 0x0190_0000_0000_7000, low: 0x8000_0000_0000_0001)
+        let seed = StoreManager.SeedData.records([
+            StoreManager.SeedRecord(entity: "Folder", id: inbox, values: ["name": .string("Inbox")]),
+            StoreManager.SeedRecord(entity: "Note", values: ["title": .string("Welcome"), "folder": .reference(inbox)]),
+        ])
+        var managers: [StoreManager] = []
+        for d in ["a", "b", "c"] {
+            let m = try await StoreManager.open(StoreManager.Configuration(store: storeConfiguration(d), seedData: seed))
+            // Each device's local store has an "Inbox" of its own too.
+            try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["local of \(d)"])
+            managers.append(m)
+        }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for m in managers { group.addTask { try await m.setCloudEnabled(true) } }
+            try await group.waitForAll()
+        }
+        for _ in 0..<2 { for m in managers { try await m.sync() } }
+        for m in managers {
+            let store = try await m.store
+            #expect(try await Self.notesWithFolders(store) == ["Welcome@Inbox", "local of a@Inbox", "local of b@Inbox", "local of c@Inbox"])
+            #expect(try await store.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Folder") } == 1)
+            try await m.close()
+        }
+    }
+
+    @Test func aSnapshotFileSeedsTheFirstStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        // Built once for the app bundle: a store of its own.
+        var builderConfiguration = try storeConfiguration("builder")
+        builderConfiguration.container = try DirectoryContainer(root: root.appendingPathComponent("builder-container"), create: true)
+        let builder = try await Store.open(builderConfiguration)
+        try await Self.saveNotes(builder, folder: "Recipes", titles: ["Bread", "Soup"])
+        let file = root.appendingPathComponent("builder/\(builder.storeID).sqlite")
+        try await builder.close()
+
+        let m = try await StoreManager.open(StoreManager.Configuration(store: storeConfiguration("a"), cloudEnabledByDefault: true,
+                                                                        seedData: .snapshot(file)))
+        #expect(await m.loadedKind == .cloud)
+        #expect(try await Self.notesWithFolders(try await m.store) == ["Bread@Recipes", "Soup@Recipes"])
+        try await m.close()
+
+        // Seed data fills only a store the device creates: a device joining an existing store brings none.
+        let joining = try await StoreManager.open(StoreManager.Configuration(store: storeConfiguration("b"), cloudEnabledByDefault: true,
+                                                                              seedData: .records([StoreManager.SeedRecord(entity: "Folder", values: ["name": .string("Extra")])])))
+        try await joining.sync()
+        #expect(try await Self.notesWithFolders(try await joining.store) == ["Bread@Recipes", "Soup@Recipes"])
+        #expect(try await joining.store.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Folder WHERE name = 'Extra'") } == 0)
+        try await joining.close()
+
+        // A snapshot of another schema is refused, and nothing is made active.
+        try FileManager.default.removeItem(at: root.appendingPathComponent("a"))
+        try FileManager.default.removeItem(at: containerURL)
+        let otherSchema = try Schema(version: 1, entities: [Entity("Thing", attributes: [Attribute("name", .string)])])
+        var otherConfiguration = try storeConfiguration("other")
+        otherConfiguration.schema = otherSchema
+        otherConfiguration.container = try DirectoryContainer(root: root.appendingPathComponent("other-container"), create: true)
+        let other = try await Store.open(otherConfiguration)
+        let otherFile = root.appendingPathComponent("other/\(other.storeID).sqlite")
+        try await other.close()
+        let refusing = try await StoreManager.open(StoreManager.Configuration(store: storeConfiguration("a"), seedData: .snapshot(otherFile)))
+        let error = await #expect(throws: ChronicleError.self) { try await refusing.setCloudEnabled(true) }
+        #expect(error?.code == .schemaMismatch)
+        #expect(try await container().readMarker(ContainerLayout.activeStore) == nil)
+        try await refusing.close()
+    }
 }
