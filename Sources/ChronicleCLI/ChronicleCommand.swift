@@ -78,8 +78,17 @@ struct DeviceOptions: ParsableArguments {
     /// How long a command waits for another process that has the device folder open.
     static let lockWait: Duration = .seconds(5)
 
+    /// The schema file's schema.
+    func loadSchema() throws(ChronicleError) -> Schema {
+        try InputFile.schema(at: schema)
+    }
+
     func open() async throws -> Store {
-        let schema = try Schema(contentsOf: URL(fileURLWithPath: self.schema))
+        try await open(schema: try loadSchema())
+    }
+
+    /// Opens the store with `schema`, read from the schema file before.
+    func open(schema: Schema) async throws -> Store {
         let directory = URL(fileURLWithPath: deviceDirectory)
         // First, so that a missing container leaves no device folder behind.
         let container = try self.container.open()

@@ -104,7 +104,7 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
+            let decoder = LogDecoder(schema: try schema.map { try InputFile.schema(at: $0) })
             let result = try await ContainerVerification(of: try location.open(), decoder: decoder)
             output.print(.object([
                 "valid": .int(Int64(result.valid)), "bytes": .int(Int64(result.bytes)),
@@ -143,7 +143,7 @@ struct Dump: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(nil) {
-            let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
+            let decoder = LogDecoder(schema: try schema.map { try InputFile.schema(at: $0) })
             let bytes: [UInt8]
             if let file {
                 bytes = try DirectoryContainer.readFile(atPath: file, maxBytes: decoder.limits.maxLogBytes)

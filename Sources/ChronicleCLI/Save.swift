@@ -13,6 +13,8 @@ struct Save: AsyncParsableCommand {
               {"op": "delete", "entity": "Book", "id": "<uuid>"}
             Values use the JSON forms in docs/values.md; dates are ISO 8601 with Z or an offset \
             (2026-01-31T14:00:00.5+02:00), or integer microseconds.
+            The input is UTF-8 (at most 256 MiB); lines may end in CRLF, blank lines are skipped. \
+            --input takes any file open(2) reads: a pipe, /dev/stdin, process substitution.
             A line that means nothing is refused, with its line and column, and nothing is saved (exit 1): \
             a key given twice, a key other than op, entity, id and values, values on a delete, \
             an update without values, an id that is not a UUID string.
@@ -23,26 +25,17 @@ struct Save: AsyncParsableCommand {
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
 
-    @Option(name: .shortAndLong, help: "Read changes from this file instead of standard input.")
+    @Option(name: .shortAndLong, help: "Read changes from this file (or pipe) instead of standard input.")
     var input: String?
 
     func run() async throws {
         try await reportingErrors(output) {
-            let text: String
-            if let input {
-                text = try String(contentsOfFile: input, encoding: .utf8)
-            } else {
-                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-            }
-            let store = try await device.open()
-            let schema = store.configuration.schema
-            let lines = text.split(separator: "\n", omittingEmptySubsequences: false).enumerated()
-                .filter { !$0.element.trimmingCharacters(in: .whitespaces).isEmpty }
-            guard !lines.isEmpty else { throw ChronicleError(.misuse, "no changes given: expected JSON lines on standard input") }
-            var parsed: [ParsedChange] = []
-            for (number, line) in lines {
-                parsed.append(try ParsedChange(line: String(line), number: number + 1, schema: schema))
-            }
+            let schema = try device.loadSchema()
+            let bytes = try InputFile.bytes(of: input, what: "input", limit: InputFile.changesByteLimit)
+            // Parsed before the store opens: bad input leaves no device folder behind.
+            let parsed = try ChangeLines.split(bytes).map { try ParsedChange(line: $0.bytes, number: $0.number, schema: schema) }
+            guard !parsed.isEmpty else { throw ChronicleError(.misuse, "no changes given: expected JSON lines on standard input") }
+            let store = try await device.open(schema: schema)
             let (inserted, saved) = try await store.writeReporting { tx -> [RecordID] in
                 var ids: [RecordID] = []
                 for change in parsed {
@@ -63,6 +56,21 @@ struct Save: AsyncParsableCommand {
     }
 }
 
+/// The lines of `save`'s input: split at line feeds, a carriage return
+/// before one dropped (CRLF files read like LF ones), blank lines skipped.
+/// Each keeps its line number in the input, for messages.
+enum ChangeLines {
+    static func split(_ bytes: [UInt8]) -> [(number: Int, bytes: ArraySlice<UInt8>)] {
+        var lines: [(number: Int, bytes: ArraySlice<UInt8>)] = []
+        for (i, raw) in bytes.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
+            let line = raw.last == 0x0D ? raw.dropLast() : raw
+            guard line.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { continue }
+            lines.append((i + 1, line))
+        }
+        return lines
+    }
+}
+
 /// One JSON line of `chronicle save`.
 ///
 /// A line that could mean two things, or nothing, is refused rather than
@@ -77,54 +85,70 @@ struct ParsedChange {
 
     static let keys: Set<String> = ["op", "entity", "id", "values"]
 
-    init(line: String, number: Int, schema: Schema) throws {
-        let at = "line \(number)"
-        let json: JSONValue
-        do {
-            json = try JSONValue(parsing: Data(line.utf8))
-        } catch {
-            // The parser's own line is always 1: the input is one line.
-            throw ChronicleError(.malformedBody, "\(at), " + error.message.replacingOccurrences(of: "line 1, ", with: "", options: .anchored))
+    /// Reads the change on line `number` of the input.
+    ///
+    /// - Throws: a ``ChronicleError`` whose message starts with the line and
+    ///   column of the fault: ``ChronicleError/Code/malformedBody`` for text
+    ///   that is not JSON (or not UTF-8) or a change that means nothing,
+    ///   ``ChronicleError/Code/unknownEntity`` and
+    ///   ``ChronicleError/Code/unknownAttribute`` for names the schema lacks,
+    ///   ``ChronicleError/Code/typeMismatch`` (and the other value codes)
+    ///   for a value its field cannot take.
+    init(line: ArraySlice<UInt8>, number: Int, schema: Schema) throws(ChronicleError) {
+        let (json, positions) = try JSONValue.parseWithPositions(Data(line), code: .malformedBody, firstLine: number)
+        /// "line 2, column 14" for the value at `path`, or the line's own.
+        func at(_ path: String) -> String {
+            (positions[path] ?? positions["(root)"])?.description ?? "line \(number), column 1"
         }
-        guard case .object(let o) = json else { throw ChronicleError(.malformedBody, "\(at): not a JSON object but \(json.kindName)") }
+        guard case .object(let o) = json else { throw ChronicleError(.malformedBody, "\(at("(root)")): not a JSON object but \(json.kindName)") }
         if let unknown = o.keys.sorted().first(where: { !Self.keys.contains($0) }) {
-            throw ChronicleError(.malformedBody, "\(at): unknown key \"\(unknown)\" (a change has \"op\", \"entity\", \"id\" and \"values\")")
+            throw ChronicleError(.malformedBody, "\(at(unknown)): unknown key \(Self.quoted(unknown)) (a change has \"op\", \"entity\", \"id\" and \"values\")")
         }
         guard case .string(let op)? = o["op"], let kind = ["insert": ChangeKind.insert, "update": .update, "delete": .delete][op] else {
-            throw ChronicleError(.malformedBody, "\(at): \"op\" must be \"insert\", \"update\" or \"delete\"")
+            throw ChronicleError(.malformedBody, "\(at("op")): \"op\" must be \"insert\", \"update\" or \"delete\"")
         }
-        guard case .string(let entityName)? = o["entity"], let entity = schema.entity(named: entityName) else {
-            throw ChronicleError(.unknownEntity, "\(at): \"entity\" must name an entity of the schema")
+        guard case .string(let entityName)? = o["entity"] else {
+            throw ChronicleError(.malformedBody, "\(at("entity")): \"entity\" must be the name of an entity of the schema")
+        }
+        guard let entity = schema.entity(named: entityName) else {
+            throw ChronicleError(.unknownEntity, "\(at("entity")): the schema has no entity \(Self.quoted(entityName))")
         }
         self.kind = kind
         self.entity = entityName
         switch o["id"] {
         case .string(let s)?:
-            guard let id = RecordID(string: s) else { throw ChronicleError(.malformedBody, "\(at): \"id\" is not a UUID") }
+            guard let id = RecordID(string: s) else { throw ChronicleError(.malformedBody, "\(at("id")): \"id\" is not a UUID") }
             self.id = id
         case nil:
-            if kind != .insert { throw ChronicleError(.malformedBody, "\(at): \(op) needs an \"id\"") }
+            if kind != .insert { throw ChronicleError(.malformedBody, "\(at("(root)")): \(op) needs an \"id\"") }
         case let other?:
-            throw ChronicleError(.malformedBody, "\(at): \"id\" must be a UUID string, not \(other.kindName)")
+            throw ChronicleError(.malformedBody, "\(at("id")): \"id\" must be a UUID string, not \(other.kindName)")
         }
         switch o["values"] {
         case .object(let values)?:
             if kind == .delete {
-                throw ChronicleError(.malformedBody, "\(at): a delete takes no \"values\" (it removes the whole record)")
+                throw ChronicleError(.malformedBody, "\(at("values")): a delete takes no \"values\" (it removes the whole record)")
             }
             if kind == .update && values.isEmpty {
-                throw ChronicleError(.malformedBody, "\(at): an update needs \"values\" to change")
+                throw ChronicleError(.malformedBody, "\(at("values")): an update needs \"values\" to change")
             }
-            for (name, json) in values {
+            for (name, json) in values.sorted(by: { $0.key < $1.key }) {
+                let path = "values.\(name)"
                 guard let field = entity.field(named: name) else {
-                    throw ChronicleError(.unknownAttribute, "\(at): \(entityName) has no field \(name)")
+                    throw ChronicleError(.unknownAttribute, "\(at(path)): \(entityName) has no field \(Self.quoted(name))")
                 }
-                self.values[name] = try Value(json: json, for: field, path: "\(at): \(entityName).\(name)")
+                self.values[name] = try Value(json: json, for: field, path: "\(at(path)): \(entityName).\(name)")
             }
         case nil:
-            if kind == .update { throw ChronicleError(.malformedBody, "\(at): an update needs \"values\" to change") }
+            if kind == .update { throw ChronicleError(.malformedBody, "\(at("(root)")): an update needs \"values\" to change") }
         case let other?:
-            throw ChronicleError(.malformedBody, "\(at): \"values\" must be an object, not \(other.kindName)")
+            throw ChronicleError(.malformedBody, "\(at("values")): \"values\" must be an object, not \(other.kindName)")
         }
+    }
+
+    /// A name from the input as a JSON string, so that quotes, control
+    /// characters and line breaks in it cannot pass for the message's own.
+    static func quoted(_ name: String) -> String {
+        JSONText.line(.string(name))
     }
 }

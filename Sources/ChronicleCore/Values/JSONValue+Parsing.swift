@@ -38,12 +38,16 @@ extension JSONValue {
     /// Parses like ``init(parsing:code:)`` and also returns the position of
     /// every value, by path: `(root)` for the whole text, `key` for a
     /// member of the root object, `key[2].name` below it.
-    static func parseWithPositions(_ data: Data, code: ChronicleError.Code) throws(ChronicleError) -> (value: JSONValue, positions: [String: JSONPosition]) {
-        try parse(data, code: code, recordPositions: true)
+    ///
+    /// - Parameter firstLine: the line number of the text's first line, for
+    ///   text cut from a larger input (a line of a file read one line at a
+    ///   time), so that positions name the line in that input.
+    package static func parseWithPositions(_ data: Data, code: ChronicleError.Code, firstLine: Int = 1) throws(ChronicleError) -> (value: JSONValue, positions: [String: JSONPosition]) {
+        try parse(data, code: code, firstLine: firstLine, recordPositions: true)
     }
 
-    private static func parse(_ data: Data, code: ChronicleError.Code, recordPositions: Bool = false) throws(ChronicleError) -> (value: JSONValue, positions: [String: JSONPosition]) {
-        var parser = JSONParser(bytes: [UInt8](data), recordPositions: recordPositions)
+    private static func parse(_ data: Data, code: ChronicleError.Code, firstLine: Int = 1, recordPositions: Bool = false) throws(ChronicleError) -> (value: JSONValue, positions: [String: JSONPosition]) {
+        var parser = JSONParser(bytes: [UInt8](data), recordPositions: recordPositions, firstLine: firstLine)
         do {
             let value = try parser.parseDocument()
             return (value, parser.positions)
@@ -72,19 +76,34 @@ struct JSONParser {
     /// Positions of values by path, when `recordPositions`.
     private(set) var positions: [String: JSONPosition] = [:]
 
-    init(bytes: [UInt8], recordPositions: Bool) {
+    init(bytes: [UInt8], recordPositions: Bool, firstLine: Int = 1) {
         self.bytes = bytes
         self.recordPositions = recordPositions
+        self.line = firstLine
     }
 
     mutating func parseDocument() throws(JSONSyntaxFault) -> JSONValue {
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { index = 3; lineStart = 3 }
+        try checkUTF8()
         skipWhitespace()
         guard index < bytes.count else { throw fault("no JSON value: the text is empty") }
         let value = try parseValue(path: "(root)")
         skipWhitespace()
         guard index == bytes.count else { throw fault("unexpected \(describeCurrent()) after the JSON value") }
         return value
+    }
+
+    /// Refuses text that is not UTF-8, naming the first byte where it stops
+    /// being UTF-8 (rather than the string or token around it).
+    private func checkUTF8() throws(JSONSyntaxFault) {
+        guard let bad = bytes.withUnsafeBytes({ UTF8Check.firstInvalidOffset(UnsafeRawBufferPointer(rebasing: $0[index...])) }) else { return }
+        var located = self
+        located.index = index + bad
+        for i in index..<located.index where bytes[i] == 0x0A {
+            located.line += 1
+            located.lineStart = i + 1
+        }
+        throw located.fault("the text is not valid UTF-8 (byte 0x\(String(bytes[located.index], radix: 16)))")
     }
 
     // MARK: Positions

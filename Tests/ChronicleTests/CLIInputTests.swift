@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `save` and every schema path read is refused with a typed error
+/// naming the line and column of the fault, whatever the bytes (not UTF-8,
+/// CRLF line ends) and whatever the file (a pipe, process substitution, a
+/// folder, a FIFO no one writes to, a device, a loop of symbolic links).
+@Suite(.enabled(if: CrashSafetyTests.binary != nil, "needs the chronicle binary: swift build --build-tests"))
+struct CLIInputTests {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-input-\(UUID().uuidString)")
+    var container: String { root.appendingPathComponent("container").path }
+
+    static let schema = #"""
+        {"version": 1, "entities": [
+          {"name": "Item", "attributes": [
+             {"name": "title", "type": "string"}, {"name": "count", "type": "int64", "optional": true},
+             {"name": "score", "type": "double", "optional": true}, {"name": "due", "type": "date", "optional": true}]}
+        ]}
+        """#
+
+    init() throws {
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try Data(Self.schema.utf8).write(to: root.appendingPathComponent("schema.json"))
+        #expect(try CLIErrorTests.run(["init", "--container", container]).status == 0)
+    }
+
+    func path(_ name: String) -> String { root.appendingPathComponent(name).path }
+
+    func device(_ name: String = "a", schema: String = "schema.json") -> [String] {
+        ["--device-dir", path(name), "--container", container, "--schema", schema.hasPrefix("/") ? schema : path(schema)]
+    }
+
+    func titles(_ name: String = "a") throws -> [String] {
+        let run = try CLIErrorTests.run(["query", "--device-dir", path(name), "--json", "SELECT title FROM Item ORDER BY title"])
+        #expect(run.status == 0, "\(run.stderr)")
+        return try CLIContractTests.rows(run.stdout).compactMap { $0["title"] as? String }
+    }
+
+    static func insert(_ title: String) -> String {
+        #"{"op": "insert", "entity": "Item", "values": {"title": "\#(title)"}}"#
+    }
+
+    // MARK: Bytes
+
+    /// Regression: a save line that was not UTF-8 was decoded lossily (the
+    /// bad byte saved as U+FFFD) from standard input, and refused with
+    /// Foundation's words and no position from `--input`.
+    @Test func saveRefusesTextThatIsNotUTF8NamingLineAndColumn() throws {
+        var bytes = Data((Self.insert("fine") + "\n").utf8)
+        bytes += Data(#"{"op": "insert", "entity": "Item", "values": {"title": "caf"#.utf8) + Data([0xC3, 0x28]) + Data("\"}}\n".utf8)
+        try bytes.write(to: root.appendingPathComponent("in.jsonl"))
+        for arguments in [device(), device() + ["--input", path("in.jsonl")]] {
+            let run = try CLIErrorTests.run(["save"] + arguments, inputBytes: bytes)
+            #expect(run.status == 1, "\(run.stderr)")
+            #expect(run.stderr.contains("malformedBody: line 2, column 60: the text is not valid UTF-8 (byte 0xc3)"), "\(run.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: path("a")), "refused input made the device folder")
+    }
+
+    /// Regression: a schema file that was not UTF-8 was refused naming the
+    /// string it is in, not the byte.
+    @Test func schemaThatIsNotUTF8IsRefusedNamingTheByte() throws {
+        let bytes = Data("{\"version\": 1, \"entities\": [\n  {\"name\": \"It".utf8) + Data([0xFF]) + Data("em\"}]}".utf8)
+        try bytes.write(to: root.appendingPathComponent("bad.json"))
+        let run = try CLIErrorTests.run(["save"] + device(schema: "bad.json"), input: Self.insert("x"))
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("schemaSyntax: bad.json: line 2, column 15: the text is not valid UTF-8 (byte 0xff)"), "\(run.stderr)")
+    }
+
+    /// Regression: CRLF input was one line (Swift reads "\r\n" as one
+    /// character, so splitting at "\n" did not split it), refused as
+    /// "line 1, line 2, column 1".
+    @Test func crlfLineEndsAreAcceptedAndTheCarriageReturnIsNoPartOfTheValue() throws {
+        let crlfSchema = Self.schema.replacingOccurrences(of: "\n", with: "\r\n")
+        try Data(crlfSchema.utf8).write(to: root.appendingPathComponent("crlf.json"))
+        let input = [Self.insert("b"), "", Self.insert("a")].joined(separator: "\r\n") + "\r\n"
+        let run = try CLIErrorTests.run(["save"] + device(schema: "crlf.json"), input: input)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(try titles() == ["a", "b"])
+        // A fault after CRLF lines is on the line and column an editor shows.
+        let bad = [Self.insert("c"), #"{"op": "insert", "entity": "Item", "values": {"title": 7}}"#].joined(separator: "\r\n") + "\r\n"
+        let refused = try CLIErrorTests.run(["save"] + device(schema: "crlf.json"), input: bad)
+        #expect(refused.status == 1 && refused.stderr.contains("typeMismatch: line 2, column 56: Item.title: expected"), "\(refused.stderr)")
+    }
+
+    // MARK: Positions
+
+    /// Regression: a duplicate key on line 3 was said to be first "at line 1".
+    @Test func aDuplicateKeyNamesTheRealLineOfBothOccurrences() throws {
+        let input = [Self.insert("a"), "", #"{"op": "insert", "entity": "Item", "values": {"title": "b", "title": "c"}}"#].joined(separator: "\n")
+        let run = try CLIErrorTests.run(["save"] + device(), input: input)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains(#"malformedBody: line 3, column 61: duplicate key "title" (first at line 3, column 47)"#), "\(run.stderr)")
+    }
+
+    /// Regression: an unknown entity or attribute, a value its field cannot
+    /// take and a bad `op` or `id` named the line only.
+    @Test(arguments: [
+        (#"{"op": "insert", "entity": "Nope", "values": {}}"#, #"unknownEntity: line 2, column 28: the schema has no entity "Nope""#),
+        (#"{"op": "insert", "entity": "Item", "values": {"ti\"tle": 1}}"#, #"unknownAttribute: line 2, column 58: Item has no field "ti\"tle""#),
+        (#"{"op": "insert", "entity": "Item", "values": {"title": "x", "count": 1.5}}"#, "typeMismatch: line 2, column 70: Item.count: expected"),
+        (#"{"op": "insert", "entity": "Item", "values": {"title": "x", "due": "yesterday"}}"#, "typeMismatch: line 2, column 68: Item.due:"),
+        (#"{"op": "upsert", "entity": "Item"}"#, #"malformedBody: line 2, column 8: "op" must be"#),
+        (#"{"op": "update", "entity": "Item", "id": "nope", "values": {"title": "x"}}"#, #"malformedBody: line 2, column 42: "id" is not a UUID"#),
+        (#"{"op": "delete", "entity": "Item"}"#, #"malformedBody: line 2, column 1: delete needs an "id""#),
+        (#"  ["op"]"#, "malformedBody: line 2, column 3: not a JSON object"),
+        (#"{"op": "insert", "entity": "Item", "values": {"title": "x"}, "more": 1}"#, #"malformedBody: line 2, column 70: unknown key "more""#),
+        (#"{"op": "insert", "entity": 5}"#, #"malformedBody: line 2, column 28: "entity" must be the name"#),
+    ])
+    func everyRefusedLineNamesLineAndColumn(_ line: String, _ message: String) throws {
+        let run = try CLIErrorTests.run(["save"] + device(), input: Self.insert("fine") + "\n" + line + "\n")
+        #expect(run.status == 1)
+        #expect(run.stderr.contains(message), "\(run.stderr)")
+    }
+
+    // MARK: Files
+
+    /// Regression: `--input` read files through Foundation, which could not
+    /// read process substitution (`/dev/fd/63`: "permission denied").
+    @Test func saveReadsPipesAndProcessSubstitution() throws {
+        let chronicle = CrashSafetyTests.binary!.path
+        let arguments = (["save"] + device()).map { "'\($0)'" }.joined(separator: " ")
+        let script = """
+            printf '%s\\n' '\(Self.insert("piped"))' | '\(chronicle)' \(arguments) --input /dev/stdin || exit 10
+            '\(chronicle)' \(arguments) --input <(printf '%s\\r\\n' '\(Self.insert("substituted"))') || exit 11
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", script]
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "\(stderr)")
+        #expect(try titles() == ["piped", "substituted"])
+    }
+
+    /// Regression: a schema path that was a FIFO no one writes to hung,
+    /// `/dev/zero` filled memory, and a folder or a loop of symbolic links
+    /// gave Foundation's words.
+    @Test func aSchemaPathMustBeARegularFile() throws {
+        #expect(mkfifo(path("fifo.json"), 0o600) == 0)
+        try FileManager.default.createDirectory(atPath: path("folder.json"), withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: path("loop.json"), withDestinationPath: path("loop.json"))
+        let cases = [("fifo.json", "is a pipe, not a regular file"), ("/dev/zero", "is a device, not a regular file"),
+                     ("folder.json", "is a folder, not a regular file"), ("loop.json", "is a loop of symbolic links"),
+                     ("missing.json", "cannot open schema file")]
+        for (name, message) in cases {
+            let run = try CLIErrorTests.run(["save"] + device(schema: name), input: Self.insert("x"), timeLimitSeconds: 20)
+            #expect(!run.signaled && run.status == 1, "\(name): \(run.stderr)")
+            #expect(run.stderr.contains(message), "\(name): \(run.stderr)")
+            let json = try CLIErrorTests.run(["save"] + device(schema: name) + ["--json"], input: Self.insert("x"), timeLimitSeconds: 20)
+            let error = try #require(try CLIContractTests.object(json.stdout)["error"] as? [String: Any], "\(name)")
+            #expect((error["message"] as? String)?.contains(message) == true, "\(name): \(error)")
+        }
+    }
+
+    /// Regression: `--input` of a folder gave Foundation's words, and of
+    /// `/dev/zero` read until memory ran out.
+    @Test func saveInputThatIsAFolderOrEndlessIsRefused() throws {
+        let folder = try CLIErrorTests.run(["save"] + device() + ["--input", root.path], timeLimitSeconds: 60)
+        #expect(folder.status == 1 && folder.stderr.contains("io: input \(root.path) is a folder"), "\(folder.stderr)")
+        let endless = try CLIErrorTests.run(["save"] + device() + ["--input", "/dev/zero"], timeLimitSeconds: 60)
+        #expect(!endless.signaled && endless.status == 1, "\(endless.stderr)")
+        #expect(endless.stderr.contains("sizeOverCap: input /dev/zero is longer than 256 MiB"), "\(endless.stderr)")
+    }
+}
