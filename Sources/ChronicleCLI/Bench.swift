@@ -17,7 +17,7 @@ struct ScenarioBench: AsyncParsableCommand {
         abstract: "Save, replay, cold start, bytes, scaling, convergence and memory, against plain SQLite and the targets.",
         discussion: "Exit status 0 whether targets are met or not; each is reported as met or missed with its ratio.")
 
-    @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue).")
+    @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue; more than 0, at most 100).")
     var scale: Double = 1
 
     @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), bytes, scaling, convergence.")
@@ -27,6 +27,15 @@ struct ScenarioBench: AsyncParsableCommand {
     var writeDocs: String?
 
     @OptionGroup var output: OutputOptions
+
+    static let scenarios = ["save", "replay", "bytes", "scaling", "convergence"]
+
+    func validate() throws {
+        guard scale.isFinite, scale > 0, scale <= 100 else { throw ValidationError("--scale takes a number more than 0 and at most 100, not \(scale)") }
+        if let unknown = only.first(where: { !Self.scenarios.contains($0) }) {
+            throw ValidationError("unknown scenario \(unknown) (--only takes \(Self.scenarios.joined(separator: ", ")))")
+        }
+    }
 
     func run() async throws {
         try await reportingErrors(output) {
@@ -38,7 +47,7 @@ struct ScenarioBench: AsyncParsableCommand {
             }
             let clock = ContinuousClock()
             let start = clock.now
-            let chosen = only.isEmpty ? ["save", "replay", "bytes", "scaling", "convergence"] : only
+            let chosen = only.isEmpty ? Self.scenarios : only
             var targets: [MacroBench.Target] = []
             for name in chosen {
                 switch name {
@@ -88,13 +97,13 @@ struct CodecBench: AsyncParsableCommand {
         commandName: "codec",
         abstract: "Encode+compress and decompress+verify+decode throughput, with LZ4 alone as the baseline.")
 
-    @Option(help: "Changes per transaction.")
+    @Option(help: "Changes per transaction (1 to 100000).")
     var changes: [Int] = [1, 10, 100]
 
-    @Option(help: "Seconds to spend on each measurement, over all rounds.")
+    @Option(help: "Seconds to spend on each measurement, over all rounds (more than 0, at most 3600).")
     var seconds: Double = 1.0
 
-    @Option(help: "Rounds: the measurements of one size take turns this many times and each reports its best round, so a burst of load from elsewhere on the machine does not decide a ratio.")
+    @Option(help: "Rounds: the measurements of one size take turns this many times and each reports its best round, so a burst of load from elsewhere on the machine does not decide a ratio (1 to 1000).")
     var rounds: Int = 5
 
     @Option(help: "Profile one path only, in a loop: encode, walk or decode.")
@@ -119,6 +128,13 @@ struct CodecBench: AsyncParsableCommand {
     }
 
     @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if let bad = changes.first(where: { !(1...100_000).contains($0) }) { throw ValidationError("--changes takes 1 to 100000, not \(bad)") }
+        guard seconds.isFinite, seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds takes a number more than 0 and at most 3600, not \(seconds)") }
+        guard (1...1000).contains(rounds) else { throw ValidationError("--rounds takes 1 to 1000, not \(rounds)") }
+        if let only, !["encode", "walk", "decode"].contains(only) { throw ValidationError("--only takes encode, walk or decode") }
+    }
 
     static let schema = try! Schema(version: 1, entities: [
         Entity("Note", attributes: [

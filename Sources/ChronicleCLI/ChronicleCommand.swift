@@ -31,6 +31,7 @@ struct ChronicleCommand: AsyncParsableCommand {
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
         do {
+            try checkHelpNames(arguments)
             var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
@@ -39,6 +40,21 @@ struct ChronicleCommand: AsyncParsableCommand {
             }
         } catch {
             Foundation.exit(finish(error, json: arguments.prefix(while: { $0 != "--" }).contains("--json")))
+        }
+    }
+
+    /// Refuses `chronicle help NAME…` when NAME is no command (ArgumentParser
+    /// prints the top-level help and exits 0 for it).
+    static func checkHelpNames(_ arguments: [String]) throws {
+        guard arguments.first == "help" else { return }
+        var command: any ParsableCommand.Type = ChronicleCommand.self
+        for name in arguments.dropFirst().prefix(while: { !$0.hasPrefix("-") }) {
+            let subcommands = command.configuration.subcommands
+            guard let found = subcommands.first(where: { $0._commandName == name }) else {
+                let known = subcommands.filter { $0.configuration.shouldDisplay }.map { $0._commandName }
+                throw ValidationError("no command \"\(name)\"" + (known.isEmpty ? "" : " (there are \(known.joined(separator: ", ")))"))
+            }
+            command = found
         }
     }
 

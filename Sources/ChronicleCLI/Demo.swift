@@ -17,8 +17,12 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "The seed for every random choice.")
     var seed: UInt64 = 7
 
-    @Option(help: "Saves per device.")
+    @Option(help: "Saves per device (0 to 10000).")
     var saves: Int = 30
+
+    func validate() throws {
+        guard (0...10_000).contains(saves) else { throw ValidationError("--saves takes 0 to 10000, not \(saves)") }
+    }
 
     @Flag(help: "Keep the temporary directory and print its path.")
     var keep = false

@@ -65,6 +65,13 @@ struct CLIContractTests {
     @Test(arguments: [
         ["frobnicate"], ["save", "--bogus"], ["query"], ["simulate", "--devices", "0"], ["simulate", "--seed", "zz"],
         ["bench", "codec", "--only", "nope", "--seconds", "0.01"], ["bench", "scenarios", "--only", "nope"],
+        // Regression: these ran (`help bogus` printed the top-level help and
+        // exited 0) or trapped on the value (NaN, a negative count).
+        ["help", "bogus"], ["help", "bench", "nope"], ["simulate", "--seeds=-1"], ["bench", "scenarios", "--scale", "abc"],
+        ["bench", "scenarios", "--scale", "nan"], ["bench", "scenarios", "--scale=-1"], ["bench", "codec", "--changes=-5"],
+        ["bench", "codec", "--seconds=-1"], ["bench", "codec", "--rounds", "0"], ["bench", "fetch", "--records=-1"],
+        ["bench", "fetch", "--rounds", "0"], ["demo", "--saves=-1"],
+        ["baseline", "--part-kib", "99999999999999999", "--device-dir", "d", "--container", "c", "--schema", "s"],
     ])
     func usageErrorsExitTwo(arguments: [String]) throws {
         let text = try CLIErrorTests.run(arguments)
