@@ -200,6 +200,34 @@ struct CLIContractTests {
         #expect(String(decoding: run.stdout, as: UTF8.self).contains("rename one with AS"))
     }
 
+    /// Regression: several statements and writes were refused with
+    /// SQLite's words ("Multiple statements found", "cannot modify Folder
+    /// because it is a view", "attempt to write a readonly database"), as a
+    /// failure (exit 1) rather than bad usage, and ATTACH ran.
+    @Test(arguments: [
+        ("SELECT 1; DELETE FROM Folder", "several SQL statements"),
+        ("SELECT name FROM Folder; SELECT 2", "several SQL statements"),
+        ("DELETE FROM Folder", "the query is DELETE: query runs one statement that only reads"),
+        ("delete from _chronicle_rows_Folder", "the query is DELETE"),
+        ("  /* hm */ UPDATE _chronicle_rows_Folder SET name = 'y'", "the query is UPDATE"),
+        ("PRAGMA user_version = 9", "the query writes"),
+        ("VACUUM INTO '/tmp/chronicle-vacuum-copy.sqlite'", "the query is VACUUM"),
+        ("ATTACH '/tmp/chronicle-attached.sqlite' AS a", "the query is ATTACH"),
+        ("BEGIN", "the query is BEGIN"),
+        (" ; ", "no SQL statement"),
+    ])
+    func queryRunsExactlyOneReadOnlyStatement(_ sql: String, _ message: String) throws {
+        #expect(try save("a", #"{"op": "insert", "entity": "Folder", "values": {"name": "x"}}"#).status == 0)
+        let text = try query("a", sql, json: false)
+        #expect(text.status == 2 && text.stderr.contains(message), "\(sql): \(text.stderr)")
+        let json = try query("a", sql)
+        let error = try #require(try Self.object(json.stdout)["error"] as? [String: Any], "\(sql)")
+        #expect(json.status == 2 && error["code"] as? String == "usage" && (error["message"] as? String)?.contains(message) == true, "\(error)")
+        let names = try Self.rows(try query("a", "SELECT name FROM Folder").stdout).compactMap { $0["name"] as? String }
+        #expect(names == ["x"])
+        #expect(try Self.rows(try query("a", "PRAGMA user_version").stdout).first?["user_version"] as? Int != 9)
+    }
+
     /// Regression: plain `query` printed values as they were, so a tab or a
     /// line break in a value broke the rows apart.
     @Test func plainQueryEscapesSeparators() throws {
