@@ -16,6 +16,8 @@ struct ChronicleCommand: AsyncParsableCommand {
             Exit status: 0 on success, 1 when the command found a problem (bad input data included), \
             2 on bad usage (an unknown command or option, a missing or invalid argument); \
             `sync` exits 3 when something it needs is not visible in the container yet.
+            Standard error carries errors only, and progress; --log-level LEVEL (any command) or \
+            CHRONICLE_LOG=LEVEL logs more (trace, debug, info, notice, warning, error, critical).
             Long runs (sync, simulate --seeds, bench) report progress with a rate on standard error: \
             one line rewritten in place on a terminal, plain lines otherwise.
             """,
@@ -29,8 +31,9 @@ struct ChronicleCommand: AsyncParsableCommand {
     /// with the exit status the help documents for bad usage (2, where
     /// ArgumentParser uses 64), and bad usage as JSON under `--json`.
     static func main() async {
-        let arguments = Array(CommandLine.arguments.dropFirst())
+        var arguments = Array(CommandLine.arguments.dropFirst())
         do {
+            arguments = try CLILogging.configure(arguments, environment: ProcessInfo.processInfo.environment)
             try checkHelpNames(arguments)
             var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {

@@ -171,3 +171,42 @@ struct CLIInputTests {
         #expect(endless.stderr.contains("sizeOverCap: input /dev/zero is longer than 256 MiB"), "\(endless.stderr)")
     }
 }
+
+/// The CLI's log: errors only by default, more with `--log-level` or
+/// `CHRONICLE_LOG`.
+@Suite(.enabled(if: CrashSafetyTests.binary != nil, "needs the chronicle binary: swift build --build-tests"))
+struct CLILoggingTests {
+    let inputs: CLIInputTests
+
+    init() throws {
+        inputs = try CLIInputTests()
+    }
+
+    /// Regression: there was no `--log-level`, and the default let warnings through.
+    @Test func ordinaryCommandsLogNothingUnlessAskedTo() throws {
+        let save = try CLIErrorTests.run(["save"] + inputs.device(), input: CLIInputTests.insert("a"))
+        #expect(save.status == 0 && save.stderr.isEmpty, "\(save.stderr)")
+        let sync = try CLIErrorTests.run(["sync"] + inputs.device())
+        #expect(sync.status == 0 && sync.stderr.isEmpty, "\(sync.stderr)")
+        for arguments in [["--log-level", "info"], ["--log-level=INFO"]] {
+            let loud = try CLIErrorTests.run(["sync"] + inputs.device() + arguments + ["--json"])
+            #expect(loud.status == 0 && loud.stderr.contains("info chronicle:") && loud.stderr.contains("opened store"), "\(loud.stderr)")
+            #expect(try CLIContractTests.object(loud.stdout)["status"] as? String == "upToDate")
+        }
+        let variable = try CLIErrorTests.run(["sync"] + inputs.device(), environment: ["CHRONICLE_LOG": "debug"])
+        #expect(variable.status == 0 && variable.stderr.contains("opened store"), "\(variable.stderr)")
+        // The option over the variable.
+        let quiet = try CLIErrorTests.run(["sync"] + inputs.device() + ["--log-level", "error"], environment: ["CHRONICLE_LOG": "debug"])
+        #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+    }
+
+    @Test func aLevelThatIsNoLevelIsBadUsage() throws {
+        let option = try CLIErrorTests.run(["sync"] + inputs.device() + ["--log-level", "loud", "--json"])
+        #expect(option.status == 2)
+        let error = try #require(try CLIContractTests.object(option.stdout)["error"] as? [String: Any])
+        #expect(error["code"] as? String == "usage" && (error["message"] as? String)?.contains("--log-level loud is not a log level") == true, "\(error)")
+        let variable = try CLIErrorTests.run(["sync"] + inputs.device(), environment: ["CHRONICLE_LOG": "loud"])
+        #expect(variable.status == 2 && variable.stderr.contains("CHRONICLE_LOG=loud is not a log level"), "\(variable.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: inputs.path("a")), "bad usage made the device folder")
+    }
+}
