@@ -29,7 +29,7 @@ extension Schema {
         let (root, positions) = try JSONValue.parseWithPositions(data, code: .schemaSyntax)
         let reader = SchemaJSONReader(positions: positions)
         let (version, entities) = try reader.read(root)
-        try self.init(version: version, entities: entities)
+        try self.init(version: version, entities: entities, locate: reader.locate)
     }
 
     /// The versions a schema file may give: the app's version number of its
@@ -136,7 +136,7 @@ private struct SchemaJSONReader {
         let typeName = try string(o["type"], "\(path).type")
         guard let type = AttributeType(rawValue: typeName) else {
             let known = AttributeType.allCases.map(\.rawValue).joined(separator: ", ")
-            throw fail("\(path).type", "unknown type '\(typeName)' (one of: \(known))")
+            throw fail("\(path).type", "unknown type '\(SchemaValidator.shown(typeName))' (one of: \(known))")
         }
         let optional = try bool(o["optional"], "\(path).optional") ?? false
         var defaultValue: Value?
@@ -167,7 +167,7 @@ private struct SchemaJSONReader {
         if let r = o["deleteRule"] {
             let ruleName = try string(r, "\(path).deleteRule")
             guard let parsed = DeleteRule(rawValue: ruleName) else {
-                throw fail("\(path).deleteRule", "unknown delete rule '\(ruleName)' (nullify, cascade or deny)")
+                throw fail("\(path).deleteRule", "unknown delete rule '\(SchemaValidator.shown(ruleName))' (nullify, cascade or deny)")
             }
             rule = parsed
         }
@@ -199,7 +199,7 @@ private struct SchemaJSONReader {
 
     private func checkKeys(_ o: [String: JSONValue], allowed: Set<String>, _ path: String) throws(ChronicleError) {
         if let unknown = o.keys.sorted().first(where: { !allowed.contains($0) }) {
-            throw fail("\(path).\(unknown)", "unknown key (allowed: \(allowed.sorted().joined(separator: ", ")))")
+            throw ChronicleError(.invalidSchema, locate("\(path).\(unknown)") + "\(path).\(SchemaValidator.shown(unknown)): unknown key (allowed: \(allowed.sorted().joined(separator: ", ")))")
         }
     }
 
@@ -211,7 +211,7 @@ private struct SchemaJSONReader {
 
     /// "line 3, column 17: " for the value at `path`, or the nearest
     /// enclosing one that is there.
-    private func locate(_ path: String) -> String {
+    func locate(_ path: String) -> String {
         var located = path.hasPrefix("(root).") ? String(path.dropFirst("(root).".count)) : path
         while positions[located] == nil, let cut = located.lastIndex(where: { $0 == "." || $0 == "[" }) {
             located = String(located[..<cut])
