@@ -82,6 +82,13 @@ import Testing
         #expect(error?.message == expected)
     }
 
+    /// Regression: `-0` was the integer 0, so a double lost its sign.
+    @Test func minusZeroIsNegativeZero() throws {
+        guard case .double(let d) = try JSONValue(parsing: Data("-0".utf8)) else { Issue.record("not a double"); return }
+        #expect(d == 0 && d.sign == .minus)
+        #expect(try JSONValue(parsing: Data("0".utf8)) == .int(0))
+    }
+
     /// A line cut from a larger input names its line in that input.
     @Test func positionsCountFromTheFirstLineGiven() {
         let error = #expect(throws: ChronicleError.self) {

@@ -117,6 +117,20 @@ struct CLIInputTests {
         #expect(run.stderr.contains(message), "\(run.stderr)")
     }
 
+    /// Regression: `-0` for a double was saved as +0.0 (the parser read it
+    /// as the integer 0); for other types it is still 0.
+    @Test func minusZeroKeepsItsSignInADouble() throws {
+        let input = [#"{"op": "insert", "entity": "Item", "values": {"title": "a", "score": -0, "count": -0, "due": -0}}"#,
+                     #"{"op": "insert", "entity": "Item", "values": {"title": "b", "score": 0, "count": 0}}"#].joined(separator: "\n")
+        let run = try CLIErrorTests.run(["save"] + device(), input: input)
+        #expect(run.status == 0, "\(run.stderr)")
+        let rows = try CLIContractTests.rows(try CLIErrorTests.run(["query", "--device-dir", path("a"), "--json",
+                                                                   "SELECT title, score, count, due FROM Item ORDER BY title"]).stdout)
+        #expect(rows.first?["score"] as? String == "-0.0", "\(rows)")
+        #expect(rows.first?["count"] as? Int == 0 && rows.first?["due"] as? String == "1970-01-01T00:00:00.000000Z", "\(rows)")
+        #expect(rows.last?["score"] as? Int == 0, "\(rows)")
+    }
+
     // MARK: Files
 
     /// Regression: `--input` read files through Foundation, which could not

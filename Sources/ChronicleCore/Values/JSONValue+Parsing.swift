@@ -20,7 +20,8 @@ extension JSONValue {
     /// whitespace (a leading UTF-8 byte order mark is skipped), valid UTF-8,
     /// and no key twice in one object, since a repeated key has no single
     /// meaning. A number without a fraction or exponent that fits in 64 bits
-    /// is an ``int(_:)``; any other number is a ``double(_:)``.
+    /// is an ``int(_:)``, but for `-0`; any other number is a ``double(_:)``
+    /// (`-0` is `-0.0`).
     ///
     /// ```swift
     /// let value = try JSONValue(parsing: Data(#"{"title": "Dune", "pages": 412}"#.utf8))
@@ -339,7 +340,9 @@ struct JSONParser {
             guard digits() > 0 else { throw fault("a number needs a digit in its exponent") }
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        if integral, let i = Int64(text) { return .int(i) }
+        // "-0" is negative zero: a double, so that the sign survives (an
+        // int64 field still takes it, as 0).
+        if integral, text != "-0", let i = Int64(text) { return .int(i) }
         guard let d = Double(text), d.isFinite else { throw fault("the number \(text) is out of range", at: start) }
         return .double(d)
     }
