@@ -1,6 +1,7 @@
 import ArgumentParser
 import Chronicle
 import Foundation
+import Synchronization
 
 struct Save: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -36,23 +37,41 @@ struct Save: AsyncParsableCommand {
             let parsed = try ChangeLines.split(bytes).map { try ParsedChange(line: $0.bytes, number: $0.number, schema: schema) }
             guard !parsed.isEmpty else { throw ChronicleError(.misuse, "no changes given: expected JSON lines on standard input") }
             let store = try await device.open(schema: schema)
-            let (inserted, saved) = try await store.writeReporting { tx -> [RecordID] in
+            let generated = GeneratedIDs()
+            let (inserted, saved) = try await ParsedChange.locatingErrors(parsed, generated) { try await store.writeReporting { tx -> [RecordID] in
                 var ids: [RecordID] = []
                 for change in parsed {
                     switch change.kind {
-                    case .insert: ids.append(tx.insert(change.entity, change.values, id: change.id))
+                    case .insert:
+                        let id = change.id ?? tx.newRecordID()
+                        generated.record(id, line: change.number)
+                        ids.append(tx.insert(change.entity, change.values, id: id))
                     case .update: tx.update(change.entity, id: change.id!, change.values)
                     case .delete: tx.delete(change.entity, id: change.id!)
                     }
                 }
                 return ids
-            }
+            } }
             // The sequence this save committed as (nil: the input changed nothing).
             let sequence = saved?.sequence ?? 0
             try await store.close()
             output.print(.object(["sequence": .int(Int64(sequence)), "inserted": .array(inserted.map { .string($0.description) })]),
                          text: "saved sequence \(sequence)" + inserted.map { "\ninserted \($0)" }.joined())
         }
+    }
+}
+
+/// The IDs `save` gave the records it inserts, by line, to name the line
+/// of an error about one of them.
+final class GeneratedIDs: Sendable {
+    private let lines = Mutex<[RecordID: Int]>([:])
+
+    func record(_ id: RecordID, line: Int) {
+        lines.withLock { $0[id] = line }
+    }
+
+    func line(of id: RecordID) -> Int? {
+        lines.withLock { $0[id] }
     }
 }
 
@@ -82,6 +101,10 @@ struct ParsedChange {
     var entity: String
     var id: RecordID?
     var values: [String: Value] = [:]
+    /// The line as given, to find it again from the save's errors.
+    var text = ""
+    /// Its line number in the input.
+    var number: Int
 
     static let keys: Set<String> = ["op", "entity", "id", "values"]
 
@@ -115,6 +138,7 @@ struct ParsedChange {
         }
         self.kind = kind
         self.entity = entityName
+        self.number = number
         switch o["id"] {
         case .string(let s)?:
             guard let id = RecordID(string: s) else { throw ChronicleError(.malformedBody, "\(at("id")): \"id\" is not a UUID") }
@@ -137,13 +161,66 @@ struct ParsedChange {
                 guard let field = entity.field(named: name) else {
                     throw ChronicleError(.unknownAttribute, "\(at(path)): \(entityName) has no field \(Self.quoted(name))")
                 }
-                self.values[name] = try Value(json: json, for: field, path: "\(at(path)): \(entityName).\(name)")
+                let value = try Value(json: json, for: field, path: "\(at(path)): \(entityName).\(name)")
+                try Self.check(value, of: field, "\(at(path)): \(entityName).\(Self.quotedIfOdd(name))")
+                self.values[name] = value
             }
         case nil:
             if kind == .update { throw ChronicleError(.malformedBody, "\(at("(root)")): an update needs \"values\" to change") }
         case let other?:
             throw ChronicleError(.malformedBody, "\(at("values")): \"values\" must be an object, not \(other.kindName)")
         }
+        if kind == .insert, let missing = entity.fields.first(where: { !$0.isOptional && $0.defaultValue == nil && values[$0.name] == nil }) {
+            throw ChronicleError(.missingValue, "\(at(o["values"] == nil ? "(root)" : "values")): \(entityName).\(missing.name) is required")
+        }
+        self.text = String(decoding: line, as: UTF8.self)
+    }
+
+    /// Refuses, before the save, what the save would refuse of a value
+    /// alone, so that the message can name its line and column: null for a
+    /// required field, text holding U+0000.
+    private static func check(_ value: Value, of field: Field, _ at: String) throws(ChronicleError) {
+        if value.isNull && !field.isOptional {
+            throw ChronicleError(.missingValue, "\(at) is required: it cannot be null")
+        }
+        if case .string(let text) = value, text.utf8.contains(0) {
+            throw ChronicleError(.invalidValue, "\(at) holds the character U+0000, which text read back from SQLite stops at; keep such bytes in a data attribute")
+        }
+    }
+
+    /// `name` as it is when it is a plain name, quoted as JSON otherwise.
+    static func quotedIfOdd(_ name: String) -> String {
+        name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F } && !name.isEmpty
+            ? name : quoted(name)
+    }
+
+    /// Runs `save`; an error it throws about a record (one the input names
+    /// by ID: updated, deleted or referred to) gets the line and column
+    /// where the input first names that record.
+    static func locatingErrors<T>(_ changes: [ParsedChange], _ generated: GeneratedIDs, _ save: () async throws -> T) async throws -> T {
+        do {
+            return try await save()
+        } catch let error as ChronicleError {
+            guard let place = firstMention(in: changes, generated, of: error.message) else { throw error }
+            throw ChronicleError(error.code, "\(place): \(error.message)", underlying: error)
+        }
+    }
+
+    /// "line 3, column 40" where a record ID in `message` first appears in
+    /// the input ("line 3, column 1" for the ID an insert got), or nil.
+    static func firstMention(in changes: [ParsedChange], _ generated: GeneratedIDs, of message: String) -> String? {
+        let ids = message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) }
+        for change in changes {
+            for id in ids {
+                if let range = change.text.range(of: id.description, options: .caseInsensitive) {
+                    return "line \(change.number), column \(change.text.unicodeScalars.distance(from: change.text.startIndex, to: range.lowerBound) + 1)"
+                }
+                if generated.line(of: id) == change.number {
+                    return "line \(change.number), column 1"
+                }
+            }
+        }
+        return nil
     }
 
     /// A name from the input as a JSON string, so that quotes, control

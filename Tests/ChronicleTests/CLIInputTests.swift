@@ -131,6 +131,35 @@ struct CLIInputTests {
         #expect(rows.last?["score"] as? Int == 0, "\(rows)")
     }
 
+    /// Regression: what the save itself refuses (a required field null or
+    /// missing, text holding U+0000, an ID or reference to no record, a
+    /// unique key taken) had no line and column.
+    @Test(arguments: [
+        (#"{"op": "insert", "entity": "Item", "values": {"title": null}}"#, "missingValue: line 2, column 56: Item.title is required"),
+        (#"{"op": "insert", "entity": "Item", "values": {"count": 1}}"#, "missingValue: line 2, column 46: Item.title is required"),
+        (#"{"op": "insert", "entity": "Item"}"#, "missingValue: line 2, column 1: Item.title is required"),
+        (#"{"op": "insert", "entity": "Item", "values": {"title": "a\u0000b"}}"#, "invalidValue: line 2, column 56: Item.title holds the character U+0000"),
+        (#"{"op": "delete", "entity": "Item", "id": "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"}"#, "recordNotFound: line 2, column 43: no Item with ID"),
+        (#"{"op": "insert", "entity": "Tag", "values": {"name": "x", "item": "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"}}"#,
+         "recordNotFound: line 2, column 68: Tag.item refers to Item"),
+        (#"{"op": "insert", "entity": "Tag", "values": {"name": "taken"}}"#, "uniqueViolation: line 2, column 1: Tag"),
+    ])
+    func refusalsOfTheSaveNameTheLine(_ line: String, _ message: String) throws {
+        let schema = #"""
+            {"version": 1, "entities": [
+              {"name": "Item", "attributes": [{"name": "title", "type": "string"}, {"name": "count", "type": "int64", "optional": true}],
+               "relationships": [{"name": "tags", "toMany": true, "destination": "Tag", "inverse": "item"}]},
+              {"name": "Tag", "attributes": [{"name": "name", "type": "string"}], "unique": [["name"]],
+               "relationships": [{"name": "item", "destination": "Item", "inverse": "tags"}]}]}
+            """#
+        try Data(schema.utf8).write(to: root.appendingPathComponent("tags.json"))
+        let first = try CLIErrorTests.run(["save"] + device(schema: "tags.json"), input: #"{"op": "insert", "entity": "Tag", "values": {"name": "taken"}}"#)
+        #expect(first.status == 0, "\(first.stderr)")
+        let run = try CLIErrorTests.run(["save"] + device(schema: "tags.json"), input: Self.insert("fine") + "\n" + line + "\n")
+        #expect(run.status == 1)
+        #expect(run.stderr.contains(message), "\(run.stderr)")
+    }
+
     // MARK: Files
 
     /// Regression: `--input` read files through Foundation, which could not
