@@ -35,7 +35,9 @@ struct Save: AsyncParsableCommand {
             let bytes = try InputFile.bytes(of: input, what: "input", limit: InputFile.changesByteLimit)
             // Parsed before the store opens: bad input leaves no device folder behind.
             let parsed = try ChangeLines.split(bytes).map { try ParsedChange(line: $0.bytes, number: $0.number, schema: schema) }
-            guard !parsed.isEmpty else { throw ChronicleError(.misuse, "no changes given: expected JSON lines on standard input") }
+            guard !parsed.isEmpty else {
+                throw ChronicleError(.misuse, "no changes given: \(input ?? "standard input") holds no JSON lines (one change per line)")
+            }
             let store = try await device.open(schema: schema)
             let generated = GeneratedIDs()
             let (inserted, saved) = try await ParsedChange.locatingErrors(parsed, generated) { try await store.writeReporting { tx -> [RecordID] in
@@ -225,7 +227,8 @@ struct ParsedChange {
 
     /// A name from the input as a JSON string, so that quotes, control
     /// characters and line breaks in it cannot pass for the message's own.
+    /// Cut after 40 characters, so a huge name does not flood the message.
     static func quoted(_ name: String) -> String {
-        JSONText.line(.string(name))
+        name.count > 40 ? JSONText.line(.string(String(name.prefix(40)))) + "…" : JSONText.line(.string(name))
     }
 }

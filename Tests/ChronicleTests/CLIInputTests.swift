@@ -110,6 +110,8 @@ struct CLIInputTests {
         (#"  ["op"]"#, "malformedBody: line 2, column 3: not a JSON object"),
         (#"{"op": "insert", "entity": "Item", "values": {"title": "x"}, "more": 1}"#, #"malformedBody: line 2, column 70: unknown key "more""#),
         (#"{"op": "insert", "entity": 5}"#, #"malformedBody: line 2, column 28: "entity" must be the name"#),
+        (#"{"op": "insert", "entity": "\#(String(repeating: "é", count: 10_000))"}"#,
+         #"unknownEntity: line 2, column 28: the schema has no entity "\#(String(repeating: "é", count: 40))"…"#),
     ])
     func everyRefusedLineNamesLineAndColumn(_ line: String, _ message: String) throws {
         let run = try CLIErrorTests.run(["save"] + device(), input: Self.insert("fine") + "\n" + line + "\n")
@@ -158,6 +160,17 @@ struct CLIInputTests {
         let run = try CLIErrorTests.run(["save"] + device(schema: "tags.json"), input: Self.insert("fine") + "\n" + line + "\n")
         #expect(run.status == 1)
         #expect(run.stderr.contains(message), "\(run.stderr)")
+    }
+
+    /// Regression: empty input from a file said "expected JSON lines on
+    /// standard input".
+    @Test func emptyInputIsRefusedNamingWhereItWasRead() throws {
+        try Data("\r\n  \n\t\n".utf8).write(to: root.appendingPathComponent("empty.jsonl"))
+        let file = try CLIErrorTests.run(["save"] + device() + ["--input", path("empty.jsonl")])
+        #expect(file.status == 1 && file.stderr.contains("misuse: no changes given: \(path("empty.jsonl")) holds no JSON lines"), "\(file.stderr)")
+        let stdin = try CLIErrorTests.run(["save"] + device(), input: "\n")
+        #expect(stdin.status == 1 && stdin.stderr.contains("no changes given: standard input holds no JSON lines"), "\(stdin.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: path("a")))
     }
 
     // MARK: Files
