@@ -70,7 +70,7 @@ struct CLIContractTests {
         ["help", "bogus"], ["help", "bench", "nope"], ["simulate", "--seeds=-1"], ["bench", "scenarios", "--scale", "abc"],
         ["bench", "scenarios", "--scale", "nan"], ["bench", "scenarios", "--scale=-1"], ["bench", "codec", "--changes=-5"],
         ["bench", "codec", "--seconds=-1"], ["bench", "codec", "--rounds", "0"], ["bench", "fetch", "--records=-1"],
-        ["bench", "fetch", "--rounds", "0"], ["demo", "--saves=-1"],
+        ["bench", "fetch", "--rounds", "0"], ["demo", "--saves=-1"], ["simulate", "--processes", "0"], ["simulate", "--processes", "33"],
         ["baseline", "--part-kib", "99999999999999999", "--device-dir", "d", "--container", "c", "--schema", "s"],
     ])
     func usageErrorsExitTwo(arguments: [String]) throws {
