@@ -54,9 +54,15 @@ struct Query: AsyncParsableCommand {
                     let statement = try Self.oneReadOnlyStatement(sql, in: db)
                     let kinds = statement.columnNames.indices.map { ColumnKind(statement, column: $0, schema: schema) }
                     var rows: [[JSONValue]] = []
+                    var bytes = 0
                     let cursor = try Row.fetchCursor(statement)
                     while let row = try cursor.next() {
-                        rows.append(kinds.indices.map { kinds[$0].json(row[$0] as DatabaseValue) })
+                        let values = kinds.indices.map { row[$0] as DatabaseValue }
+                        bytes += values.reduce(64) { $0 + 48 + Self.size(of: $1) }
+                        guard bytes <= Self.resultByteLimit else {
+                            throw ChronicleError(.sizeOverCap, "the query's result is larger than \(Self.resultByteLimit >> 20) MiB (\(rows.count) rows so far): narrow it with WHERE or LIMIT")
+                        }
+                        rows.append(kinds.indices.map { kinds[$0].json(values[$0]) })
                     }
                     return (statement.columnNames, rows)
                 }
@@ -85,6 +91,20 @@ struct Query: AsyncParsableCommand {
         var message: String
     }
 
+    /// The most bytes of values one query may return, so that a query
+    /// without end (a recursive WITH) is refused instead of filling memory.
+    static let resultByteLimit = 256 << 20
+
+    /// Bytes of text and blob values, 8 for the others (a row counts 64
+    /// more, and each value 48, for what holding it costs).
+    static func size(of value: DatabaseValue) -> Int {
+        switch value.storage {
+        case .string(let s): return s.utf8.count
+        case .blob(let b): return b.count
+        default: return 8
+        }
+    }
+
     /// The statements `query` runs, by their first word.
     static let readingKeywords: Set<String> = ["select", "with", "values", "explain", "pragma"]
 
@@ -101,6 +121,8 @@ struct Query: AsyncParsableCommand {
         }
         // Belt and braces: ATTACH could create a file beside the snapshot.
         sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
+        // No value larger than a result may be: zeroblob(1e9) fails at once.
+        sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, Int32(resultByteLimit))
         let statements = try db.allStatements(sql: sql)
         guard let statement = try statements.next() else {
             throw RefusedQuery(message: "the query has no SQL statement: give one SELECT")

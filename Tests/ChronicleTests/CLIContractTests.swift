@@ -228,6 +228,18 @@ struct CLIContractTests {
         #expect(try Self.rows(try query("a", "PRAGMA user_version").stdout).first?["user_version"] as? Int != 9)
     }
 
+    /// Regression: a query without end (a recursive WITH) read rows until
+    /// memory ran out, and one huge value was built before anything said no.
+    @Test func aQueryResultHasALimit() throws {
+        #expect(try save("a", #"{"op": "insert", "entity": "Folder", "values": {"name": "x"}}"#).status == 0)
+        let endless = try query("a", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT randomblob(1000000) FROM c")
+        #expect(!endless.signaled && endless.status == 1, "\(endless.stderr)")
+        let error = try #require(try Self.object(endless.stdout)["error"] as? [String: Any])
+        #expect(error["code"] as? String == "sizeOverCap" && (error["message"] as? String)?.contains("larger than 256 MiB") == true, "\(error)")
+        let huge = try query("a", "SELECT length(zeroblob(1000000000))", json: false)
+        #expect(huge.status == 1 && huge.stderr.contains("string or blob too big"), "\(huge.stderr)")
+    }
+
     /// Regression: plain `query` printed values as they were, so a tab or a
     /// line break in a value broke the rows apart.
     @Test func plainQueryEscapesSeparators() throws {
