@@ -34,6 +34,7 @@ struct ChronicleCommand: AsyncParsableCommand {
         var arguments = Array(CommandLine.arguments.dropFirst())
         do {
             arguments = try CLILogging.configure(arguments, environment: ProcessInfo.processInfo.environment)
+            _ = try ProgressLine.configuredSeconds(ProcessInfo.processInfo.environment)
             try checkHelpNames(arguments)
             var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {

@@ -256,6 +256,17 @@ struct CLILoggingTests {
         #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
     }
 
+    /// Regression: a progress interval too large for a Duration (1e30,
+    /// 1e400) trapped, and one that was no number was ignored.
+    @Test(arguments: ["1e30", "1e400", "nan", "-1", "soon"])
+    func aProgressIntervalThatIsNoIntervalIsBadUsage(_ value: String) throws {
+        let run = try CLIErrorTests.run(["simulate", "--seeds", "2", "--saves", "1", "--devices", "1", "--json"],
+                                        environment: ["CHRONICLE_PROGRESS_SECONDS": value])
+        #expect(!run.signaled && run.status == 2, "\(run.stderr)")
+        let error = try #require(try CLIContractTests.object(run.stdout)["error"] as? [String: Any])
+        #expect((error["message"] as? String)?.contains("CHRONICLE_PROGRESS_SECONDS=\(value) is not a number of seconds") == true, "\(error)")
+    }
+
     @Test func aLevelThatIsNoLevelIsBadUsage() throws {
         let option = try CLIErrorTests.run(["sync"] + inputs.device() + ["--log-level", "loud", "--json"])
         #expect(option.status == 2)
