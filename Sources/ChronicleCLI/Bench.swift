@@ -30,6 +30,22 @@ struct ScenarioBench: AsyncParsableCommand {
 
     static let scenarios = ["save", "replay", "bytes", "scaling", "convergence"]
 
+    /// The text of the markdown file at `path` (empty if there is none yet):
+    /// a file that cannot be read, or is not UTF-8, is refused rather than
+    /// overwritten with the results alone.
+    static func markdown(at path: String) throws(ChronicleError) -> String {
+        let bytes: [UInt8]
+        do {
+            bytes = try InputFile.regularFileBytes(at: path, what: "markdown file", limit: InputFile.schemaByteLimit)
+        } catch where error.code == .notFound {
+            return ""
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ChronicleError(.malformedBody, "markdown file \(path) is not UTF-8 text: refusing to rewrite it")
+        }
+        return text
+    }
+
     func validate() throws {
         guard scale.isFinite, scale > 0, scale <= 100 else { throw ValidationError("--scale takes a number more than 0 and at most 100, not \(scale)") }
         if let unknown = only.first(where: { !Self.scenarios.contains($0) }) {
@@ -39,6 +55,8 @@ struct ScenarioBench: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
+            // Read first: a file that cannot be rewritten stops the run before it starts.
+            let existingDoc = try writeDocs.map { path throws(ChronicleError) in try Self.markdown(at: path) }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-bench-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             let quiet = output.json
@@ -72,7 +90,7 @@ struct ScenarioBench: AsyncParsableCommand {
             let details = targets.map { "- \($0.name): \($0.detail)" }.joined(separator: "\n")
             if let writeDocs {
                 let path = URL(fileURLWithPath: writeDocs)
-                var doc = (try? String(contentsOf: path, encoding: .utf8)) ?? ""
+                var doc = existingDoc ?? ""
                 let begin = "<!-- scenarios:begin -->", end = "<!-- scenarios:end -->"
                 let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
                 let block = "\(begin)\nCommand: `chronicle bench --scale \(scale)` (release build), \(machine), run of \(ISO8601DateFormatter().string(from: Date())), \(String(format: "%.0f", seconds)) s.\n\n\(table)\n\(details)\n\(end)"

@@ -217,6 +217,17 @@ struct CLIInputTests {
         }
     }
 
+    /// Regression: `bench --write-docs` read a file that was not UTF-8 (or
+    /// could not be read) as empty and overwrote it with the results alone.
+    @Test func benchDoesNotOverwriteADocumentItCannotRead() throws {
+        let original = Data("# Results\n".utf8) + Data([0xFF, 0xFE]) + Data("\n<!-- scenarios:begin -->\n<!-- scenarios:end -->\n".utf8)
+        try original.write(to: root.appendingPathComponent("bench.md"))
+        let run = try CLIErrorTests.run(["bench", "scenarios", "--only", "bytes", "--scale", "0.01", "--write-docs", path("bench.md")],
+                                        timeLimitSeconds: 120)
+        #expect(run.status == 1 && run.stderr.contains("is not UTF-8 text: refusing to rewrite it"), "\(run.stderr)")
+        #expect(try Data(contentsOf: root.appendingPathComponent("bench.md")) == original)
+    }
+
     /// Regression: `--input` of a folder gave Foundation's words, and of
     /// `/dev/zero` read until memory ran out.
     @Test func saveInputThatIsAFolderOrEndlessIsRefused() throws {
