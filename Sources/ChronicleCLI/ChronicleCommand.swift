@@ -148,7 +148,7 @@ func reportingErrors(_ output: OutputOptions?, _ body: () async throws -> Void) 
         if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string(error.code.name), "message": .string(error.message)])])))
         } else {
-            FileHandle.standardError.write(Data("chronicle: \(error.code): \(error.message)\n".utf8))
+            FileHandle.standardError.write(Data("chronicle: \(error.code): \(oneLine(error.message))\n".utf8))
         }
         throw ExitCode.failure
     } catch let error as ExitCode {
@@ -157,10 +157,28 @@ func reportingErrors(_ output: OutputOptions?, _ body: () async throws -> Void) 
         if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string("error"), "message": .string("\(error)")])])))
         } else {
-            FileHandle.standardError.write(Data("chronicle: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("chronicle: \(oneLine("\(error)"))\n".utf8))
         }
         throw ExitCode.failure
     }
+}
+
+/// `message` on one line, as an error on standard error must be: line
+/// breaks and other control characters (from a path or a name in the
+/// input) are escaped (`\n`, `\r`, `\t`, `\u{1b}`).
+func oneLine(_ message: String) -> String {
+    guard message.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return message }
+    var out = ""
+    for scalar in message.unicodeScalars {
+        switch scalar {
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20 || scalar.value == 0x7F: out += "\\u{\(String(scalar.value, radix: 16))}"
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
 }
 
 enum JSONText {

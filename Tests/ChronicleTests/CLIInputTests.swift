@@ -173,6 +173,18 @@ struct CLIInputTests {
         #expect(!FileManager.default.fileExists(atPath: path("a")))
     }
 
+    /// Regression: a path or name holding a line break or an escape
+    /// sequence broke the one-line error on standard error (or recoloured
+    /// the terminal).
+    @Test func anErrorIsOneLineWhateverThePathHolds() throws {
+        let hostile = root.appendingPathComponent("x\ny\u{1b}[31m").path
+        let run = try CLIErrorTests.run(["save", "--device-dir", path("a"), "--container", hostile, "--schema", path("schema.json")],
+                                        input: Self.insert("x"))
+        #expect(run.status == 1)
+        #expect(run.stderr.hasSuffix("\n") && run.stderr.filter { $0 == "\n" }.count == 1, "\(run.stderr)")
+        #expect(!run.stderr.contains("\u{1b}") && run.stderr.contains(#"x\ny\u{1b}[31m"#), "\(run.stderr)")
+    }
+
     // MARK: Files
 
     /// Regression: `--input` read files through Foundation, which could not
