@@ -36,6 +36,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             arguments = try CLILogging.configure(arguments, environment: ProcessInfo.processInfo.environment)
             _ = try ProgressLine.configuredSeconds(ProcessInfo.processInfo.environment)
             try checkHelpNames(arguments)
+            try checkPathsAreNotEmpty(arguments)
             var command = try await asyncParseAsRoot(arguments)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
@@ -59,6 +60,22 @@ struct ChronicleCommand: AsyncParsableCommand {
                 throw ValidationError("no command \"\(name)\"" + (known.isEmpty ? "" : " (there are \(known.joined(separator: ", ")))"))
             }
             command = found
+        }
+    }
+
+    /// The options, across commands, that take a path.
+    static let pathOptions: Set<String> = ["--device-dir", "--container", "--schema", "--input", "-i", "--file", "--write-docs", "--journal"]
+
+    /// Refuses an empty path: `URL(fileURLWithPath: "")` is the current
+    /// folder, so `--device-dir ""` would make it a device folder, and
+    /// `init --container ""` a container.
+    static func checkPathsAreNotEmpty(_ arguments: [String]) throws {
+        for (i, argument) in arguments.prefix(while: { $0 != "--" }).enumerated() {
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let option = String(parts[0])
+            guard pathOptions.contains(option) else { continue }
+            let value = parts.count == 2 ? String(parts[1]) : (i + 1 < arguments.count ? arguments[i + 1] : nil)
+            if value == "" { throw ValidationError("\(option) takes a path, not an empty string") }
         }
     }
 
