@@ -14,7 +14,7 @@ enum InputFile {
     /// The most bytes `save` reads (its changes, from a file or standard input).
     static let changesByteLimit = 256 << 20
     /// The most bytes of a schema file.
-    static let schemaByteLimit = 16 << 20
+    static let schemaByteLimit = Schema.maxFileBytes
 
     /// The schema in the JSON file at `path`, a regular file (see
     /// ``regularFileBytes(at:what:limit:)``). Its errors start with the

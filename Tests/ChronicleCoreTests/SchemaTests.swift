@@ -2,6 +2,10 @@ import ChronicleCore
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @Suite struct SchemaTests {
     static let libraryJSON = """
     {"version": 1, "entities": [
@@ -105,6 +109,25 @@ import Testing
         #expect(error?.code == .invalidSchema)
         #expect(error?.message.hasPrefix(expected) == true, "\(error?.message.prefix(300) ?? "")")
         #expect((error?.message.count ?? 0) < 400)
+    }
+
+    /// Regression: a FIFO no one writes to was waited on forever, and
+    /// `/dev/zero` read until memory ran out.
+    @Test func aSchemaFileMustBeARegularFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-schema-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let fifo = folder.appendingPathComponent("fifo.json")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        for url in [fifo, URL(fileURLWithPath: "/dev/zero"), folder] {
+            let error = #expect(throws: ChronicleError.self) { try Schema(contentsOf: url) }
+            #expect(error?.code == .io && error?.message.contains("is not a regular file") == true, "\(url.path): \(String(describing: error))")
+        }
+        let missing = #expect(throws: ChronicleError.self) { try Schema(contentsOf: folder.appendingPathComponent("none.json")) }
+        #expect(missing?.code == .notFound)
+        let file = folder.appendingPathComponent("schema.json")
+        try Data(#"{"version": 1, "entities": [{"name": "A"}]}"#.utf8).write(to: file)
+        #expect(try Schema(contentsOf: file).entities.map(\.name) == ["A"])
     }
 
     @Test func malformedJSONNamesTheLine() {

@@ -36,10 +36,28 @@ extension Schema {
     /// model, from 1 on.
     static let versionRange = 1...Int(Int32.max)
 
-    /// Loads a schema from a JSON file.
+    /// The largest schema file ``init(contentsOf:)`` reads.
+    public static let maxFileBytes = 16 << 20
+
+    /// Loads a schema from a JSON file: a regular file (symbolic links are
+    /// followed) of at most ``maxFileBytes``.
+    ///
+    /// - Throws: ``ChronicleError/Code/io`` for a path that is not a regular
+    ///   file (a folder, a FIFO, a device such as `/dev/zero`: refused before
+    ///   reading, so a FIFO no one writes to is not waited on) or cannot be
+    ///   read; ``ChronicleError/Code/notFound`` for a missing file;
+    ///   ``ChronicleError/Code/sizeOverCap`` for a larger one; and the
+    ///   errors of ``init(json:)``, after the file's name.
     public init(contentsOf url: URL) throws(ChronicleError) {
         let data: Data
         do {
+            let values = try url.resourceValues(forKeys: [.isRegularFileKey, .fileSizeKey])
+            guard values.isRegularFile == true else {
+                throw ChronicleError(.io, "schema file \(url.path) is not a regular file")
+            }
+            guard (values.fileSize ?? 0) <= Self.maxFileBytes else {
+                throw ChronicleError(.sizeOverCap, "schema file \(url.path) is larger than \(Self.maxFileBytes >> 20) MiB")
+            }
             data = try Data(contentsOf: url)
         } catch {
             throw ChronicleError.file("cannot read schema file \(url.path)", error)
