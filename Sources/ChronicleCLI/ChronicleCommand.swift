@@ -32,19 +32,23 @@ struct ChronicleCommand: AsyncParsableCommand {
     /// ArgumentParser uses 64), and bad usage as JSON under `--json`.
     static func main() async {
         var arguments = Array(CommandLine.arguments.dropFirst())
+        // The command that was parsed, once it was: bad usage found while it
+        // runs shows its usage.
+        var parsedCommand: (any ParsableCommand.Type)?
         do {
             arguments = try CLILogging.configure(arguments, environment: ProcessInfo.processInfo.environment)
             _ = try ProgressLine.configuredSeconds(ProcessInfo.processInfo.environment)
             try checkHelpNames(arguments)
             try checkPathsAreNotEmpty(arguments)
             var command = try await asyncParseAsRoot(arguments)
+            parsedCommand = type(of: command)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try command.run()
             }
         } catch {
-            Foundation.exit(finish(error, json: arguments.prefix(while: { $0 != "--" }).contains("--json")))
+            Foundation.exit(finish(error, json: arguments.prefix(while: { $0 != "--" }).contains("--json"), command: parsedCommand))
         }
     }
 
@@ -80,7 +84,7 @@ struct ChronicleCommand: AsyncParsableCommand {
     }
 
     /// Prints what `error` calls for and returns the exit status.
-    static func finish(_ error: any Error, json: Bool) -> Int32 {
+    static func finish(_ error: any Error, json: Bool, command parsedCommand: (any ParsableCommand.Type)? = nil) -> Int32 {
         let code = exitCode(for: error)
         if code == .success {
             // --help and the like.
@@ -96,7 +100,10 @@ struct ChronicleCommand: AsyncParsableCommand {
         if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string("usage"), "message": .string(message(for: error))])])))
         } else {
-            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            // Bad usage found while running (a query that writes): the
+            // usage of the command that ran, not of `chronicle` itself.
+            let text = parsedCommand.map { "Error: \(message(for: error))\nUsage: chronicle \($0.usageString())" }
+            FileHandle.standardError.write(Data(((text ?? fullMessage(for: error)) + "\n").utf8))
         }
         return usageExitCode
     }

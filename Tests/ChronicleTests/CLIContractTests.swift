@@ -223,6 +223,8 @@ struct CLIContractTests {
         #expect(try save("a", #"{"op": "insert", "entity": "Folder", "values": {"name": "x"}}"#).status == 0)
         let text = try query("a", sql, json: false)
         #expect(text.status == 2 && text.stderr.contains(message), "\(sql): \(text.stderr)")
+        // The usage of the command that ran, not of `chronicle` itself.
+        #expect(text.stderr.contains("Usage: chronicle query --device-dir"), "\(text.stderr)")
         let json = try query("a", sql)
         let error = try #require(try Self.object(json.stdout)["error"] as? [String: Any], "\(sql)")
         #expect(json.status == 2 && error["code"] as? String == "usage" && (error["message"] as? String)?.contains(message) == true, "\(error)")
