@@ -5,8 +5,8 @@ import Foundation
 import Glibc
 #endif
 
-/// Every file the CLI reads its input from: `save`'s changes and schema
-/// files. Files are read with plain POSIX `read` calls until the end, never
+/// Every file the CLI reads its input from: `save`'s changes, schema
+/// files, a device folder's `device.json`, `bench --write-docs`. Files are read with plain POSIX `read` calls until the end, never
 /// mapped and never sized by `stat` first, so pipes, process substitution
 /// (`--input <(…)`) and `/dev/stdin` work like files; and every read has a
 /// limit, so an input that never ends is refused instead of filling memory.
