@@ -70,7 +70,7 @@ struct CLIContractTests {
         ["help", "bogus"], ["help", "bench", "nope"], ["simulate", "--seeds=-1"], ["bench", "scenarios", "--scale", "abc"],
         ["bench", "scenarios", "--scale", "nan"], ["bench", "scenarios", "--scale=-1"], ["bench", "codec", "--changes=-5"],
         ["bench", "codec", "--seconds=-1"], ["bench", "codec", "--rounds", "0"], ["bench", "fetch", "--records=-1"],
-        ["bench", "fetch", "--rounds", "0"], ["demo", "--saves=-1"], ["simulate", "--processes", "0"], ["simulate", "--processes", "33"],
+        ["bench", "fetch", "--rounds", "0"], ["demo", "--saves=-1"], ["demo", "--seed", "18446744073709551615"], ["simulate", "--processes", "0"], ["simulate", "--processes", "33"],
         // Regression: an empty path was the current folder (`init` made it a container).
         ["init", "--container", ""], ["inspect", "--container="], ["query", "--device-dir", "", "SELECT 1"],
         ["save", "--device-dir", "", "--container", "c", "--schema", "s"], ["dump", "--file", ""],
