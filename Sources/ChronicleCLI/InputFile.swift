@@ -11,8 +11,10 @@ import Glibc
 /// (`--input <(…)`) and `/dev/stdin` work like files; and every read has a
 /// limit, so an input that never ends is refused instead of filling memory.
 enum InputFile {
-    /// The most bytes `save` reads (its changes, from a file or standard input).
-    static let changesByteLimit = 256 << 20
+    /// The most bytes `save` reads (its changes, from a file or standard
+    /// input): as much as one log holds, which is as much as one save may
+    /// write (the JSON of a save is rarely smaller than its log).
+    static let changesByteLimit = DecodingLimits.defaultMaxBodyBytes
     /// The most bytes of a schema file.
     static let schemaByteLimit = Schema.maxFileBytes
 

@@ -14,7 +14,7 @@ struct Save: AsyncParsableCommand {
               {"op": "delete", "entity": "Book", "id": "<uuid>"}
             Values use the JSON forms in docs/values.md; dates are ISO 8601 with Z or an offset \
             (2026-01-31T14:00:00.5+02:00), or integer microseconds.
-            The input is UTF-8 (at most 256 MiB); lines may end in CRLF, blank lines are skipped. \
+            The input is UTF-8 (at most 64 MiB, the most one save's log holds); lines may end in CRLF, blank lines are skipped. \
             --input takes any file open(2) reads: a pipe, /dev/stdin, process substitution.
             A line that means nothing is refused, with its line and column, and nothing is saved (exit 1): \
             a key given twice, a key other than op, entity, id and values, values on a delete, \
@@ -80,15 +80,32 @@ final class GeneratedIDs: Sendable {
 /// The lines of `save`'s input: split at line feeds, a carriage return
 /// before one dropped (CRLF files read like LF ones), blank lines skipped.
 /// Each keeps its line number in the input, for messages.
+/// Only the lines that hold something are kept: input of blank lines
+/// alone costs no memory per line.
 enum ChangeLines {
     static func split(_ bytes: [UInt8]) -> [(number: Int, bytes: ArraySlice<UInt8>)] {
         var lines: [(number: Int, bytes: ArraySlice<UInt8>)] = []
-        for (i, raw) in bytes.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
-            let line = raw.last == 0x0D ? raw.dropLast() : raw
-            guard line.contains(where: { $0 != 0x20 && $0 != 0x09 && $0 != 0x0D }) else { continue }
-            lines.append((i + 1, line))
+        var number = 1
+        var start = 0
+        var blank = true
+        for i in bytes.indices {
+            let b = bytes[i]
+            if b == 0x0A {
+                if !blank { lines.append((number, trimmed(bytes[start..<i]))) }
+                number += 1
+                start = i + 1
+                blank = true
+            } else if b != 0x20 && b != 0x09 && b != 0x0D {
+                blank = false
+            }
         }
+        if !blank { lines.append((number, trimmed(bytes[start...]))) }
         return lines
+    }
+
+    /// The line without the carriage return of a CRLF end.
+    private static func trimmed(_ line: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        line.last == 0x0D ? line.dropLast() : line
     }
 }
 
@@ -103,8 +120,9 @@ struct ParsedChange {
     var entity: String
     var id: RecordID?
     var values: [String: Value] = [:]
-    /// The line as given, to find it again from the save's errors.
-    var text = ""
+    /// The line as given (a slice of the input, not a copy), to find
+    /// record IDs in it again from the save's errors.
+    var line: ArraySlice<UInt8> = []
     /// Its line number in the input.
     var number: Int
 
@@ -175,7 +193,7 @@ struct ParsedChange {
         if kind == .insert, let missing = entity.fields.first(where: { !$0.isOptional && $0.defaultValue == nil && values[$0.name] == nil }) {
             throw ChronicleError(.missingValue, "\(at(o["values"] == nil ? "(root)" : "values")): \(entityName).\(missing.name) is required")
         }
-        self.text = String(decoding: line, as: UTF8.self)
+        self.line = line
     }
 
     /// Refuses, before the save, what the save would refuse of a value
@@ -214,8 +232,9 @@ struct ParsedChange {
         let ids = message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) }
         for change in changes {
             for id in ids {
-                if let range = change.text.range(of: id.description, options: .caseInsensitive) {
-                    return "line \(change.number), column \(change.text.unicodeScalars.distance(from: change.text.startIndex, to: range.lowerBound) + 1)"
+                let text = String(decoding: change.line, as: UTF8.self)
+                if let range = text.range(of: id.description, options: .caseInsensitive) {
+                    return "line \(change.number), column \(text.unicodeScalars.distance(from: text.startIndex, to: range.lowerBound) + 1)"
                 }
                 if generated.line(of: id) == change.number {
                     return "line \(change.number), column 1"
