@@ -179,6 +179,10 @@ struct ParsedChange {
             for (name, json) in values.sorted(by: { $0.key < $1.key }) {
                 let path = "values.\(name)"
                 guard let field = entity.field(named: name) else {
+                    if let toMany = entity.relationships.first(where: { $0.isToMany && $0.name == name }) {
+                        throw ChronicleError(.unknownAttribute, "\(at(path)): \(entityName).\(name) is a to-many relationship, which a record does not hold: "
+                                             + "set \(toMany.destination).\(toMany.inverse ?? "its inverse") on each \(toMany.destination) instead")
+                    }
                     throw ChronicleError(.unknownAttribute, "\(at(path)): \(entityName) has no field \(Self.quoted(name))")
                 }
                 let value = try Value(json: json, for: field, path: "\(at(path)): \(entityName).\(name)")

@@ -145,6 +145,9 @@ struct CLIInputTests {
         (#"{"op": "insert", "entity": "Tag", "values": {"name": "x", "item": "0190aaaa-bbbb-7ccc-8ddd-eeeeeeeeeeee"}}"#,
          "recordNotFound: line 2, column 68: Tag.item refers to Item"),
         (#"{"op": "insert", "entity": "Tag", "values": {"name": "taken"}}"#, "uniqueViolation: line 2, column 1: Tag"),
+        // Regression: said only that Item has no field "tags".
+        (#"{"op": "insert", "entity": "Item", "values": {"title": "x", "tags": []}}"#,
+         "unknownAttribute: line 2, column 69: Item.tags is a to-many relationship, which a record does not hold: set Tag.item on each Tag instead"),
     ])
     func refusalsOfTheSaveNameTheLine(_ line: String, _ message: String) throws {
         let schema = #"""
