@@ -68,7 +68,7 @@ struct Inspect: AsyncParsableCommand {
                 "foreignEntries": .array(inventory.foreignEntries.map { .string($0.path) }),
                 "errors": problemsJSON(inventory.problems),
             ])
-            var text = "container \(location.container)\nactive store: \(JSONText.line(active))\n"
+            var text = "container \(oneLine(location.container))\nactive store: \(JSONText.line(active))\n"
             for (store, s) in inventory.stores.sorted(by: { $0.key < $1.key }) {
                 text += "store \(store): \(s.baselines.count) baseline(s)\n"
                 for (folder, b) in s.baselines.sorted(by: { $0.key < $1.key }) {
@@ -109,7 +109,7 @@ struct Verify: AsyncParsableCommand {
             output.print(.object([
                 "valid": .int(Int64(result.valid)), "bytes": .int(Int64(result.bytes)),
                 "bad": problemsJSON(result.problems),
-            ]), text: "\(result.valid) valid log(s), \(result.bytes) bytes" + result.problems.map { "\nBAD \($0)" }.joined())
+            ]), text: "\(result.valid) valid log(s), \(result.bytes) bytes" + result.problems.map { "\nBAD \(oneLine("\($0)"))" }.joined())
             if !result.passed { throw ExitCode.failure }
         }
     }
@@ -161,5 +161,6 @@ private func problemsJSON(_ problems: [ContainerProblem]) -> JSONValue {
 }
 
 private func problemsText(_ problems: [ContainerProblem]) -> String {
-    problems.isEmpty ? "" : "\nerrors:" + problems.map { "\n  \($0)" }.joined()
+    // A name in a container may hold a line break or an escape sequence.
+    problems.isEmpty ? "" : "\nerrors:" + problems.map { "\n  \(oneLine("\($0)"))" }.joined()
 }

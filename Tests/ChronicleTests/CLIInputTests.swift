@@ -188,6 +188,20 @@ struct CLIInputTests {
         #expect(!run.stderr.contains("\u{1b}") && run.stderr.contains(#"x\ny\u{1b}[31m"#), "\(run.stderr)")
     }
 
+    /// Regression: `inspect` and `verify` printed a name found in the
+    /// container as it was, so a line break in it split the report and an
+    /// escape sequence reached the terminal.
+    @Test func containerReportsEscapeTheNamesTheyFind() throws {
+        let hostile = "evil\n\u{1b}[31mname"
+        #expect(FileManager.default.createFile(atPath: root.appendingPathComponent("container/blobs/\(hostile)").path, contents: Data()))
+        for command in ["inspect", "verify"] {
+            let run = try CLIErrorTests.run([command, "--container", container])
+            let stdout = String(decoding: run.stdout, as: UTF8.self)
+            #expect(run.status == 1 && stdout.contains(#"blobs/evil\n\u{1b}[31mname: foreignEntry"#), "\(command): \(stdout)")
+            #expect(!stdout.contains("\u{1b}"), "\(command): \(stdout)")
+        }
+    }
+
     // MARK: Files
 
     /// Regression: `--input` read files through Foundation, which could not
