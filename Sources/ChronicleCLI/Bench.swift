@@ -21,7 +21,7 @@ struct ScenarioBench: AsyncParsableCommand {
         abstract: "Save, replay, cold start, bytes, scaling, convergence and memory, against plain SQLite and the targets.",
         discussion: "Exit status 0 whether targets are met or not; each is reported as met or missed with its ratio.")
 
-    @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue).")
+    @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue; more than 0, at most 100).")
     var scale: Double = 1
 
     @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), bytes, scaling, convergence.")
@@ -32,8 +32,35 @@ struct ScenarioBench: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
+    static let scenarios = ["save", "replay", "bytes", "scaling", "convergence"]
+
+    /// The text of the markdown file at `path` (empty if there is none yet):
+    /// a file that cannot be read, or is not UTF-8, is refused rather than
+    /// overwritten with the results alone.
+    static func markdown(at path: String) throws(ChronicleError) -> String {
+        let bytes: [UInt8]
+        do {
+            bytes = try InputFile.regularFileBytes(at: path, what: "markdown file", limit: InputFile.schemaByteLimit)
+        } catch where error.code == .notFound {
+            return ""
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ChronicleError(.malformedBody, "markdown file \(path) is not UTF-8 text: refusing to rewrite it")
+        }
+        return text
+    }
+
+    func validate() throws {
+        guard scale.isFinite, scale > 0, scale <= 100 else { throw ValidationError("--scale takes a number more than 0 and at most 100, not \(scale)") }
+        if let unknown = only.first(where: { !Self.scenarios.contains($0) }) {
+            throw ValidationError("unknown scenario \(unknown) (--only takes \(Self.scenarios.joined(separator: ", ")))")
+        }
+    }
+
     func run() async throws {
         try await reportingErrors(output) {
+            // Read first: a file that cannot be rewritten stops the run before it starts.
+            let existingDoc = try writeDocs.map { path throws(ChronicleError) in try Self.markdown(at: path) }
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-bench-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: directory) }
             let quiet = output.json
@@ -42,7 +69,7 @@ struct ScenarioBench: AsyncParsableCommand {
             }
             let clock = ContinuousClock()
             let start = clock.now
-            let chosen = only.isEmpty ? ["save", "replay", "bytes", "scaling", "convergence"] : only
+            let chosen = only.isEmpty ? Self.scenarios : only
             var targets: [MacroBench.Target] = []
             for name in chosen {
                 switch name {
@@ -67,7 +94,7 @@ struct ScenarioBench: AsyncParsableCommand {
             let details = targets.map { "- \($0.name): \($0.detail)" }.joined(separator: "\n")
             if let writeDocs {
                 let path = URL(fileURLWithPath: writeDocs)
-                var doc = (try? String(contentsOf: path, encoding: .utf8)) ?? ""
+                var doc = existingDoc ?? ""
                 let begin = "<!-- scenarios:begin -->", end = "<!-- scenarios:end -->"
                 let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores, \(ProcessInfo.processInfo.physicalMemory >> 30) GiB"
                 let block = "\(begin)\nCommand: `chronicle bench --scale \(scale)` (release build), \(machine), run of \(ISO8601DateFormatter().string(from: Date())), \(String(format: "%.0f", seconds)) s.\n\n\(table)\n\(details)\n\(end)"
@@ -92,13 +119,13 @@ struct CodecBench: AsyncParsableCommand {
         commandName: "codec",
         abstract: "Encode+compress and decompress+verify+decode throughput, with LZ4 alone as the baseline.")
 
-    @Option(help: "Changes per transaction.")
+    @Option(help: "Changes per transaction (1 to 100000).")
     var changes: [Int] = [1, 10, 100]
 
-    @Option(help: "Seconds to spend on each measurement, over all rounds.")
+    @Option(help: "Seconds to spend on each measurement, over all rounds (more than 0, at most 3600).")
     var seconds: Double = 1.0
 
-    @Option(help: "Rounds: the measurements of one size take turns this many times and each reports its best round, so a burst of load from elsewhere on the machine does not decide a ratio.")
+    @Option(help: "Rounds: the measurements of one size take turns this many times and each reports its best round, so a burst of load from elsewhere on the machine does not decide a ratio (1 to 1000).")
     var rounds: Int = 5
 
     @Option(help: "Profile one path only, in a loop: encode, walk or decode.")
@@ -123,6 +150,13 @@ struct CodecBench: AsyncParsableCommand {
     }
 
     @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if let bad = changes.first(where: { !(1...100_000).contains($0) }) { throw ValidationError("--changes takes 1 to 100000, not \(bad)") }
+        guard seconds.isFinite, seconds > 0, seconds <= 3600 else { throw ValidationError("--seconds takes a number more than 0 and at most 3600, not \(seconds)") }
+        guard (1...1000).contains(rounds) else { throw ValidationError("--rounds takes 1 to 1000, not \(rounds)") }
+        if let only, !["encode", "walk", "decode"].contains(only) { throw ValidationError("--only takes encode, walk or decode") }
+    }
 
     static let schema = try! Schema(version: 1, entities: [
         Entity("Note", attributes: [

@@ -20,6 +20,8 @@ struct ChronicleCommand: AsyncParsableCommand {
             Exit status: 0 on success, 1 when the command found a problem (bad input data included), \
             2 on bad usage (an unknown command or option, a missing or invalid argument); \
             `sync` exits 3 when something it needs is not visible in the container yet.
+            Standard error carries errors only, and progress; --log-level LEVEL (any command) or \
+            CHRONICLE_LOG=LEVEL logs more (trace, debug, info, notice, warning, error, critical).
             Long runs (sync, simulate --seeds, bench) report progress with a rate on standard error: \
             one line rewritten in place on a terminal, plain lines otherwise.
             """,
@@ -33,21 +35,60 @@ struct ChronicleCommand: AsyncParsableCommand {
     /// with the exit status the help documents for bad usage (2, where
     /// ArgumentParser uses 64), and bad usage as JSON under `--json`.
     static func main() async {
-        let arguments = Array(CommandLine.arguments.dropFirst())
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        // The command that was parsed, once it was: bad usage found while it
+        // runs shows its usage.
+        var parsedCommand: (any ParsableCommand.Type)?
         do {
+            arguments = try CLILogging.configure(arguments, environment: ProcessInfo.processInfo.environment)
+            _ = try ProgressLine.configuredSeconds(ProcessInfo.processInfo.environment)
+            try checkHelpNames(arguments)
+            try checkPathsAreNotEmpty(arguments)
             var command = try await asyncParseAsRoot(arguments)
+            parsedCommand = type(of: command)
             if var asyncCommand = command as? AsyncParsableCommand {
                 try await asyncCommand.run()
             } else {
                 try command.run()
             }
         } catch {
-            Foundation.exit(finish(error, json: arguments.prefix(while: { $0 != "--" }).contains("--json")))
+            Foundation.exit(finish(error, json: arguments.prefix(while: { $0 != "--" }).contains("--json"), command: parsedCommand))
+        }
+    }
+
+    /// Refuses `chronicle help NAME…` when NAME is no command (ArgumentParser
+    /// prints the top-level help and exits 0 for it).
+    static func checkHelpNames(_ arguments: [String]) throws {
+        guard arguments.first == "help" else { return }
+        var command: any ParsableCommand.Type = ChronicleCommand.self
+        for name in arguments.dropFirst().prefix(while: { !$0.hasPrefix("-") }) {
+            let subcommands = command.configuration.subcommands
+            guard let found = subcommands.first(where: { $0._commandName == name }) else {
+                let known = subcommands.filter { $0.configuration.shouldDisplay }.map { $0._commandName }
+                throw ValidationError("no command \"\(name)\"" + (known.isEmpty ? "" : " (there are \(known.joined(separator: ", ")))"))
+            }
+            command = found
+        }
+    }
+
+    /// The options, across commands, that take a path.
+    static let pathOptions: Set<String> = ["--device-dir", "--container", "--schema", "--input", "-i", "--file", "--write-docs", "--journal"]
+
+    /// Refuses an empty path: `URL(fileURLWithPath: "")` is the current
+    /// folder, so `--device-dir ""` would make it a device folder, and
+    /// `init --container ""` a container.
+    static func checkPathsAreNotEmpty(_ arguments: [String]) throws {
+        for (i, argument) in arguments.prefix(while: { $0 != "--" }).enumerated() {
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let option = String(parts[0])
+            guard pathOptions.contains(option) else { continue }
+            let value = parts.count == 2 ? String(parts[1]) : (i + 1 < arguments.count ? arguments[i + 1] : nil)
+            if value == "" { throw ValidationError("\(option) takes a path, not an empty string") }
         }
     }
 
     /// Prints what `error` calls for and returns the exit status.
-    static func finish(_ error: any Error, json: Bool) -> Int32 {
+    static func finish(_ error: any Error, json: Bool, command parsedCommand: (any ParsableCommand.Type)? = nil) -> Int32 {
         let code = exitCode(for: error)
         if code == .success {
             // --help and the like.
@@ -63,7 +104,10 @@ struct ChronicleCommand: AsyncParsableCommand {
         if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string("usage"), "message": .string(message(for: error))])])))
         } else {
-            FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+            // Bad usage found while running (a query that writes): the
+            // usage of the command that ran, not of `chronicle` itself.
+            let text = parsedCommand.map { "Error: \(message(for: error))\nUsage: chronicle \($0.usageString())" }
+            FileHandle.standardError.write(Data(((text ?? fullMessage(for: error)) + "\n").utf8))
         }
         return usageExitCode
     }
@@ -82,8 +126,17 @@ struct DeviceOptions: ParsableArguments {
     /// How long a command waits for another process that has the device folder open.
     static let lockWait: Duration = .seconds(5)
 
+    /// The schema file's schema.
+    func loadSchema() throws(ChronicleError) -> Schema {
+        try InputFile.schema(at: schema)
+    }
+
     func open() async throws -> Store {
-        let schema = try Schema(contentsOf: URL(fileURLWithPath: self.schema))
+        try await open(schema: try loadSchema())
+    }
+
+    /// Opens the store with `schema`, read from the schema file before.
+    func open(schema: Schema) async throws -> Store {
         let directory = URL(fileURLWithPath: deviceDirectory)
         // First, so that a missing container leaves no device folder behind.
         let container = try self.container.open()
@@ -123,7 +176,7 @@ func reportingErrors(_ output: OutputOptions?, _ body: () async throws -> Void) 
         if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string(error.code.name), "message": .string(error.message)])])))
         } else {
-            FileHandle.standardError.write(Data("chronicle: \(error.code): \(error.message)\n".utf8))
+            FileHandle.standardError.write(Data("chronicle: \(error.code): \(oneLine(error.message))\n".utf8))
         }
         throw ExitCode.failure
     } catch let error as ExitCode {
@@ -132,10 +185,28 @@ func reportingErrors(_ output: OutputOptions?, _ body: () async throws -> Void) 
         if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string("error"), "message": .string("\(error)")])])))
         } else {
-            FileHandle.standardError.write(Data("chronicle: \(error)\n".utf8))
+            FileHandle.standardError.write(Data("chronicle: \(oneLine("\(error)"))\n".utf8))
         }
         throw ExitCode.failure
     }
+}
+
+/// `message` on one line, as an error on standard error must be: line
+/// breaks and other control characters (from a path or a name in the
+/// input) are escaped (`\n`, `\r`, `\t`, `\u{1b}`).
+func oneLine(_ message: String) -> String {
+    guard message.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return message }
+    var out = ""
+    for scalar in message.unicodeScalars {
+        switch scalar {
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20 || scalar.value == 0x7F: out += "\\u{\(String(scalar.value, radix: 16))}"
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
 }
 
 enum JSONText {

@@ -18,11 +18,16 @@ struct Demo: AsyncParsableCommand {
             Exits 1 if the devices did not converge. --json prints the run as one object instead (docs/cli.md).
             """)
 
-    @Option(help: "The seed for every random choice.")
+    @Option(help: "The seed for every random choice (0 to 9223372036854775807, so that --json prints it as it was given).")
     var seed: UInt64 = 7
 
-    @Option(help: "Saves per device.")
+    @Option(help: "Saves per device (0 to 10000).")
     var saves: Int = 30
+
+    func validate() throws {
+        guard (0...10_000).contains(saves) else { throw ValidationError("--saves takes 0 to 10000, not \(saves)") }
+        guard seed <= UInt64(Int64.max) else { throw ValidationError("--seed takes 0 to \(Int64.max), not \(seed)") }
+    }
 
     @Flag(help: "Keep the temporary directory and print its path.")
     var keep = false
@@ -37,7 +42,7 @@ struct Demo: AsyncParsableCommand {
             let result = try await demo.run()
             if output.json {
                 print(JSONText.pretty(.object([
-                    "seed": .int(Int64(bitPattern: seed)), "store": .string(result.store.description),
+                    "seed": .int(Int64(seed)), "store": .string(result.store.description),
                     "converged": .bool(result.converged), "steps": .array(demo.steps.lines.map(JSONValue.string)),
                     "devices": .array(result.devices.map { d in
                         .object(["name": .string(d.name), "device": .string(d.device.description), "stateHash": .string(d.stateHash),

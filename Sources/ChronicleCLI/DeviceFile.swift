@@ -28,8 +28,7 @@ struct DeviceFile: Codable {
         guard lstat(url.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size <= 64 * 1024 else {
             throw ChronicleError(.malformedBody, "\(url.path) is not a device file (a regular file of at most 64 KiB naming the device)")
         }
-        let data: Data
-        do { data = try Data(contentsOf: url) } catch { throw ChronicleError.file("cannot read \(url.path)", error) }
+        let data = Data(try InputFile.regularFileBytes(at: url.path, what: "device file", limit: 64 * 1024))
         do {
             return try JSONDecoder().decode(DeviceFile.self, from: data)
         } catch {

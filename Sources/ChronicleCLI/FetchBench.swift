@@ -14,13 +14,18 @@ struct FetchBench: AsyncParsableCommand {
         commandName: "fetch",
         abstract: "Codable records read with Store.fetchAll, against a GRDB FetchableRecord of the same rows.")
 
-    @Option(help: "Records to save and read back.")
+    @Option(help: "Records to save and read back (1 to 10000000).")
     var records: Int = 60_000
 
-    @Option(help: "Rounds: the two fetches take turns this many times and each reports its best round.")
+    @Option(help: "Rounds: the two fetches take turns this many times and each reports its best round (1 to 1000).")
     var rounds: Int = 5
 
     @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        guard (1...10_000_000).contains(records) else { throw ValidationError("--records takes 1 to 10000000, not \(records)") }
+        guard (1...1000).contains(rounds) else { throw ValidationError("--rounds takes 1 to 1000, not \(rounds)") }
+    }
 
     /// The notes of `chronicle bench codec`, as an app declares them: read
     /// by Chronicle as a `ChronicleRecord`, and by GRDB's own decoder as a

@@ -72,7 +72,7 @@ struct Inspect: AsyncParsableCommand {
                 "foreignEntries": .array(inventory.foreignEntries.map { .string($0.path) }),
                 "errors": problemsJSON(inventory.problems),
             ])
-            var text = "container \(location.container)\nactive store: \(JSONText.line(active))\n"
+            var text = "container \(oneLine(location.container))\nactive store: \(JSONText.line(active))\n"
             for (store, s) in inventory.stores.sorted(by: { $0.key < $1.key }) {
                 text += "store \(store): \(s.baselines.count) baseline(s)\n"
                 for (folder, b) in s.baselines.sorted(by: { $0.key < $1.key }) {
@@ -108,12 +108,12 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
+            let decoder = LogDecoder(schema: try schema.map { try InputFile.schema(at: $0) })
             let result = try await ContainerVerification(of: try location.open(), decoder: decoder)
             output.print(.object([
                 "valid": .int(Int64(result.valid)), "bytes": .int(Int64(result.bytes)),
                 "bad": problemsJSON(result.problems),
-            ]), text: "\(result.valid) valid log(s), \(result.bytes) bytes" + result.problems.map { "\nBAD \($0)" }.joined())
+            ]), text: "\(result.valid) valid log(s), \(result.bytes) bytes" + result.problems.map { "\nBAD \(oneLine("\($0)"))" }.joined())
             if !result.passed { throw ExitCode.failure }
         }
     }
@@ -147,7 +147,7 @@ struct Dump: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(nil) {
-            let decoder = LogDecoder(schema: try schema.map { try Schema(contentsOf: URL(fileURLWithPath: $0)) })
+            let decoder = LogDecoder(schema: try schema.map { try InputFile.schema(at: $0) })
             let bytes: [UInt8]
             if let file {
                 bytes = try DirectoryContainer.readFile(atPath: file, maxBytes: decoder.limits.maxLogBytes)
@@ -165,5 +165,6 @@ private func problemsJSON(_ problems: [ContainerProblem]) -> JSONValue {
 }
 
 private func problemsText(_ problems: [ContainerProblem]) -> String {
-    problems.isEmpty ? "" : "\nerrors:" + problems.map { "\n  \($0)" }.joined()
+    // A name in a container may hold a line break or an escape sequence.
+    problems.isEmpty ? "" : "\nerrors:" + problems.map { "\n  \(oneLine("\($0)"))" }.joined()
 }

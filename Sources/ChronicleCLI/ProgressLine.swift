@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import Synchronization
 
@@ -42,9 +43,24 @@ final class ProgressLine: Sendable {
         self.start = start
         self.terminal = terminal
         self.write = write
-        let seconds = environment["CHRONICLE_PROGRESS_SECONDS"].flatMap(Double.init).map { max(0, $0) }
+        let seconds = (try? Self.configuredSeconds(environment)) ?? nil
         interval = .milliseconds(Int64((seconds ?? (terminal ? 0.1 : 2)) * 1000))
         state = Mutex(State(total: total))
+    }
+
+    /// The variable that sets the least time between two reports.
+    static let variable = "CHRONICLE_PROGRESS_SECONDS"
+
+    /// The seconds `CHRONICLE_PROGRESS_SECONDS` gives, or nil when it is not set.
+    ///
+    /// - Throws: `ValidationError` (bad usage) unless it is a number of
+    ///   seconds from 0 to 86400.
+    static func configuredSeconds(_ environment: [String: String]) throws -> Double? {
+        guard let text = environment[variable] else { return nil }
+        guard let seconds = Double(text), seconds.isFinite, (0...86_400).contains(seconds) else {
+            throw ValidationError("\(variable)=\(text) is not a number of seconds from 0 to 86400")
+        }
+        return seconds
     }
 
     /// Records that `done` units are done (with an optional note, such as

@@ -12,7 +12,9 @@ struct Query: AsyncParsableCommand {
         abstract: "Run a read-only SQL query on a device's snapshot.",
         discussion: """
             The snapshot has one table per entity, with a column per attribute and to-one relationship \
-            and `id`, the record ID (16 bytes; hex(id) in SQL). Writes are refused: the connection is read-only.
+            and `id`, the record ID (16 bytes; hex(id) in SQL). The query is exactly one statement that only reads: \
+            several statements, a write (INSERT, UPDATE, DELETE, CREATE, a PRAGMA that sets, VACUUM) and ATTACH \
+            are refused as bad usage (exit 2) before anything runs; the connection is read-only besides.
 
             A column taken straight from an entity's table prints by its schema type, in the forms \
             `save` reads (docs/values.md): record IDs and references as UUID strings, dates as ISO 8601 \
@@ -52,17 +54,25 @@ struct Query: AsyncParsableCommand {
             let columns: [String]
             do {
                 (columns, rows) = try queue.read { db in
-                    let statement = try db.makeStatement(sql: sql)
+                    let statement = try Self.oneReadOnlyStatement(sql, in: db)
                     let kinds = statement.columnNames.indices.map { ColumnKind(statement, column: $0, schema: schema) }
                     var rows: [[JSONValue]] = []
+                    var bytes = 0
                     let cursor = try Row.fetchCursor(statement)
                     while let row = try cursor.next() {
-                        rows.append(kinds.indices.map { kinds[$0].json(row[$0] as DatabaseValue) })
+                        let values = kinds.indices.map { row[$0] as DatabaseValue }
+                        bytes += values.reduce(64) { $0 + 48 + Self.size(of: $1) }
+                        guard bytes <= Self.resultByteLimit else {
+                            throw ChronicleError(.sizeOverCap, "the query's result is larger than \(Self.resultByteLimit >> 20) MiB (\(rows.count) rows so far): narrow it with WHERE or LIMIT")
+                        }
+                        rows.append(kinds.indices.map { kinds[$0].json(values[$0]) })
                     }
                     return (statement.columnNames, rows)
                 }
             } catch let error as DatabaseError {
                 throw ChronicleError.sqlite(error, .database, "the query failed")
+            } catch let error as RefusedQuery {
+                throw ValidationError(error.message)
             }
             if output.json {
                 var seen: Set<String> = []
@@ -77,6 +87,77 @@ struct Query: AsyncParsableCommand {
                 }
             }
         }
+    }
+
+    /// A query `query` does not run, and why.
+    struct RefusedQuery: Error {
+        var message: String
+    }
+
+    /// The most bytes of values one query may return, so that a query
+    /// without end (a recursive WITH) is refused instead of filling memory.
+    static let resultByteLimit = 256 << 20
+
+    /// Bytes of text and blob values, 8 for the others (a row counts 64
+    /// more, and each value 48, for what holding it costs).
+    static func size(of value: DatabaseValue) -> Int {
+        switch value.storage {
+        case .string(let s): return s.utf8.count
+        case .blob(let b): return b.count
+        default: return 8
+        }
+    }
+
+    /// The statements `query` runs, by their first word.
+    static let readingKeywords: Set<String> = ["select", "with", "values", "explain", "pragma"]
+
+    /// The one statement of `sql`, prepared, if it only reads: several
+    /// statements, none, and any statement that writes, attaches a database
+    /// or controls transactions are refused with a message that says so,
+    /// before anything runs.
+    static func oneReadOnlyStatement(_ sql: String, in db: Database) throws -> Statement {
+        guard let keyword = firstWord(of: sql) else {
+            throw RefusedQuery(message: "the query has no SQL statement: give one SELECT")
+        }
+        guard readingKeywords.contains(keyword) else {
+            throw RefusedQuery(message: "the query is \(keyword.uppercased()): query runs one statement that only reads (SELECT, WITH, VALUES, EXPLAIN, or a PRAGMA that reads)")
+        }
+        // Belt and braces: ATTACH could create a file beside the snapshot.
+        sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
+        // No value larger than a result may be: zeroblob(1e9) fails at once.
+        sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, Int32(resultByteLimit))
+        let statements = try db.allStatements(sql: sql)
+        guard let statement = try statements.next() else {
+            throw RefusedQuery(message: "the query has no SQL statement: give one SELECT")
+        }
+        let more: Bool
+        do { more = try statements.next() != nil } catch { more = true }
+        guard !more else {
+            throw RefusedQuery(message: "the query has several SQL statements: query runs exactly one, and only one that reads")
+        }
+        guard statement.isReadonly else {
+            throw RefusedQuery(message: "the query writes: query runs one statement that only reads (a PRAGMA that sets, a WITH that writes are refused)")
+        }
+        return statement
+    }
+
+    /// The first word of `sql`, lowercased, after whitespace and comments;
+    /// nil if there is none.
+    static func firstWord(of sql: String) -> String? {
+        var rest = Substring(sql)
+        while true {
+            rest = rest.drop(while: { $0.isWhitespace || $0 == ";" })
+            if rest.hasPrefix("--") {
+                rest = rest.drop(while: { $0 != "\n" })
+            } else if rest.hasPrefix("/*") {
+                guard let close = rest.range(of: "*/") else { return nil }
+                rest = rest[close.upperBound...]
+            } else {
+                break
+            }
+        }
+        let word = rest.prefix(while: { $0.isLetter })
+        return word.isEmpty ? (rest.isEmpty ? nil : String(rest.prefix(1))) : word.lowercased()
     }
 
     /// What a result column holds, as far as the schema tells.

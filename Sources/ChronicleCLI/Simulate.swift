@@ -77,6 +77,13 @@ struct Simulate: AsyncParsableCommand {
         if processes != nil && (swarm || calm || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
             throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves and --verbose")
         }
+        if let processes {
+            do {
+                try MultiProcessSimulation(processes: processes, saves: saves, seed: seed, executable: URL(fileURLWithPath: "/")).validate()
+            } catch {
+                throw ValidationError("--\(error.message)")
+            }
+        }
         do {
             try options(for: seed, try overrides()).validate()
         } catch {

@@ -120,11 +120,11 @@ struct PublishBaseline: AsyncParsableCommand {
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
 
-    @Option(name: .customLong("part-kib"), help: "Uncompressed size of each part, in KiB (at least 1).")
+    @Option(name: .customLong("part-kib"), help: "Uncompressed size of each part, in KiB (1 to 16384: a reader refuses a log body over 64 MiB).")
     var partKiB = Snapshot.baselinePartBytes / 1024
 
     func validate() throws {
-        guard partKiB >= 1 else { throw ValidationError("--part-kib must be at least 1") }
+        guard (1...16_384).contains(partKiB) else { throw ValidationError("--part-kib takes 1 to 16384 (16 MiB), not \(partKiB)") }
     }
 
     func run() async throws {

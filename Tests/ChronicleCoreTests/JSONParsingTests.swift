@@ -69,6 +69,34 @@ import Testing
         #expect(message(deepest) == "parsed")
     }
 
+    /// Regression: text that is not UTF-8 was refused naming the string
+    /// around the bad byte, or the byte as an unexpected token.
+    @Test(arguments: [
+        (Data("{\"a\": \"x".utf8) + Data([0xC3, 0x28]) + Data("\"}".utf8), "line 1, column 9: the text is not valid UTF-8 (byte 0xc3)"),
+        (Data("[\"é\",\n 1, ".utf8) + Data([0xFF]) + Data("]".utf8), "line 2, column 5: the text is not valid UTF-8 (byte 0xff)"),
+        (Data("[\"".utf8) + Data([0xED, 0xA0, 0x80]) + Data("\"]".utf8), "line 1, column 3: the text is not valid UTF-8 (byte 0xed)"),
+        (Data("[1".utf8) + Data([0xE2, 0x82]), "line 1, column 3: the text is not valid UTF-8 (byte 0xe2)"),
+    ])
+    func textThatIsNotUTF8IsRefusedAtItsFirstBadByte(_ bytes: Data, _ expected: String) {
+        let error = #expect(throws: ChronicleError.self) { try JSONValue(parsing: bytes) }
+        #expect(error?.message == expected)
+    }
+
+    /// Regression: `-0` was the integer 0, so a double lost its sign.
+    @Test func minusZeroIsNegativeZero() throws {
+        guard case .double(let d) = try JSONValue(parsing: Data("-0".utf8)) else { Issue.record("not a double"); return }
+        #expect(d == 0 && d.sign == .minus)
+        #expect(try JSONValue(parsing: Data("0".utf8)) == .int(0))
+    }
+
+    /// A line cut from a larger input names its line in that input.
+    @Test func positionsCountFromTheFirstLineGiven() {
+        let error = #expect(throws: ChronicleError.self) {
+            try JSONValue.parseWithPositions(Data(#"{"a": 1, "a": 2}"#.utf8), code: .malformedBody, firstLine: 7)
+        }
+        #expect(error?.message == #"line 7, column 10: duplicate key "a" (first at line 7, column 2)"#)
+    }
+
     @Test func theCallerChoosesTheCode() {
         let error = #expect(throws: ChronicleError.self) { try JSONValue(parsing: Data("{".utf8), code: .schemaSyntax) }
         #expect(error?.code == .schemaSyntax)

@@ -2,6 +2,10 @@ import ChronicleCore
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @Suite struct SchemaTests {
     static let libraryJSON = """
     {"version": 1, "entities": [
@@ -82,6 +86,48 @@ import Testing
             guard let e = error as? ChronicleError, e.code == .invalidSchema else { return false }
             return e.message.contains(expected)
         }
+    }
+
+    /// Regression: a schema that was valid JSON but broke a naming or
+    /// relationship rule was refused without a line and column; a name
+    /// SQLite keeps for itself passed and failed later, at the first save;
+    /// and a 10,000-character or multi-line name was echoed whole.
+    @Test(arguments: [
+        ("{\"version\": 1, \"entities\": [\n  {\"name\": \"sqlite_stat1\"}]}",
+         "line 2, column 12: entities[0] (sqlite_stat1): entity name 'sqlite_stat1' starts with sqlite_"),
+        ("{\"version\": 1, \"entities\": [\n  {\"name\": \"A\",\n   \"attributes\": [{\"name\": \"a\\\"b\\nc\", \"type\": \"string\"}]}]}",
+         #"line 3, column 28: entities[0] (A).attributes[0] (a\"b\nc): name 'a\"b\nc' must be a letter"#),
+        ("{\"version\": 1, \"entities\": [{\"name\": \"A\"},\n {\"name\": \"a\"}]}",
+         "line 2, column 11: entities[1] (a): entity name 'a' is used twice"),
+        ("{\"version\": 1, \"entities\": [{\"name\": \"A\",\n \"relationships\": [{\"name\": \"b\", \"destination\": \"Nope\"}]}]}",
+         "line 2, column 49: entities[0] (A).relationships[0] (b): destination 'Nope' is not an entity"),
+        ("{\"version\": 1, \"entities\": [{\"name\": \"\(String(repeating: "x", count: 10_000))\"}]}",
+         "line 1, column 38: entities[0] (\(String(repeating: "x", count: 40))…): name"),
+    ])
+    func validationFaultsNameTheLineAndColumn(json: String, expected: String) {
+        let error = #expect(throws: ChronicleError.self) { try Schema(json: Data(json.utf8)) }
+        #expect(error?.code == .invalidSchema)
+        #expect(error?.message.hasPrefix(expected) == true, "\(error?.message.prefix(300) ?? "")")
+        #expect((error?.message.count ?? 0) < 400)
+    }
+
+    /// Regression: a FIFO no one writes to was waited on forever, and
+    /// `/dev/zero` read until memory ran out.
+    @Test func aSchemaFileMustBeARegularFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-schema-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let fifo = folder.appendingPathComponent("fifo.json")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        for url in [fifo, URL(fileURLWithPath: "/dev/zero"), folder] {
+            let error = #expect(throws: ChronicleError.self) { try Schema(contentsOf: url) }
+            #expect(error?.code == .io && error?.message.contains("is not a regular file") == true, "\(url.path): \(String(describing: error))")
+        }
+        let missing = #expect(throws: ChronicleError.self) { try Schema(contentsOf: folder.appendingPathComponent("none.json")) }
+        #expect(missing?.code == .notFound)
+        let file = folder.appendingPathComponent("schema.json")
+        try Data(#"{"version": 1, "entities": [{"name": "A"}]}"#.utf8).write(to: file)
+        #expect(try Schema(contentsOf: file).entities.map(\.name) == ["A"])
     }
 
     @Test func malformedJSONNamesTheLine() {

@@ -69,6 +69,16 @@ struct CLIContractTests {
     @Test(arguments: [
         ["frobnicate"], ["save", "--bogus"], ["query"], ["simulate", "--devices", "0"], ["simulate", "--seed", "zz"],
         ["bench", "codec", "--only", "nope", "--seconds", "0.01"], ["bench", "scenarios", "--only", "nope"],
+        // Regression: these ran (`help bogus` printed the top-level help and
+        // exited 0) or trapped on the value (NaN, a negative count).
+        ["help", "bogus"], ["help", "bench", "nope"], ["simulate", "--seeds=-1"], ["bench", "scenarios", "--scale", "abc"],
+        ["bench", "scenarios", "--scale", "nan"], ["bench", "scenarios", "--scale=-1"], ["bench", "codec", "--changes=-5"],
+        ["bench", "codec", "--seconds=-1"], ["bench", "codec", "--rounds", "0"], ["bench", "fetch", "--records=-1"],
+        ["bench", "fetch", "--rounds", "0"], ["demo", "--saves=-1"], ["demo", "--seed", "18446744073709551615"], ["simulate", "--processes", "0"], ["simulate", "--processes", "33"],
+        // Regression: an empty path was the current folder (`init` made it a container).
+        ["init", "--container", ""], ["inspect", "--container="], ["query", "--device-dir", "", "SELECT 1"],
+        ["save", "--device-dir", "", "--container", "c", "--schema", "s"], ["dump", "--file", ""],
+        ["baseline", "--part-kib", "99999999999999999", "--device-dir", "d", "--container", "c", "--schema", "s"],
     ])
     func usageErrorsExitTwo(arguments: [String]) throws {
         let text = try CLIErrorTests.run(arguments)
@@ -195,6 +205,48 @@ struct CLIContractTests {
         let run = try query("a", "SELECT name, name FROM Folder")
         #expect(!run.signaled && run.status == 2, "\(run.stderr)")
         #expect(String(decoding: run.stdout, as: UTF8.self).contains("rename one with AS"))
+    }
+
+    /// Regression: several statements and writes were refused with
+    /// SQLite's words ("Multiple statements found", "cannot modify Folder
+    /// because it is a view", "attempt to write a readonly database"), as a
+    /// failure (exit 1) rather than bad usage, and ATTACH ran.
+    @Test(arguments: [
+        ("SELECT 1; DELETE FROM Folder", "several SQL statements"),
+        ("SELECT name FROM Folder; SELECT 2", "several SQL statements"),
+        ("DELETE FROM Folder", "the query is DELETE: query runs one statement that only reads"),
+        ("delete from _chronicle_rows_Folder", "the query is DELETE"),
+        ("  /* hm */ UPDATE _chronicle_rows_Folder SET name = 'y'", "the query is UPDATE"),
+        ("PRAGMA user_version = 9", "the query writes"),
+        ("VACUUM INTO '/tmp/chronicle-vacuum-copy.sqlite'", "the query is VACUUM"),
+        ("ATTACH '/tmp/chronicle-attached.sqlite' AS a", "the query is ATTACH"),
+        ("BEGIN", "the query is BEGIN"),
+        (" ; ", "no SQL statement"),
+    ])
+    func queryRunsExactlyOneReadOnlyStatement(_ sql: String, _ message: String) throws {
+        #expect(try save("a", #"{"op": "insert", "entity": "Folder", "values": {"name": "x"}}"#).status == 0)
+        let text = try query("a", sql, json: false)
+        #expect(text.status == 2 && text.stderr.contains(message), "\(sql): \(text.stderr)")
+        // The usage of the command that ran, not of `chronicle` itself.
+        #expect(text.stderr.contains("Usage: chronicle query --device-dir"), "\(text.stderr)")
+        let json = try query("a", sql)
+        let error = try #require(try Self.object(json.stdout)["error"] as? [String: Any], "\(sql)")
+        #expect(json.status == 2 && error["code"] as? String == "usage" && (error["message"] as? String)?.contains(message) == true, "\(error)")
+        let names = try Self.rows(try query("a", "SELECT name FROM Folder").stdout).compactMap { $0["name"] as? String }
+        #expect(names == ["x"])
+        #expect(try Self.rows(try query("a", "PRAGMA user_version").stdout).first?["user_version"] as? Int != 9)
+    }
+
+    /// Regression: a query without end (a recursive WITH) read rows until
+    /// memory ran out, and one huge value was built before anything said no.
+    @Test func aQueryResultHasALimit() throws {
+        #expect(try save("a", #"{"op": "insert", "entity": "Folder", "values": {"name": "x"}}"#).status == 0)
+        let endless = try query("a", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT randomblob(1000000) FROM c")
+        #expect(!endless.signaled && endless.status == 1, "\(endless.stderr)")
+        let error = try #require(try Self.object(endless.stdout)["error"] as? [String: Any])
+        #expect(error["code"] as? String == "sizeOverCap" && (error["message"] as? String)?.contains("larger than 256 MiB") == true, "\(error)")
+        let huge = try query("a", "SELECT length(zeroblob(1000000000))", json: false)
+        #expect(huge.status == 1 && huge.stderr.contains("string or blob too big"), "\(huge.stderr)")
     }
 
     /// Regression: plain `query` printed values as they were, so a tab or a

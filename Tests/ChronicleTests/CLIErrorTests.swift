@@ -25,6 +25,13 @@ import Glibc
     /// Returns its exit status and what it printed.
     static func run(_ arguments: [String], input: String = "", timeLimitSeconds: Double = 300, shellPrefix: String? = nil,
                     environment: [String: String] = [:]) throws -> Run {
+        try run(arguments, inputBytes: Data(input.utf8), timeLimitSeconds: timeLimitSeconds, shellPrefix: shellPrefix, environment: environment)
+    }
+
+    /// Like ``run(_:input:timeLimitSeconds:shellPrefix:environment:)``, with
+    /// any bytes on standard input (text that is not UTF-8 included).
+    static func run(_ arguments: [String], inputBytes: Data, timeLimitSeconds: Double = 300, shellPrefix: String? = nil,
+                    environment: [String: String] = [:]) throws -> Run {
         let process = Process()
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         if let shellPrefix {
@@ -45,7 +52,7 @@ import Glibc
         process.standardError = handles[1]
         let started = Date()
         try process.run()
-        stdin.fileHandleForWriting.write(Data(input.utf8))
+        stdin.fileHandleForWriting.write(inputBytes)
         try stdin.fileHandleForWriting.close()
         while process.isRunning && Date().timeIntervalSince(started) < timeLimitSeconds { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }

@@ -40,19 +40,28 @@ enum UTF8Check {
             any |= word(count &- 32) | word(count &- 24) | word(count &- 16) | word(count &- 8)
         }
         if any & 0x8080_8080_8080_8080 == 0 { return true }
-        return validateMultibyte(p, from: 0, count: count)
+        return validateMultibyte(p, from: 0, count: count) == nil
+    }
+
+    /// The offset of the first byte of `bytes` where valid UTF-8 stops
+    /// (the lead byte of a bad or cut-off sequence), or nil if all is valid.
+    static func firstInvalidOffset(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        guard let base = bytes.baseAddress else { return nil }
+        return validateMultibyte(base, from: 0, count: bytes.count)
     }
 
     /// A string of fewer than 8 bytes with fewer than 8 readable.
     @inline(never)
     private static func isValidByteByByte(_ p: UnsafeRawPointer, count: Int) -> Bool {
         for i in 0..<count where p.load(fromByteOffset: i, as: UInt8.self) >= 0x80 {
-            return validateMultibyte(p, from: i, count: count)
+            return validateMultibyte(p, from: i, count: count) == nil
         }
         return true
     }
 
-    private static func validateMultibyte(_ base: UnsafeRawPointer, from start: Int, count: Int) -> Bool {
+    /// The offset of the first sequence from `start` on that is not valid
+    /// UTF-8, or nil.
+    private static func validateMultibyte(_ base: UnsafeRawPointer, from start: Int, count: Int) -> Int? {
         var i = start
         @inline(__always) func byte(_ j: Int) -> UInt8 { base.load(fromByteOffset: j, as: UInt8.self) }
         @inline(__always) func isContinuation(_ j: Int) -> Bool { j < count && byte(j) & 0xC0 == 0x80 }
@@ -61,24 +70,24 @@ enum UTF8Check {
             if b < 0x80 {
                 i += 1
             } else if b >= 0xC2 && b <= 0xDF {
-                guard isContinuation(i + 1) else { return false }
+                guard isContinuation(i + 1) else { return i }
                 i += 2
             } else if b >= 0xE0 && b <= 0xEF {
-                guard isContinuation(i + 1), isContinuation(i + 2) else { return false }
+                guard isContinuation(i + 1), isContinuation(i + 2) else { return i }
                 let b1 = byte(i + 1)
-                if b == 0xE0 && b1 < 0xA0 { return false }  // overlong
-                if b == 0xED && b1 > 0x9F { return false }  // surrogate
+                if b == 0xE0 && b1 < 0xA0 { return i }  // overlong
+                if b == 0xED && b1 > 0x9F { return i }  // surrogate
                 i += 3
             } else if b >= 0xF0 && b <= 0xF4 {
-                guard isContinuation(i + 1), isContinuation(i + 2), isContinuation(i + 3) else { return false }
+                guard isContinuation(i + 1), isContinuation(i + 2), isContinuation(i + 3) else { return i }
                 let b1 = byte(i + 1)
-                if b == 0xF0 && b1 < 0x90 { return false }  // overlong
-                if b == 0xF4 && b1 > 0x8F { return false }  // above U+10FFFF
+                if b == 0xF0 && b1 < 0x90 { return i }  // overlong
+                if b == 0xF4 && b1 > 0x8F { return i }  // above U+10FFFF
                 i += 4
             } else {
-                return false
+                return i
             }
         }
-        return true
+        return nil
     }
 }

@@ -29,17 +29,35 @@ extension Schema {
         let (root, positions) = try JSONValue.parseWithPositions(data, code: .schemaSyntax)
         let reader = SchemaJSONReader(positions: positions)
         let (version, entities) = try reader.read(root)
-        try self.init(version: version, entities: entities)
+        try self.init(version: version, entities: entities, locate: reader.locate)
     }
 
     /// The versions a schema file may give: the app's version number of its
     /// model, from 1 on.
     static let versionRange = 1...Int(Int32.max)
 
-    /// Loads a schema from a JSON file.
+    /// The largest schema file ``init(contentsOf:)`` reads.
+    public static let maxFileBytes = 16 << 20
+
+    /// Loads a schema from a JSON file: a regular file (symbolic links are
+    /// followed) of at most ``maxFileBytes``.
+    ///
+    /// - Throws: ``ChronicleError/Code/io`` for a path that is not a regular
+    ///   file (a folder, a FIFO, a device such as `/dev/zero`: refused before
+    ///   reading, so a FIFO no one writes to is not waited on) or cannot be
+    ///   read; ``ChronicleError/Code/notFound`` for a missing file;
+    ///   ``ChronicleError/Code/sizeOverCap`` for a larger one; and the
+    ///   errors of ``init(json:)``, after the file's name.
     public init(contentsOf url: URL) throws(ChronicleError) {
         let data: Data
         do {
+            let values = try url.resourceValues(forKeys: [.isRegularFileKey, .fileSizeKey])
+            guard values.isRegularFile == true else {
+                throw ChronicleError(.io, "schema file \(url.path) is not a regular file")
+            }
+            guard (values.fileSize ?? 0) <= Self.maxFileBytes else {
+                throw ChronicleError(.sizeOverCap, "schema file \(url.path) is larger than \(Self.maxFileBytes >> 20) MiB")
+            }
             data = try Data(contentsOf: url)
         } catch {
             throw ChronicleError.file("cannot read schema file \(url.path)", error)
@@ -136,7 +154,7 @@ private struct SchemaJSONReader {
         let typeName = try string(o["type"], "\(path).type")
         guard let type = AttributeType(rawValue: typeName) else {
             let known = AttributeType.allCases.map(\.rawValue).joined(separator: ", ")
-            throw fail("\(path).type", "unknown type '\(typeName)' (one of: \(known))")
+            throw fail("\(path).type", "unknown type '\(SchemaValidator.shown(typeName))' (one of: \(known))")
         }
         let optional = try bool(o["optional"], "\(path).optional") ?? false
         var defaultValue: Value?
@@ -167,7 +185,7 @@ private struct SchemaJSONReader {
         if let r = o["deleteRule"] {
             let ruleName = try string(r, "\(path).deleteRule")
             guard let parsed = DeleteRule(rawValue: ruleName) else {
-                throw fail("\(path).deleteRule", "unknown delete rule '\(ruleName)' (nullify, cascade or deny)")
+                throw fail("\(path).deleteRule", "unknown delete rule '\(SchemaValidator.shown(ruleName))' (nullify, cascade or deny)")
             }
             rule = parsed
         }
@@ -199,7 +217,7 @@ private struct SchemaJSONReader {
 
     private func checkKeys(_ o: [String: JSONValue], allowed: Set<String>, _ path: String) throws(ChronicleError) {
         if let unknown = o.keys.sorted().first(where: { !allowed.contains($0) }) {
-            throw fail("\(path).\(unknown)", "unknown key (allowed: \(allowed.sorted().joined(separator: ", ")))")
+            throw ChronicleError(.invalidSchema, locate("\(path).\(unknown)") + "\(path).\(SchemaValidator.shown(unknown)): unknown key (allowed: \(allowed.sorted().joined(separator: ", ")))")
         }
     }
 
@@ -211,7 +229,7 @@ private struct SchemaJSONReader {
 
     /// "line 3, column 17: " for the value at `path`, or the nearest
     /// enclosing one that is there.
-    private func locate(_ path: String) -> String {
+    func locate(_ path: String) -> String {
         var located = path.hasPrefix("(root).") ? String(path.dropFirst("(root).".count)) : path
         while positions[located] == nil, let cut = located.lastIndex(where: { $0 == "." || $0 == "[" }) {
             located = String(located[..<cut])

@@ -35,6 +35,13 @@ public struct Schema: Hashable, Sendable {
     /// - Throws: ``ChronicleError/Code/invalidSchema`` naming the entity and
     ///   field at fault.
     public init(version: Int, entities: [Entity]) throws(ChronicleError) {
+        try self.init(version: version, entities: entities, locate: { _ in "" })
+    }
+
+    /// Creates and validates a schema; `locate` gives "line 3, column 17: "
+    /// for a path of the schema's JSON form (`entities[0].attributes[1].name`),
+    /// for messages about a schema read from a file.
+    init(version: Int, entities: [Entity], locate: @escaping (String) -> String) throws(ChronicleError) {
         self.version = version
         self.entities = entities
         var index: [String: Int] = [:]
@@ -42,7 +49,7 @@ public struct Schema: Hashable, Sendable {
         self.indexByName = index
         self.nameTable = NameTable(entities)
         self.hash = Schema.computeHash(version: version, entities: entities)
-        try SchemaValidator(schema: self).validate()
+        try SchemaValidator(schema: self, locate: locate).validate()
     }
 
     /// The entity named `name`.

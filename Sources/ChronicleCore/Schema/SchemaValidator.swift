@@ -1,97 +1,131 @@
 /// Checks a schema's internal consistency, naming the first problem found.
 struct SchemaValidator {
     let schema: Schema
+    /// "line 3, column 17: " for a path such as `entities[0].attributes[1]`,
+    /// when the schema comes from a file; "" otherwise.
+    var locate: (String) -> String = { _ in "" }
 
     /// Names of stored columns Chronicle itself uses in every entity table.
     static let reservedFieldNames: Set<String> = ["id", "rowid", "oid", "_rowid_"]
 
     func validate() throws(ChronicleError) {
-        guard !schema.entities.isEmpty else { throw fail("entities", "a schema needs at least one entity") }
+        guard !schema.entities.isEmpty else { throw fail("entities", "entities", "a schema needs at least one entity") }
         var seenEntities = Set<String>()
         for (i, entity) in schema.entities.enumerated() {
-            let at = "entities[\(i)] (\(entity.name))"
-            try checkName(entity.name, at)
-            guard seenEntities.insert(entity.name.lowercased()).inserted else {
-                throw fail(at, "entity name '\(entity.name)' is used twice (names are case-insensitive)")
+            let path = "entities[\(i)]"
+            let at = "\(path) (\(Self.shown(entity.name)))"
+            try checkName(entity.name, at, path + ".name")
+            // An entity's name names its SQLite table, and SQLite keeps names
+            // that start with sqlite_ for itself.
+            guard !entity.name.lowercased().hasPrefix("sqlite_") else {
+                throw fail(at, path + ".name", "entity name '\(entity.name)' starts with sqlite_, which SQLite keeps for its own tables")
             }
-            try validate(entity, at: at)
+            guard seenEntities.insert(entity.name.lowercased()).inserted else {
+                throw fail(at, path + ".name", "entity name '\(entity.name)' is used twice (names are case-insensitive)")
+            }
+            try validate(entity, at: at, path)
         }
     }
 
-    private func validate(_ entity: Entity, at: String) throws(ChronicleError) {
+    private func validate(_ entity: Entity, at: String, _ path: String) throws(ChronicleError) {
         var seenFields = Set<String>()
         for (j, a) in entity.attributes.enumerated() {
-            let here = "\(at).attributes[\(j)] (\(a.name))"
-            try checkFieldName(a.name, here, &seenFields)
+            let here = "\(at).attributes[\(j)] (\(Self.shown(a.name)))", herePath = "\(path).attributes[\(j)]"
+            try checkFieldName(a.name, here, herePath, &seenFields)
             if let d = a.defaultValue {
                 let field = Field(name: a.name, kind: .attribute(a.type), isOptional: a.isOptional, defaultValue: d)
                 guard field.accepts(d) else {
-                    throw fail(here, "default value \(d) is not a \(a.type.rawValue)")
+                    throw fail(here, herePath + ".default", "default value \(d) is not a \(a.type.rawValue)")
                 }
             }
         }
         for (j, r) in entity.relationships.enumerated() {
-            let here = "\(at).relationships[\(j)] (\(r.name))"
-            try checkFieldName(r.name, here, &seenFields)
-            try validate(r, of: entity, at: here)
+            let here = "\(at).relationships[\(j)] (\(Self.shown(r.name)))", herePath = "\(path).relationships[\(j)]"
+            try checkFieldName(r.name, here, herePath, &seenFields)
+            try validate(r, of: entity, at: here, herePath)
         }
         for (j, key) in entity.uniqueConstraints.enumerated() {
-            let here = "\(at).unique[\(j)]"
-            guard !key.isEmpty else { throw fail(here, "a unique constraint needs at least one field") }
-            guard Set(key).count == key.count else { throw fail(here, "a unique constraint names a field twice") }
-            for name in key where entity.field(named: name) == nil {
-                throw fail(here, "'\(name)' is not an attribute or to-one relationship of \(entity.name)")
+            let here = "\(at).unique[\(j)]", herePath = "\(path).unique[\(j)]"
+            guard !key.isEmpty else { throw fail(here, herePath, "a unique constraint needs at least one field") }
+            guard Set(key).count == key.count else { throw fail(here, herePath, "a unique constraint names a field twice") }
+            for (k, name) in key.enumerated() where entity.field(named: name) == nil {
+                throw fail(here, "\(herePath)[\(k)]", "'\(Self.shown(name))' is not an attribute or to-one relationship of \(Self.shown(entity.name))")
             }
         }
     }
 
-    private func validate(_ r: Relationship, of entity: Entity, at here: String) throws(ChronicleError) {
+    private func validate(_ r: Relationship, of entity: Entity, at here: String, _ path: String) throws(ChronicleError) {
         guard let destination = schema.entity(named: r.destination) else {
-            throw fail(here, "destination '\(r.destination)' is not an entity")
+            throw fail(here, path + ".destination", "destination '\(Self.shown(r.destination))' is not an entity")
         }
         if r.isToMany {
             guard let inverseName = r.inverse else {
-                throw fail(here, "a to-many relationship needs an inverse to-one on \(r.destination)")
+                throw fail(here, path, "a to-many relationship needs an inverse to-one on \(r.destination)")
             }
             guard let inverse = destination.relationships.first(where: { $0.name == inverseName }),
                   !inverse.isToMany, inverse.destination == entity.name
             else {
-                throw fail(here, "inverse '\(inverseName)' must be a to-one from \(r.destination) to \(entity.name)")
+                throw fail(here, path + ".inverse", "inverse '\(Self.shown(inverseName))' must be a to-one from \(r.destination) to \(entity.name)")
             }
         } else if let inverseName = r.inverse {
             guard let inverse = destination.relationships.first(where: { $0.name == inverseName }),
                   inverse.destination == entity.name
             else {
-                throw fail(here, "inverse '\(inverseName)' is not a relationship from \(r.destination) to \(entity.name)")
+                throw fail(here, path + ".inverse", "inverse '\(Self.shown(inverseName))' is not a relationship from \(r.destination) to \(entity.name)")
             }
             if !inverse.isToMany && inverse.inverse != r.name {
-                throw fail(here, "one-to-one inverses must name each other")
+                throw fail(here, path + ".inverse", "one-to-one inverses must name each other")
             }
         }
     }
 
-    private func checkFieldName(_ name: String, _ at: String, _ seen: inout Set<String>) throws(ChronicleError) {
-        try checkName(name, at)
+    private func checkFieldName(_ name: String, _ at: String, _ path: String, _ seen: inout Set<String>) throws(ChronicleError) {
+        try checkName(name, at, path + ".name")
         guard !Self.reservedFieldNames.contains(name.lowercased()) else {
-            throw fail(at, "'\(name)' is reserved (Chronicle stores the record ID as column 'id')")
+            throw fail(at, path + ".name", "'\(name)' is reserved (Chronicle stores the record ID as column 'id')")
         }
         guard seen.insert(name.lowercased()).inserted else {
-            throw fail(at, "field name '\(name)' is used twice (names are case-insensitive)")
+            throw fail(at, path + ".name", "field name '\(name)' is used twice (names are case-insensitive)")
         }
     }
 
     /// Names become SQL identifiers: a letter, then letters, digits or `_`.
-    private func checkName(_ name: String, _ at: String) throws(ChronicleError) {
+    private func checkName(_ name: String, _ at: String, _ path: String) throws(ChronicleError) {
         let utf8 = Array(name.utf8)
         func isLetter(_ c: UInt8) -> Bool { (c >= 65 && c <= 90) || (c >= 97 && c <= 122) }
         guard let first = utf8.first, isLetter(first), utf8.count <= Schema.maxNameLength,
               utf8.allSatisfy({ isLetter($0) || ($0 >= 48 && $0 <= 57) || $0 == 95 })
         else {
-            throw fail(at, "name '\(name)' must be a letter followed by at most \(Schema.maxNameLength - 1) letters, digits or underscores")
+            throw fail(at, path, "name '\(Self.shown(name))' must be a letter followed by at most \(Schema.maxNameLength - 1) letters, digits or underscores")
         }
     }
 
-    private func fail(_ at: String, _ message: String) -> ChronicleError {
-        ChronicleError(.invalidSchema, "\(at): \(message)")
+    /// `at`, the entity and field at fault, for the message; `path`, the
+    /// value in the schema's JSON form, for the position.
+    private func fail(_ at: String, _ path: String, _ message: String) -> ChronicleError {
+        ChronicleError(.invalidSchema, "\(locate(path))\(at): \(message)")
+    }
+
+    /// A name as messages show it: as it is when it is a valid name;
+    /// otherwise escaped like a JSON string without its quotes (so quotes
+    /// and line breaks in it cannot pass for the message's own) and cut
+    /// after 40 characters.
+    static func shown(_ name: String) -> String {
+        var out = ""
+        for scalar in name.prefix(40).unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F || scalar.properties.generalCategory == .lineSeparator
+                || scalar.properties.generalCategory == .paragraphSeparator:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + (name.count > 40 ? "…" : "")
     }
 }

@@ -20,7 +20,8 @@ extension JSONValue {
     /// whitespace (a leading UTF-8 byte order mark is skipped), valid UTF-8,
     /// and no key twice in one object, since a repeated key has no single
     /// meaning. A number without a fraction or exponent that fits in 64 bits
-    /// is an ``int(_:)``; any other number is a ``double(_:)``.
+    /// is an ``int(_:)``, but for `-0`; any other number is a ``double(_:)``
+    /// (`-0` is `-0.0`).
     ///
     /// ```swift
     /// let value = try JSONValue(parsing: Data(#"{"title": "Dune", "pages": 412}"#.utf8))
@@ -38,12 +39,16 @@ extension JSONValue {
     /// Parses like ``init(parsing:code:)`` and also returns the position of
     /// every value, by path: `(root)` for the whole text, `key` for a
     /// member of the root object, `key[2].name` below it.
-    static func parseWithPositions(_ data: Data, code: ChronicleError.Code) throws(ChronicleError) -> (value: JSONValue, positions: [String: JSONPosition]) {
-        try parse(data, code: code, recordPositions: true)
+    ///
+    /// - Parameter firstLine: the line number of the text's first line, for
+    ///   text cut from a larger input (a line of a file read one line at a
+    ///   time), so that positions name the line in that input.
+    package static func parseWithPositions(_ data: Data, code: ChronicleError.Code, firstLine: Int = 1) throws(ChronicleError) -> (value: JSONValue, positions: [String: JSONPosition]) {
+        try parse(data, code: code, firstLine: firstLine, recordPositions: true)
     }
 
-    private static func parse(_ data: Data, code: ChronicleError.Code, recordPositions: Bool = false) throws(ChronicleError) -> (value: JSONValue, positions: [String: JSONPosition]) {
-        var parser = JSONParser(bytes: [UInt8](data), recordPositions: recordPositions)
+    private static func parse(_ data: Data, code: ChronicleError.Code, firstLine: Int = 1, recordPositions: Bool = false) throws(ChronicleError) -> (value: JSONValue, positions: [String: JSONPosition]) {
+        var parser = JSONParser(bytes: [UInt8](data), recordPositions: recordPositions, firstLine: firstLine)
         do {
             let value = try parser.parseDocument()
             return (value, parser.positions)
@@ -72,19 +77,34 @@ struct JSONParser {
     /// Positions of values by path, when `recordPositions`.
     private(set) var positions: [String: JSONPosition] = [:]
 
-    init(bytes: [UInt8], recordPositions: Bool) {
+    init(bytes: [UInt8], recordPositions: Bool, firstLine: Int = 1) {
         self.bytes = bytes
         self.recordPositions = recordPositions
+        self.line = firstLine
     }
 
     mutating func parseDocument() throws(JSONSyntaxFault) -> JSONValue {
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { index = 3; lineStart = 3 }
+        try checkUTF8()
         skipWhitespace()
         guard index < bytes.count else { throw fault("no JSON value: the text is empty") }
         let value = try parseValue(path: "(root)")
         skipWhitespace()
         guard index == bytes.count else { throw fault("unexpected \(describeCurrent()) after the JSON value") }
         return value
+    }
+
+    /// Refuses text that is not UTF-8, naming the first byte where it stops
+    /// being UTF-8 (rather than the string or token around it).
+    private func checkUTF8() throws(JSONSyntaxFault) {
+        guard let bad = bytes.withUnsafeBytes({ UTF8Check.firstInvalidOffset(UnsafeRawBufferPointer(rebasing: $0[index...])) }) else { return }
+        var located = self
+        located.index = index + bad
+        for i in index..<located.index where bytes[i] == 0x0A {
+            located.line += 1
+            located.lineStart = i + 1
+        }
+        throw located.fault("the text is not valid UTF-8 (byte 0x\(String(bytes[located.index], radix: 16)))")
     }
 
     // MARK: Positions
@@ -320,7 +340,9 @@ struct JSONParser {
             guard digits() > 0 else { throw fault("a number needs a digit in its exponent") }
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        if integral, let i = Int64(text) { return .int(i) }
+        // "-0" is negative zero: a double, so that the sign survives (an
+        // int64 field still takes it, as 0).
+        if integral, text != "-0", let i = Int64(text) { return .int(i) }
         guard let d = Double(text), d.isFinite else { throw fault("the number \(text) is out of range", at: start) }
         return .double(d)
     }

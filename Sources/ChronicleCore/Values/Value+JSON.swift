@@ -12,6 +12,12 @@ extension Value {
     /// - Throws: ``ChronicleError/Code/typeMismatch`` naming `path` when the
     ///   JSON does not fit.
     package init(json: JSONValue, for field: Field, path: String) throws(ChronicleError) {
+        var json = json
+        // The parser reads -0 as -0.0, so that a double keeps its sign; for
+        // every other type it is the integer 0.
+        if case .double(let d) = json, d == 0, d.sign == .minus, case .attribute(let type) = field.kind, type != .double {
+            json = .int(0)
+        }
         func mismatch(_ expected: String) -> ChronicleError {
             ChronicleError(.typeMismatch, "\(path): expected \(expected), found \(json.kindName)")
         }
