@@ -43,7 +43,7 @@ struct Save: AsyncParsableCommand {
             for (number, line) in lines {
                 parsed.append(try ParsedChange(line: String(line), number: number + 1, schema: schema))
             }
-            let (inserted, saved) = try await store.writeReporting { tx -> [RecordID] in
+            let (inserted, saved) = try await store.writeReporting { [parsed] tx -> [RecordID] in
                 var ids: [RecordID] = []
                 for change in parsed {
                     switch change.kind {
