@@ -133,6 +133,13 @@ import Testing
         var isFinished: Bool { finished.load(ordering: .acquiring) }
         var failure: (any Error)? { error.withLock { $0 } }
         func cancel() { task.withLock { $0 }?.cancel() }
+
+        /// Waits for the observation to deliver `value`; records what it
+        /// delivered instead, or how it ended.
+        func waitFor(_ value: Int, _ what: String) async throws {
+            try await StoreLifecycleTests.eventually(what) { last == value || isFinished }
+            #expect(last == value, "\(what): saw \(seen), ended with \(String(describing: failure))")
+        }
     }
 
     @Test func anObservationFiresAfterALocalSaveAndAfterAnImport() async throws {
@@ -140,13 +147,13 @@ import Testing
         let a = try await world.open(1)
         let b = try await world.open(2)
         let counts = AuthorCounts(b.reader)
-        try await Self.eventually("the first value") { counts.last == 0 }
+        try await counts.waitFor(0, "the first value")
         try await b.write { tx in _ = tx.insert("Author", ["name": "Jemisin"]) }
-        try await Self.eventually("a value after the local save") { counts.last == 1 }
+        try await counts.waitFor(1, "a value after the local save")
         try await a.write { tx in _ = tx.insert("Author", ["name": "Wells"]) }
         try await a.upload()
         try await b.importLogs()
-        try await Self.eventually("a value after the import") { counts.last == 2 }
+        try await counts.waitFor(2, "a value after the import")
         counts.cancel()
         for s in [a, b] { try await s.close() }
     }
@@ -168,14 +175,14 @@ import Testing
         world.clock.advance(byMilliseconds: 3)
         try await twin.write { tx in _ = tx.insert("Author", ["name": "Tiptree"]) }
         let counts = AuthorCounts(twin.reader)
-        try await Self.eventually("the first value") { counts.last == 2 }
+        try await counts.waitFor(2, "the first value")
         let moved = try await twin.sync().identityChange
         #expect(moved != nil, "the twin did not move to a new ID")
         // The new snapshot holds all three authors; the observation reads it.
-        try await Self.eventually("a value from the new snapshot") { counts.last == 3 }
+        try await counts.waitFor(3, "a value from the new snapshot")
         world.clock.advance(byMilliseconds: 3)
         try await twin.write { tx in _ = tx.insert("Author", ["name": "Sturgeon"]) }
-        try await Self.eventually("a value after a save on the new snapshot") { counts.last == 4 }
+        try await counts.waitFor(4, "a value after a save on the new snapshot")
         #expect(counts.failure == nil)
         counts.cancel()
         for s in [a, twin] { try await s.close() }
@@ -198,7 +205,7 @@ import Testing
         let id = try await store.write { tx in tx.insert("Author", ["name": "Vinge"]) }
         let events = try store.changes()
         let counts = AuthorCounts(store.reader)
-        try await Self.eventually("the first value") { counts.last == 1 }
+        try await counts.waitFor(1, "the first value")
         try await store.close()
         try await store.close()  // a second close is fine
         func expectClosed(_ what: String, _ body: () async throws -> Void) async {
