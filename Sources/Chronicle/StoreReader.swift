@@ -21,7 +21,8 @@ import Synchronization
 /// every observation started here moves to it and delivers a fresh value
 /// read from it, and then goes on as before. When the store is closed,
 /// every observation fails with ``ChronicleError/Code/closed``, and reads
-/// throw it.
+/// throw it; an observation started after that fails at once with GRDB's
+/// error for a closed connection.
 ///
 /// Nothing can write through it: an observation that asks for write access
 /// (`requiresWriteAccess`) reads like any other, and SQLite refuses a

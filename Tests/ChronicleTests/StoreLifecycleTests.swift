@@ -235,6 +235,11 @@ import Testing
         // The observation ends with the store's error.
         try await Self.eventually("the observation to end") { counts.isFinished }
         #expect((counts.failure as? ChronicleError)?.code == .closed, "\(String(describing: counts.failure))")
+        // One started after close ends at once with an error, without a value.
+        let late = AuthorCounts(store.reader)
+        try await Self.eventually("the late observation to end") { late.isFinished }
+        #expect(late.failure != nil)
+        #expect(late.seen.isEmpty)
     }
 
     @Test func closeWaitsForASyncUnderWay() async throws {
