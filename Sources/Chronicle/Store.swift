@@ -529,7 +529,7 @@ public actor Store {
     ///
     /// - Parameter progress: told how far the upload and the import have
     ///   got, after each log uploaded, baseline part applied and batch of
-    ///   logs imported (from the store's actor: keep it short).
+    ///   logs imported (from the sync's task: keep it short).
     /// - Throws: `CancellationError` if the task is cancelled: the sync
     ///   stops between logs (each log is imported or uploaded whole, or not
     ///   at all), the snapshot keeps what was done, and the next sync goes

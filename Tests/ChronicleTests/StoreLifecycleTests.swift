@@ -38,6 +38,7 @@ import Testing
         let deadline = ContinuousClock.now.advanced(by: .seconds(60))
         while !condition() {
             guard ContinuousClock.now < deadline else {
+                if condition() { return }
                 Issue.record("timed out waiting for \(what)")
                 return
             }
@@ -76,34 +77,44 @@ import Testing
         try await store.close()
     }
 
-    @Test func readsDoNotWaitForTheStoresActor() async throws {
-        let world = World()
-        let a = try await world.open(1)
-        for i in 0..<3 {
-            try await a.write { tx in _ = tx.insert("Author", ["name": .string("a\(i)")]) }
-            try await a.upload()
+    /// Runs tasks on a thread of its own, outside the cooperative pool, so
+    /// that a read waited for by a blocked thread of the pool can finish.
+    final class ReadExecutor: TaskExecutor {
+        private let queue = DispatchQueue(label: "chronicle.tests.reads")
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
         }
-        let b = try await world.open(2)
+    }
+
+    @Test func readsDoNotWaitForTheStoresActor() async throws {
+        let b = try await World().open(2)
         try await b.write { tx in _ = tx.insert("Book", ["title": "Kindred"]) }
-        // The sync holds b's actor (its progress handler runs there) until
-        // a read on b has finished.
+        // A save's closure holds b's actor until a read on b has finished.
+        // The read runs on an executor of its own: if it needed b's actor,
+        // it would wait out the timeout.
         let blocked = Atomic<Bool>(false)
         let readDone = DispatchSemaphore(value: 0)
         let waitedOut = Atomic<Bool>(false)
-        let sync = Task {
-            try await b.sync(progress: { _ in
-                guard !blocked.exchange(true, ordering: .relaxed) else { return }
-                if readDone.wait(timeout: .now() + 60) == .timedOut { waitedOut.store(true, ordering: .relaxed) }
-            })
+        let save = Task {
+            try await b.write { tx in
+                blocked.store(true, ordering: .relaxed)
+                if readDone.wait(timeout: .now() + 30) == .timedOut { waitedOut.store(true, ordering: .relaxed) }
+                _ = tx.insert("Book", ["title": "Dawn"])
+            }
         }
-        try await Self.eventually("the sync to block") { blocked.load(ordering: .relaxed) }
-        let titles = try await b.read { db in try String.fetchAll(db, sql: "SELECT title FROM Book") }
-        readDone.signal()
-        _ = try await sync.value
+        try await Self.eventually("the save to block") { blocked.load(ordering: .relaxed) }
+        let read = Task(executorPreference: ReadExecutor()) {
+            defer { readDone.signal() }
+            return try await b.read { db in try String.fetchAll(db, sql: "SELECT title FROM Book") }
+        }
+        let titles = try await read.value
+        try await save.value
         #expect(titles == ["Kindred"])
         let waited = waitedOut.load(ordering: .relaxed)
-        #expect(!waited, "the read waited for the sync to finish")
-        for s in [a, b] { try await s.close() }
+        #expect(!waited, "the read waited for the save to finish")
+        try await b.close()
     }
 
     // MARK: GRDB observation
@@ -115,12 +126,33 @@ import Testing
         private let error = Mutex<(any Error)?>(nil)
         private let finished = Atomic<Bool>(false)
         private let task = Mutex<Task<Void, Never>?>(nil)
+        let trail = Trail()
+
+        /// What the observation went through, for a failure's message.
+        final class Trail: Sendable {
+            private let events = Mutex<[String]>([])
+            func add(_ event: String) { events.withLock { $0.append(event) } }
+            var all: [String] { events.withLock { $0 } }
+        }
 
         init(_ reader: StoreReader) {
+            let trail = self.trail
             let observation = ValueObservation.tracking { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM Author") ?? 0 }
+                .handleEvents(willStart: { trail.add("willStart") },
+                              willFetch: { trail.add("willFetch") },
+                              willTrackRegion: { _ in trail.add("willTrackRegion") },
+                              databaseDidChange: { trail.add("databaseDidChange") },
+                              didReceiveValue: { value in trail.add("didReceiveValue \(value)") },
+                              didFail: { error in trail.add("didFail \(error)") },
+                              didCancel: { trail.add("didCancel") })
+            trail.add("task")
             task.withLock { $0 = Task { [self] in
+                trail.add("iterating")
                 do {
-                    for try await count in observation.values(in: reader) { values.withLock { $0.append(count) } }
+                    for try await count in observation.values(in: reader) {
+                        trail.add("delivered \(count)")
+                        values.withLock { $0.append(count) }
+                    }
                 } catch let thrown {
                     error.withLock { $0 = thrown }
                 }
@@ -138,7 +170,7 @@ import Testing
         /// delivered instead, or how it ended.
         func waitFor(_ value: Int, _ what: String) async throws {
             try await StoreLifecycleTests.eventually(what) { last == value || isFinished }
-            #expect(last == value, "\(what): saw \(seen), ended with \(String(describing: failure))")
+            #expect(last == value, "\(what): saw \(seen), ended with \(String(describing: failure)); events \(trail.all)")
         }
     }
 
