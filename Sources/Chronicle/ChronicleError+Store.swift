@@ -13,4 +13,10 @@ extension ChronicleError.Code {
     /// and the cloud store is under way, the last load failed (see
     /// ``StoreManager/Event/failedLoading(_:_:)``), or the manager is closed.
     public static let storeNotLoaded = Self("storeNotLoaded", transient: true)
+
+    /// The ``Store`` was closed (``Store/close()``): every call after it
+    /// (a read, a save, a sync, ``Store/changes(bufferLimit:)``, an
+    /// observation on ``Store/reader``) throws this. Open the store again
+    /// to go on.
+    public static let closed = Self("closed")
 }

@@ -19,12 +19,13 @@ import Darwin
 ///     schema: schema, deviceID: deviceID,
 ///     directory: appSupport.appendingPathComponent("chronicle"),
 ///     container: try DirectoryContainer(root: sharedFolder),
-///     logger: Logger(label: "app.chronicle")))
+///     logger: Logger(label: "app.chronicle")))   // optional
 /// let id = try await store.write { tx in
 ///     tx.insert("Book", ["title": "The Dispossessed", "pages": 387])
 /// }
 /// try await store.sync()
 /// let titles = try await store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Book") }
+/// try await store.close()
 /// ```
 ///
 /// Every save is validated, applied to the local snapshot and appended to the
@@ -32,6 +33,13 @@ import Darwin
 /// crash. ``sync(progress:)`` uploads the outbox and imports other devices' logs.
 /// Reads see the snapshot through read-only connections, so nothing can write
 /// around Chronicle.
+///
+/// Everything an app calls takes `@Sendable` closures and returns `Sendable`
+/// values, so a `@MainActor` view model calls it directly. Reads
+/// (``read(_:)``, ``fetchAll(_:)``, ``fetch(_:id:)``, ``values(of:id:)``,
+/// ``reader``) do not queue behind the store's actor: they run on the
+/// snapshot's read-only connections, beside a save or a sync in progress.
+/// After ``close()``, every call throws ``ChronicleError/Code/closed``.
 public actor Store {
     /// How to open a store.
     public struct Configuration: Sendable {
@@ -49,38 +57,51 @@ public actor Store {
         public var directory: URL
         /// The shared container.
         public var container: any Container
-        /// The wall clock (injected so simulations can drive it).
+        /// The wall clock: read for timestamps, and slept on between
+        /// automatic syncs (injected so tests and simulations can drive it).
         public var clock: any PhysicalClock
-        /// Seeds the random part of new record IDs.
-        public var seed: UInt64
-        /// Where diagnostics go.
-        public var logger: Logger
+        /// Where diagnostics go; nil (the default) logs nothing.
+        public var logger: Logger?
         /// How hard commits push data to disk.
         public var durability: Durability
         /// Bounds for decoding logs from the container.
         public var limits: DecodingLimits
+        /// Seeds the random part of new record IDs and device IDs (a random
+        /// seed in production; simulations fix it to replay a run).
+        package var seed: UInt64
         /// The store this device last used, if known. If the container has
         /// lost its active-store pointer (a wiped or reset container), the
         /// device puts this one back instead of starting a new store.
-        public var knownStore: StoreID?
+        package var knownStore: StoreID?
         /// Crash points for simulations; nil in production.
-        package var crashInjector: CrashInjector? = nil
+        package var crashInjector: CrashInjector?
         /// How long ``Store/open(_:)`` waits for another process (or another
         /// open store in this one) to let go of the device folder before it
         /// throws ``ChronicleError/Code/deviceInUse``.
-        public var lockWait: Duration = .zero
+        package var lockWait: Duration = .zero
         /// How long a device that has imported nothing yet waits for the
         /// store's newest baseline to be complete before it falls back to an
         /// older baseline or to the logs.
-        public var baselineWait: Duration = .seconds(60)
+        package var baselineWait: Duration = .seconds(60)
 
         /// Creates a configuration with sensible defaults: the system clock,
-        /// a random seed, full durability and 64 MiB log bodies.
+        /// no logging, full durability and 64 MiB log bodies.
         public init(
             schema: Schema, deviceID: DeviceID? = nil, directory: URL, container: any Container,
-            clock: any PhysicalClock = SystemClock(), seed: UInt64 = UInt64.random(in: 0...UInt64.max),
-            logger: Logger, durability: Durability = .full, limits: DecodingLimits = DecodingLimits(),
-            knownStore: StoreID? = nil, lockWait: Duration = .zero
+            clock: any PhysicalClock = SystemClock(), logger: Logger? = nil, durability: Durability = .full,
+            limits: DecodingLimits = DecodingLimits()
+        ) {
+            self.init(schema: schema, deviceID: deviceID, directory: directory, container: container, clock: clock,
+                      seed: UInt64.random(in: 0...UInt64.max), logger: logger, durability: durability, limits: limits)
+        }
+
+        /// Creates a configuration with the hooks tests and simulations use:
+        /// a fixed seed, a known store, crash points, a wait for the lock.
+        package init(
+            schema: Schema, deviceID: DeviceID? = nil, directory: URL, container: any Container,
+            clock: any PhysicalClock = SystemClock(), seed: UInt64,
+            logger: Logger? = nil, durability: Durability = .full, limits: DecodingLimits = DecodingLimits(),
+            knownStore: StoreID? = nil, crashInjector: CrashInjector? = nil, lockWait: Duration = .zero
         ) {
             self.lockWait = lockWait
             self.knownStore = knownStore
@@ -94,6 +115,11 @@ public actor Store {
             self.durability = durability
             self.limits = limits
         }
+
+        /// The logger, or one that drops everything.
+        var log: Logger { logger ?? Self.silent }
+
+        private static let silent = Logger(label: "chronicle") { _ in SwiftLogNoOpLogHandler() }
     }
 
     /// What one ``sync(progress:)`` did.
@@ -168,7 +194,47 @@ public actor Store {
     public nonisolated var deviceID: DeviceID { snapshot.deviceID }
     /// The moves to a new ID this store made since it was opened, oldest first.
     public private(set) var identityChanges: [IdentityChange] = []
+    /// Read-only GRDB access to the snapshot, for GRDB requests and
+    /// `ValueObservation` (see ``StoreReader``): observations follow the
+    /// device to a new snapshot when it moves to a new ID, and fail with
+    /// ``ChronicleError/Code/closed`` when the store closes.
+    public nonisolated let reader: StoreReader
 
+    /// How syncing goes (see ``syncStatus``).
+    public struct SyncStatus: Sendable {
+        /// Whether a sync (automatic or not) is running now.
+        public var isSyncing = false
+        /// The report of the newest sync that finished, if any did.
+        public var lastReport: SyncReport?
+        /// The error of the newest sync if it failed; nil once one succeeds.
+        public var lastError: ChronicleError?
+        /// How many automatic syncs have finished (succeeded or failed).
+        public var automaticSyncs = 0
+        /// Whether automatic syncing is on (``startAutomaticSync(every:)``).
+        public var isAutomatic = false
+    }
+
+    /// How syncing goes: whether a sync is running, the last result and the
+    /// last error, of automatic syncs and of calls to ``sync()`` alike.
+    public nonisolated var syncStatus: SyncStatus {
+        lifecycle.withLock { state in
+            var status = state.sync
+            status.isSyncing = state.syncsRunning > 0
+            return status
+        }
+    }
+
+    private struct Lifecycle {
+        var closed = false
+        var syncsRunning = 0
+        var sync = SyncStatus()
+    }
+
+    private let lifecycle = Mutex(Lifecycle())
+    /// Operations under way (syncs, uploads, imports), which ``close()`` waits for.
+    private var operations = 0
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    private var closeTask: Task<Void, any Error>?
     private let current: Mutex<Snapshot>
     private let folder: DeviceFolder
     private var replayer: Replayer
@@ -188,6 +254,7 @@ public actor Store {
         self.current = Mutex(snapshot)
         self.folder = folder
         self.hub = EventHub()
+        self.reader = StoreReader(snapshot.databasePool)
         var random = SeededRandom(seed: configuration.seed ^ 0x1DE4_717F_0F_DE71CE)
         self.replayer = try Self.makeReplayer(snapshot, configuration: configuration, hub: hub, random: &random)
         self.random = random
@@ -196,7 +263,7 @@ public actor Store {
 
     private static func makeReplayer(_ snapshot: Snapshot, configuration: Configuration, hub: EventHub, random: inout SeededRandom) throws -> Replayer {
         var replayer = Replayer(snapshot: snapshot, container: configuration.container,
-                                limits: configuration.limits, logger: configuration.logger)
+                                limits: configuration.limits, logger: configuration.log)
         // Subscribers see imported changes as each batch commits.
         replayer.eventSink = { [hub] events in hub.publish(events) }
         replayer.clock = configuration.clock
@@ -236,7 +303,7 @@ public actor Store {
             } else if let recovered = folder.identityFromSnapshots() {
                 // device.json was lost; the snapshots still say who this device is.
                 identity = recovered
-                configuration.logger.notice("device.json was missing; restored it from the folder's snapshot", metadata: ["chronicle.device": "\(recovered.device)"])
+                configuration.log.notice("device.json was missing; restored it from the folder's snapshot", metadata: ["chronicle.device": "\(recovered.device)"])
                 try folder.writeIdentity(identity)
             } else {
                 // The ID is on disk before anything is created under it.
@@ -259,7 +326,7 @@ public actor Store {
                 // Whatever the damaged file held that the container lacks
                 // cannot be read back; keep it aside, start afresh under a new ID.
                 let retired = try folder.retire(path, device: identity.device, reason: "damaged")
-                configuration.logger.error("snapshot is damaged; moved aside, continuing under a new device ID", metadata: [
+                configuration.log.error("snapshot is damaged; moved aside, continuing under a new device ID", metadata: [
                     "chronicle.snapshot": "\(retired)", "chronicle.error": "\(error)",
                 ])
                 identity.retired = (identity.retired ?? []) + [identity.device]
@@ -273,7 +340,7 @@ public actor Store {
                 try folder.writeIdentity(identity)
             }
             let store = try Store(configuration: configuration, storeID: storeID, snapshot: snapshot, folder: folder)
-            configuration.logger.info("opened store", metadata: [
+            configuration.log.info("opened store", metadata: [
                 "chronicle.store": "\(storeID)", "chronicle.device": "\(identity.device)",
             ])
             return store
@@ -397,14 +464,16 @@ public actor Store {
     ///   (nothing is saved then), among them ``ChronicleError/Code/sizeOverCap``
     ///   for a save whose log would be larger than ``Configuration/limits``
     ///   lets any device read.
+    ///   After ``close()``, ``ChronicleError/Code/closed``.
     @discardableResult
-    public func write<T>(_ body: (inout WriteTransaction) throws -> T) throws -> T {
+    public func write<T: Sendable>(_ body: @Sendable (inout WriteTransaction) throws -> T) throws -> T {
         try writeReporting(body).value
     }
 
     /// Like ``write(_:)``, and also returns what the save did (its sequence,
     /// clock and events), or nil when `body` made no changes.
-    package func writeReporting<T>(_ body: (inout WriteTransaction) throws -> T) throws -> (value: T, save: Snapshot.SaveResult?) {
+    package func writeReporting<T: Sendable>(_ body: @Sendable (inout WriteTransaction) throws -> T) throws -> (value: T, save: Snapshot.SaveResult?) {
+        try checkOpen()
         let now = configuration.clock.nowMilliseconds()
         let snapshot = self.snapshot
         var tx = WriteTransaction(schema: configuration.schema, ids: ids, milliseconds: now) { entity, id in
@@ -421,34 +490,45 @@ public actor Store {
 
     // MARK: Reading
 
-    /// Runs `body` on a read-only connection to the snapshot.
-    public func read<T>(_ body: (Database) throws -> T) throws -> T {
-        try snapshot.read(body)
+    /// Runs `body` on a read-only connection to the snapshot, beside any
+    /// save or sync in progress (not on the store's actor).
+    ///
+    /// - Throws: what `body` throws; ``ChronicleError/Code/closed`` after ``close()``.
+    public nonisolated func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        try await reader.read(body)
     }
 
     /// All records of a Codable type, in ID order.
-    public func fetchAll<R: ChronicleRecord>(_ type: R.Type) throws -> [R] {
-        guard let entity = configuration.schema.entity(named: R.entityName) else {
-            throw ChronicleError(.unknownEntity, "no entity named \(R.entityName)")
-        }
-        return try snapshot.read { db in
+    public nonisolated func fetchAll<R: ChronicleRecord>(_ type: R.Type) async throws -> [R] {
+        let entity = try Self.entity(of: R.self, configuration.schema)
+        return try await reader.read { db in
             try RecordCoding.records(R.self, entity: entity, cursor: Row.fetchCursor(db, sql: "SELECT * FROM \"\(entity.name)\" ORDER BY id"))
         }
     }
 
     /// One record of a Codable type, or nil.
-    public func fetch<R: ChronicleRecord>(_ type: R.Type, id: RecordID) throws -> R? {
-        guard let entity = configuration.schema.entity(named: R.entityName) else {
-            throw ChronicleError(.unknownEntity, "no entity named \(R.entityName)")
-        }
-        return try snapshot.read { db in
+    public nonisolated func fetch<R: ChronicleRecord>(_ type: R.Type, id: RecordID) async throws -> R? {
+        let entity = try Self.entity(of: R.self, configuration.schema)
+        return try await reader.read { db in
             try RecordCoding.records(R.self, entity: entity, cursor: Row.fetchCursor(db, sql: "SELECT * FROM \"\(entity.name)\" WHERE id = ?", arguments: [id])).first
         }
     }
 
     /// The values of one visible record, or nil.
-    public func values(of entity: String, id: RecordID) throws -> [String: Value]? {
-        try Store.row(snapshot, entity: entity, id: id)
+    public nonisolated func values(of entity: String, id: RecordID) async throws -> [String: Value]? {
+        guard let entity = configuration.schema.entity(named: entity) else {
+            throw ChronicleError(.unknownEntity, "no entity named \(entity)")
+        }
+        return try await reader.read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM \"\(entity.name)\" WHERE id = ?", arguments: [id]).map { try Store.values($0, entity: entity) }
+        }
+    }
+
+    private static func entity<R: ChronicleRecord>(of type: R.Type, _ schema: Schema) throws -> Entity {
+        guard let entity = schema.entity(named: R.entityName) else {
+            throw ChronicleError(.unknownEntity, "no entity named \(R.entityName)")
+        }
+        return entity
     }
 
     static func row(_ snapshot: Snapshot, entity name: String, id: RecordID) throws -> [String: Value]? {
@@ -470,7 +550,10 @@ public actor Store {
 
     /// The canonical hash of everything visible: two devices that show the
     /// same records, fields and values have the same hash.
-    public func stateHash() throws -> String { try snapshot.stateHash() }
+    public func stateHash() throws -> String {
+        try checkOpen()
+        return try snapshot.stateHash()
+    }
 
     // MARK: Sync
 
@@ -486,11 +569,35 @@ public actor Store {
     ///
     /// - Parameter progress: told how far the upload and the import have
     ///   got, after each log uploaded, baseline part applied and batch of
-    ///   logs imported (from the store's actor: keep it short).
+    ///   logs imported (from the sync's task: keep it short).
+    /// - Throws: `CancellationError` if the task is cancelled: the sync
+    ///   stops between logs (each log is imported or uploaded whole, or not
+    ///   at all), the snapshot keeps what was done, and the next sync goes
+    ///   on from there. ``ChronicleError/Code/closed`` after ``close()``.
     @discardableResult
     public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncReport {
+        try beginOperation()
+        defer { endOperation() }
+        lifecycle.withLock { $0.syncsRunning += 1 }
+        defer { lifecycle.withLock { $0.syncsRunning -= 1 } }
+        do {
+            let report = try await performSync(progress: progress)
+            lifecycle.withLock { state in
+                state.sync.lastReport = report
+                state.sync.lastError = nil
+            }
+            return report
+        } catch let error as ChronicleError {
+            lifecycle.withLock { $0.sync.lastError = error }
+            throw error
+        }
+    }
+
+    private func performSync(progress: (@Sendable (SyncProgress) -> Void)?) async throws -> SyncReport {
+        try Task.checkCancellation()
         let change = try await ensureOwnHistory()
         let uploaded = try await uploadMovingIfNeeded(progress: progress)
+        try Task.checkCancellation()
         pruneRetiredSnapshots()
         // A repair that fails (a foreign entry where one of this device's
         // logs belongs, an outage) does not keep the device from importing:
@@ -500,9 +607,10 @@ public actor Store {
         do {
             repaired = try await repairWindow()
         } catch let error as ChronicleError where error.code != .simulatedCrash {
-            configuration.logger.warning("repairing own logs failed", metadata: ["chronicle.error": "\(error)"])
+            configuration.log.warning("repairing own logs failed", metadata: ["chronicle.error": "\(error)"])
             repairFailure = ImportReport.Failure(name: ContainerLayout.logPrefix(store: storeID, device: deviceID), device: deviceID, error: error)
         }
+        try Task.checkCancellation()
         var imported = try await replayer(reporting: progress).importOnce()
         if let repairFailure { imported.failures.append(repairFailure) }
         // What the move to a new ID imported counts as this sync's import.
@@ -517,6 +625,8 @@ public actor Store {
     /// Uploads pending saves only.
     @discardableResult
     public func upload() async throws -> Int {
+        try beginOperation()
+        defer { endOperation() }
         _ = try await ensureOwnHistory()
         return try await uploadMovingIfNeeded().count
     }
@@ -527,6 +637,8 @@ public actor Store {
     /// time.
     @discardableResult
     public func repairOwnLogs() async throws -> [ContainerName] {
+        try beginOperation()
+        defer { endOperation() }
         _ = try await ensureOwnHistory()
         var repaired = try await replayer.repairOwnLogs()
         for inherited in try snapshot.inheritedDevices() {
@@ -551,6 +663,8 @@ public actor Store {
     ///   parts it has, and how many records.
     @discardableResult
     public func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
+        try beginOperation()
+        defer { endOperation() }
         _ = try await ensureOwnHistory()
         _ = try await uploadMovingIfNeeded()
         return try await replayer.publishBaseline(partBytes: partBytes)
@@ -582,7 +696,7 @@ public actor Store {
             }
         } catch let error as ChronicleError where error.code == .identityConflict {
             let change = try await moveToNewIdentity(reason: error.message)
-            configuration.logger.notice("moved to a new device ID while repairing", metadata: ["chronicle.device": "\(change.current)"])
+            configuration.log.notice("moved to a new device ID while repairing", metadata: ["chronicle.device": "\(change.current)"])
         }
         return repaired
     }
@@ -648,7 +762,7 @@ public actor Store {
     private func performMove(reason: String) async throws -> IdentityChange {
         let old = snapshot
         let newID = DeviceID.drawn(&random)
-        configuration.logger.warning("this device's files are behind the container; continuing under a new device ID", metadata: [
+        configuration.log.warning("this device's files are behind the container; continuing under a new device ID", metadata: [
             "chronicle.device": "\(old.deviceID)", "chronicle.newDevice": "\(newID)", "chronicle.reason": "\(reason)",
         ])
         let nextPath = folder.nextSnapshotPath(storeID)
@@ -661,7 +775,7 @@ public actor Store {
             // What of the old ID's saves the container lacks.
             var (carried, through, ours) = try await savesMissingFromContainer(old)
             // Everything the container holds, the old ID's logs included.
-            var builder = Replayer(snapshot: next, container: configuration.container, limits: configuration.limits, logger: configuration.logger)
+            var builder = Replayer(snapshot: next, container: configuration.container, limits: configuration.limits, logger: configuration.log)
             builder.clock = configuration.clock
             builder.baselineWait = .zero
             // What the container adds to what the app saw is news to it.
@@ -695,10 +809,14 @@ public actor Store {
             throw error
         }
         // Committed: swap the files and carry on with the new snapshot.
+        // Observations leave the old database before it closes, and start
+        // again on the new one.
+        reader.detachObservations()
         try? old.close()
         try Self.finishIdentitySwitch(folder, store: storeID, identity: DeviceFolder.Identity(device: newID, store: storeID, retired: nil))
         let fresh = try Self.openSnapshot(folder.snapshotPath(storeID), storeID: storeID, device: newID, configuration)
         current.withLock { $0 = fresh }
+        reader.switchTo(fresh.databasePool)
         replayer = try Self.makeReplayer(fresh, configuration: configuration, hub: hub, random: &random)
         historyChecked = true
         let change = IdentityChange(previous: old.deviceID, current: newID, reason: reason, carriedOver: mapping,
@@ -765,56 +883,152 @@ public actor Store {
     }
 
     /// Imports other devices' logs only.
+    ///
+    /// - Throws: `CancellationError` if the task is cancelled (between logs,
+    ///   as ``sync(progress:)``); ``ChronicleError/Code/closed`` after ``close()``.
     @discardableResult
     public func importLogs() async throws -> ImportReport {
+        try beginOperation()
+        defer { endOperation() }
         return try await replayer.importOnce()
     }
 
-    /// Starts syncing every `interval` until ``stopAutomaticSync()`` or
-    /// ``close()``. Failures are logged and retried at the next tick.
-    public func startAutomaticSync(every interval: Duration) {
+    /// Starts syncing now and then every `interval` (slept on
+    /// ``Configuration/clock``) until ``stopAutomaticSync()`` or
+    /// ``close()``. Each sync's result is published to the
+    /// ``changes(bufferLimit:)`` streams (``StoreEvent/synced(_:)``,
+    /// ``StoreEvent/syncFailed(_:)``) and kept in ``syncStatus``; a failed
+    /// sync is tried again at the next tick.
+    ///
+    /// - Throws: ``ChronicleError/Code/closed`` after ``close()``.
+    public func startAutomaticSync(every interval: Duration) throws {
+        try checkOpen()
         syncTask?.cancel()
-        let logger = configuration.logger
+        lifecycle.withLock { $0.sync.isAutomatic = true }
+        let clock = configuration.clock
         syncTask = Task { [weak self] in
             while !Task.isCancelled {
-                guard let self else { return }
+                guard await Self.automaticSync(self) else { return }
                 do {
-                    try await self.sync()
+                    try await clock.sleep(for: interval)
                 } catch {
-                    logger.warning("automatic sync failed", metadata: ["chronicle.error": "\(error)"])
+                    return
                 }
-                try? await Task.sleep(for: interval)
             }
         }
     }
 
-    /// Stops the automatic sync loop.
+    /// One automatic sync; false once the store is gone.
+    private static func automaticSync(_ store: Store?) async -> Bool {
+        guard let store else { return false }
+        await store.runAutomaticSync()
+        return true
+    }
+
+    private func runAutomaticSync() async {
+        do {
+            let report = try await sync()
+            hub.publish(sync: .synced(report))
+        } catch is CancellationError {
+            return
+        } catch let error as ChronicleError where error.code == .closed {
+            return
+        } catch {
+            let failure = error as? ChronicleError ?? ChronicleError(.io, "automatic sync failed: \(error)", underlying: error)
+            configuration.log.warning("automatic sync failed", metadata: ["chronicle.error": "\(failure)"])
+            hub.publish(sync: .syncFailed(failure))
+        }
+        lifecycle.withLock { $0.sync.automaticSyncs += 1 }
+    }
+
+    /// Stops the automatic sync loop (a sync under way finishes).
     public func stopAutomaticSync() {
         syncTask?.cancel()
         syncTask = nil
+        lifecycle.withLock { $0.sync.isAutomatic = false }
     }
 
     // MARK: Observation
 
-    /// Every change the app can see from now on, local or imported. Each call
-    /// returns an independent stream; it buffers at most `limit` events.
-    public nonisolated func changes(bufferingNewest limit: Int = 10_000) -> AsyncStream<RecordEvent> {
-        hub.subscribe(bufferingNewest: limit)
+    /// Every event from now on: each record change, local or imported
+    /// (``StoreEvent/record(_:)``), and each automatic sync's result. Each
+    /// call returns an independent stream, which ends when the store closes
+    /// (after the events it still holds).
+    ///
+    /// A consumer that falls behind loses nothing silently: the stream
+    /// buffers at most `bufferLimit` events, and the record events that do
+    /// not fit are replaced by one ``StoreEvent/refetch(entities:)`` naming
+    /// their entities, delivered after the buffered events. (One import of
+    /// 10,000 logs can make hundreds of thousands of events.)
+    ///
+    /// - Parameter bufferLimit: the most events held for this stream; at least 1.
+    /// - Throws: ``ChronicleError/Code/closed`` after ``close()``.
+    public nonisolated func changes(bufferLimit: Int = 10_000) throws -> AsyncStream<StoreEvent> {
+        try checkOpen()
+        guard let stream = hub.subscribe(bufferLimit: bufferLimit) else { throw StoreReader.closedError() }
+        return stream
     }
 
-    /// Stops syncing, ends the change streams, closes the snapshot and lets
-    /// go of the device folder.
-    public func close() throws {
-        stopAutomaticSync()
+    // MARK: Closing
+
+    /// Closes the store: stops automatic syncing, waits for the syncs,
+    /// uploads and imports under way to finish, ends every
+    /// ``changes(bufferLimit:)`` stream and every observation on
+    /// ``reader``, closes the snapshot and lets go of the device folder.
+    ///
+    /// Every call after it (a read, a save, a sync, ``changes(bufferLimit:)``,
+    /// ``startAutomaticSync(every:)``) throws ``ChronicleError/Code/closed``.
+    /// Closing again waits for the first close and does nothing more.
+    ///
+    /// - Throws: ``ChronicleError/Code/database`` if SQLite refuses to
+    ///   close the database.
+    public func close() async throws {
+        if let closeTask { return try await closeTask.value }
+        lifecycle.withLock { state in
+            state.closed = true
+            state.sync.isAutomatic = false
+        }
+        let automatic = syncTask
+        syncTask = nil
+        automatic?.cancel()
+        let task = Task { try await self.finishClosing(after: automatic) }
+        closeTask = task
+        try await task.value
+    }
+
+    private func finishClosing(after automatic: Task<Void, Never>?) async throws {
+        await automatic?.value
+        while operations > 0 {
+            await withCheckedContinuation { idleWaiters.append($0) }
+        }
         hub.finish()
+        await reader.closeObservations()
         defer { folder.release() }
         try snapshot.close()
+    }
+
+    /// Throws ``ChronicleError/Code/closed`` once ``close()`` has begun.
+    private nonisolated func checkOpen() throws {
+        if lifecycle.withLock({ $0.closed }) { throw StoreReader.closedError() }
+    }
+
+    private func beginOperation() throws {
+        try checkOpen()
+        operations += 1
+    }
+
+    private func endOperation() {
+        operations -= 1
+        guard operations == 0 else { return }
+        let waiters = idleWaiters
+        idleWaiters = []
+        for waiter in waiters { waiter.resume() }
     }
 }
 
 extension Store.Configuration {
     /// This configuration with ``baselineWait`` set to `wait`.
-    public func waitingForBaselines(_ wait: Duration) -> Self {
+    package func waitingForBaselines(_ wait: Duration) -> Self {
         var copy = self
         copy.baselineWait = wait
         return copy

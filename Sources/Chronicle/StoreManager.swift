@@ -465,7 +465,7 @@ public actor StoreManager {
                         do {
                             _ = try await store.sync()
                         } catch {
-                            configuration.store.logger.warning("the new store was seeded but could not be imported yet", metadata: ["chronicle.error": "\(error)"])
+                            configuration.store.log.warning("the new store was seeded but could not be imported yet", metadata: ["chronicle.error": "\(error)"])
                         }
                     }
                 } catch let error as ChronicleError where error.code.isTransient && !hasSnapshot() {
@@ -713,7 +713,7 @@ public actor StoreManager {
         state.leaving = nil
         state.mergePending = try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil
         try Self.write(state, in: folder)
-        configuration.store.logger.notice("the container belongs to another account now", metadata: ["chronicle.account": "\(token)"])
+        configuration.store.log.notice("the container belongs to another account now", metadata: ["chronicle.account": "\(token)"])
         continuations.publish(.accountChanged(from: previous, to: token))
     }
 
@@ -750,7 +750,7 @@ public actor StoreManager {
         do {
             _ = try await old.sync()
         } catch {
-            configuration.store.logger.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
+            configuration.store.log.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
         }
         // What the replaced store held of each device: saves beyond it are
         // carried into the new store by the devices that made them.
@@ -1178,7 +1178,7 @@ public actor StoreManager {
         do {
             _ = try await cloud.sync()
         } catch {
-            configuration.store.logger.notice("merging local data before the cloud store could be synced", metadata: ["chronicle.error": "\(error)"])
+            configuration.store.log.notice("merging local data before the cloud store could be synced", metadata: ["chronicle.error": "\(error)"])
         }
         let local = try await Store.open(configuration(for: kind))
         do {

@@ -142,9 +142,9 @@ struct DeviceOptions: ParsableArguments {
         let container = try self.container.open()
         // The store keeps the device's ID and its store in the folder's
         // device.json, and holds the folder's lock until it is closed.
-        return try await Store.open(Store.Configuration(
-            schema: schema, directory: directory, container: container,
-            logger: CLILogging.logger, lockWait: Self.lockWait))
+        var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
+        configuration.lockWait = Self.lockWait
+        return try await Store.open(configuration)
     }
 }
 

@@ -126,12 +126,16 @@ struct DemoRun {
                 clock.advance(byMilliseconds: Int64(rng.next() % 3))
                 let folder = try await devices[d].read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Folder LIMIT 1") }!
                 let notes = try await devices[d].read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note") }
+                // Drawn before the save, in the order the save uses them.
+                let insert = notes.isEmpty || rng.next() % 3 == 0
+                let target = insert ? nil : notes[Int(rng.next() % UInt64(notes.count))]
+                let words = insert ? 0 : Int64(rng.next() % 500)
+                let name = names[d]
                 try await devices[d].write { tx in
-                    if notes.isEmpty || rng.next() % 3 == 0 {
-                        tx.insert("Note", ["title": .string("\(names[d]) note \(round)"), "folder": .reference(folder)])
+                    if let target {
+                        tx.update("Note", id: target, ["words": .int(words), "title": .string("edited on \(name)")])
                     } else {
-                        let target = notes[Int(rng.next() % UInt64(notes.count))]
-                        tx.update("Note", id: target, ["words": .int(Int64(rng.next() % 500)), "title": .string("edited on \(names[d])")])
+                        tx.insert("Note", ["title": .string("\(name) note \(round)"), "folder": .reference(folder)])
                     }
                 }
                 total += 1

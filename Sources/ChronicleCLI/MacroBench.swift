@@ -106,7 +106,7 @@ struct MacroBench {
         return url
     }
 
-    func store(_ dir: URL, container: any Container, device: UInt64, durability: Snapshot.Durability = .full) async throws -> Store {
+    func store(_ dir: URL, container: any Container, device: UInt64, durability: Durability = .full) async throws -> Store {
         try await Store.open(Store.Configuration(
             schema: Self.schema, deviceID: DeviceID(index: device), directory: dir.appendingPathComponent("device-\(device)"),
             container: container, seed: device, logger: Logger(label: "bench") { _ in SwiftLogNoOpLogHandler() }, durability: durability))
@@ -138,7 +138,7 @@ struct MacroBench {
 
     /// Interleaved saves of the same rows through `Store.write` at
     /// `durability` and through the C API at the same `synchronous` level.
-    func save(durability: Snapshot.Durability) async throws -> (ratio: Double, detail: String) {
+    func save(durability: Durability) async throws -> (ratio: Double, detail: String) {
         let transactions = max(50, Int(5_000 * scale))
         let rows = Self.rows(transactions * 10, seed: 1)
         let synchronous = durability == .full ? "FULL" : "NORMAL"

@@ -182,9 +182,9 @@ package struct MultiProcessSimulation: Sendable {
             throw ChronicleError(.notFound, "\(directory.path) holds \(files.count) snapshots, not one")
         }
         let identity = try Snapshot.identity(at: directory.appendingPathComponent(files[0]).path)
-        return try await Store.open(Store.Configuration(
-            schema: schema, deviceID: identity.device, directory: directory, container: container,
-            logger: Logger(label: "chronicle.simulation.processes") { _ in SwiftLogNoOpLogHandler() }, knownStore: identity.store))
+        var configuration = Store.Configuration(schema: schema, deviceID: identity.device, directory: directory, container: container)
+        configuration.knownStore = identity.store
+        return try await Store.open(configuration)
     }
 
     /// A worker's loop: syncs (one time in four) or saves (an insert of a

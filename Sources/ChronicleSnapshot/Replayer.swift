@@ -59,6 +59,8 @@ package struct Replayer: Sendable {
         // checked against it when it is made).
         let maxBytes = min(4 << 20, max(1, decoder.limits.maxBodyBytes / 2))
         while let plan = try snapshot.nextUpload(maxBytes: maxBytes) {
+            // Between logs: each is put and marked uploaded, or not at all.
+            try Task.checkCancellation()
             let bytes = try encoder.encode(bodies: plan.transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
             let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: plan.first, last: plan.last)
             try await putOwnLog(name, bytes)
@@ -294,6 +296,10 @@ package struct Replayer: Sendable {
     /// applied nothing of other devices first applies the newest complete
     /// baseline, if there is one (see ``startsFromBaseline``), then the logs
     /// after it.
+    ///
+    /// - Throws: `CancellationError` if the task is cancelled. The import
+    ///   stops between logs: the logs fetched so far are applied (each one
+    ///   whole), and the next import goes on after them.
     package func importOnce() async throws -> ImportReport {
         var report = ImportReport()
         var vector = try snapshot.vector()
@@ -305,6 +311,7 @@ package struct Replayer: Sendable {
             }
         }
         for device in try await devices() {
+            try Task.checkCancellation()
             try await importLogs(of: device, after: vector[device] ?? 0, into: &report)
         }
         return report
@@ -457,6 +464,11 @@ package struct Replayer: Sendable {
                     continue
                 }
                 if parsed.last <= through { continue }
+                if Task.isCancelled {
+                    // Keep what was fetched (each log applies whole), then stop.
+                    _ = try apply(&batch, device: device, into: &report)
+                    throw CancellationError()
+                }
                 if parsed.first > through + 1 {
                     if try apply(&batch, device: device, into: &report) {
                         report.gaps.append(.init(device: device, expected: through + 1, found: parsed.first))

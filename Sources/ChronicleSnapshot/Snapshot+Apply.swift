@@ -78,6 +78,10 @@ extension Snapshot {
                     break
                 }
             }
+            let events = result.outcomes.flatMap { outcome -> [RecordEvent] in
+                if case .applied(_, let events) = outcome { events } else { [] }
+            }
+            try notifyObservers(of: events, db)
             if result.outcomes.contains(where: { if case .applied = $0 { true } else { false } }) {
                 try crashInjector?.check(.importBeforeCommit)
             }

@@ -280,6 +280,7 @@ extension Snapshot {
                     try db.execute(sql: "UPDATE _chronicle_identity SET value = max(value, ?) WHERE key = 'hlc'",
                                    arguments: [Int64(bitPattern: maxClock.rawValue)])
                 }
+                try notifyObservers(of: engine.events, db)
                 try crashInjector?.check(.importBeforeCommit)
                 return engine.events
             }

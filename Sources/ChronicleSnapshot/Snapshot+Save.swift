@@ -79,6 +79,7 @@ extension Snapshot {
                 try db.cachedStatement(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)").execute(arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(body)])
                 try setApplied(db, deviceID, sequence: sequence, clock: clock)
                 try db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'").execute(arguments: [Int64(bitPattern: hlc.last.rawValue)])
+                try notifyObservers(of: engine.events, db)
                 try crashInjector?.check(.saveBeforeCommit)
                 return SaveResult(sequence: sequence, clock: clock, events: engine.events)
             }

@@ -40,9 +40,6 @@ import GRDB
     /// Where a simulation may make this device crash.
     package let crashInjector: CrashInjector?
 
-    /// How hard a commit pushes data to disk (see ``ChronicleSnapshot/Durability``).
-    package typealias Durability = ChronicleSnapshot.Durability
-
     /// Opens the snapshot at `path`, creating it if it does not exist.
     ///
     /// - Throws: ``ChronicleError/Code/storeMismatch`` if the file belongs to
@@ -151,6 +148,22 @@ import GRDB
             }
         } catch {
             throw ChronicleError.sqlite(error, .database, "\(path) is not a Chronicle snapshot")
+        }
+    }
+
+    /// The snapshot's database, for ``Store``'s reads and observations
+    /// (which go through its read-only connections).
+    package var databasePool: DatabasePool { pool }
+
+    /// Tells GRDB's observers (a `ValueObservation` of an entity's view)
+    /// that the row tables of the entities in `events` changed. Saves and
+    /// imports write those rows through SQLite's C API, which GRDB does not
+    /// see; called inside the writing transaction, the notice is delivered
+    /// when it commits.
+    func notifyObservers(of events: [RecordEvent], _ db: Database) throws {
+        guard !events.isEmpty else { return }
+        for entity in Set(events.map(\.entity)) {
+            try db.notifyChanges(in: Table(SnapshotTables.rows(entity)))
         }
     }
 

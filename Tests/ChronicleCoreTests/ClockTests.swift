@@ -1,4 +1,5 @@
 import ChronicleCore
+import Synchronization
 import Testing
 
 @Suite struct ClockTests {
@@ -54,5 +55,38 @@ import Testing
         var a = SeededRandom(seed: 99)
         var b = SeededRandom(seed: 99)
         #expect((0..<10).map { _ in a.next() } == (0..<10).map { _ in b.next() })
+    }
+
+    @Test func aManualClockWakesASleeperOnlyOnceAdvancedByTheDuration() async throws {
+        let clock = ManualClock(milliseconds: 0)
+        let woke = Mutex(false)
+        let nap = Task {
+            try await clock.sleep(for: .seconds(30))
+            woke.withLock { $0 = true }
+        }
+        await clock.waitForSleepers(1)
+        clock.advance(byMilliseconds: 29_999)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(woke.withLock { $0 } == false)
+        #expect(clock.sleeperCount == 1)
+        clock.advance(byMilliseconds: 1)
+        try await nap.value
+        #expect(woke.withLock { $0 })
+        #expect(clock.sleeperCount == 0)
+    }
+
+    @Test func cancellingASleepOnAManualClockThrowsCancellationError() async throws {
+        let clock = ManualClock(milliseconds: 0)
+        let nap = Task { try await clock.sleep(for: .seconds(1)) }
+        await clock.waitForSleepers(1)
+        nap.cancel()
+        await #expect(throws: CancellationError.self) { try await nap.value }
+        #expect(clock.sleeperCount == 0)
+    }
+
+    @Test func theSystemClockSleepsForReal() async throws {
+        let start = ContinuousClock.now
+        try await SystemClock().sleep(for: .milliseconds(20))
+        #expect(ContinuousClock.now - start >= .milliseconds(20))
     }
 }

@@ -91,7 +91,7 @@ import Testing
                 if rng.next() % 2 == 0 { values["title"] = .string("edit \(d)-\(saves[d])") }
                 if rng.next() % 2 == 0 { values["counter"] = .int(Int64(rng.next() % 1000)) }
                 if values.isEmpty { values["pinned"] = .bool(rng.next() % 2 == 0) }
-                try await stores[d].write { tx in tx.update("Note", id: id, values) }
+                try await stores[d].write { [values] tx in tx.update("Note", id: id, values) }
                 recorded.append((.update, id, values))
             } else {
                 let id = visible[Int(rng.next() % UInt64(visible.count))]

@@ -27,7 +27,7 @@ import Testing
         return dir.resolvingSymlinksInPath()
     }
 
-    static func open(_ dir: URL, _ durability: Snapshot.Durability) async throws -> Store {
+    static func open(_ dir: URL, _ durability: Durability) async throws -> Store {
         try await Store.open(Store.Configuration(
             schema: schema, deviceID: DeviceID(index: 1), directory: dir.appendingPathComponent("device"),
             container: try DirectoryContainer(root: dir.appendingPathComponent("container"), create: true), clock: ManualClock(), seed: 1,
@@ -44,8 +44,8 @@ import Testing
         Int(chronicle_sync_counting_vfs_syncs(dir.path + "/"))
     }
 
-    @Test(arguments: Snapshot.Durability.allCases)
-    func theWriterRunsAtTheChosenSynchronousLevel(_ durability: Snapshot.Durability) async throws {
+    @Test(arguments: Durability.allCases)
+    func theWriterRunsAtTheChosenSynchronousLevel(_ durability: Durability) async throws {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try await Self.open(dir, durability)
@@ -54,19 +54,19 @@ import Testing
         #expect(try Self.writerSynchronous(store.snapshot) == durability.sqliteSynchronous)
         try await store.close()
         // Reopened with the other setting: the setting is the new one's.
-        let other: Snapshot.Durability = durability == .full ? .normal : .full
+        let other: Durability = durability == .full ? .normal : .full
         let reopened = try await Self.open(dir, other)
         #expect(try Self.writerSynchronous(reopened.snapshot) == other.sqliteSynchronous)
         try await reopened.close()
     }
 
     @Test func levelsAreSQLitesValues() {
-        #expect(Snapshot.Durability.full.sqliteSynchronous == 2)
-        #expect(Snapshot.Durability.normal.sqliteSynchronous == 1)
+        #expect(Durability.full.sqliteSynchronous == 2)
+        #expect(Durability.normal.sqliteSynchronous == 1)
     }
 
     /// The syncs of `saves` saves through `Store.write`, counted from after the open.
-    static func syncsOfSaves(_ saves: Int, _ durability: Snapshot.Durability) async throws -> Int {
+    static func syncsOfSaves(_ saves: Int, _ durability: Durability) async throws -> Int {
         #expect(chronicle_sync_counting_vfs_install() == 0)
         let dir = try folder()
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -99,8 +99,8 @@ import Testing
         #expect(syncs < saves, "\(saves) saves at normal durability made \(syncs) syncs")
     }
 
-    @Test(arguments: Snapshot.Durability.allCases)
-    func aCleanCloseLeavesEverySaveInTheMainFile(_ durability: Snapshot.Durability) async throws {
+    @Test(arguments: Durability.allCases)
+    func aCleanCloseLeavesEverySaveInTheMainFile(_ durability: Durability) async throws {
         let dir = try Self.folder()
         defer { try? FileManager.default.removeItem(at: dir) }
         let store = try await Self.open(dir, durability)

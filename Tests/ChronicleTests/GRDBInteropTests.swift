@@ -130,7 +130,7 @@ import Testing
         let store = try await TestDevices(1, schema: Self.schema).stores[0]
         var thing = Self.thing(3, created: Self.dates[0], folder: nil)
         thing.ratio = ratio
-        try await store.write { tx in try tx.insert(thing) }
+        try await store.write { [thing] tx in try tx.insert(thing) }
         #expect(try await store.fetchAll(Thing.self).map(\.ratio.bitPattern) == [ratio.bitPattern])
         #expect(try await store.fetch(Thing.self, id: thing.id)?.ratio.bitPattern == ratio.bitPattern)
     }
@@ -138,7 +138,7 @@ import Testing
     @Test func selectStarAndTypedFetchesShowOnlyTheFields() async throws {
         let store = try await TestDevices(1, schema: Self.schema).stores[0]
         let thing = Self.thing(7, created: Self.dates[0], folder: nil)
-        try await store.write { tx in try tx.insert(thing) }
+        try await store.write { [thing] tx in try tx.insert(thing) }
         let columns = try await store.read { db in try Row.fetchOne(db, sql: "SELECT * FROM Thing").map { Array($0.columnNames) } }
         #expect(columns == ["id"] + Self.schema.entity(named: "Thing")!.fields.map(\.name))
         let found = try await store.read { db in try ThingRow.find(db, id: thing.id) }

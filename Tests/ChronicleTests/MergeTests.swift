@@ -46,13 +46,13 @@ import Testing
         let large = RecordID(high: 0x0200_0000_0000_7000, low: 0x8000_0000_0000_0001)
         try await d.stores[0].write { tx in tx.insert("Author", ["name": "Tiptree"], id: small) }
         try await d.stores[1].write { tx in tx.insert("Author", ["name": "Tiptree"], id: large) }
-        let events = d.stores[1].changes()
+        let events = try d.stores[1].changes()
         try await d.syncAll()
         #expect(try await d.hashes().count == 1)
         let ids = try await d.stores[1].read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Author") }
         #expect(ids == [small])
         var seen: [RecordEvent] = []
-        for await e in events {
+        for await case .record(let e) in events {
             seen.append(e)
             if seen.count == 2 { break }
         }
@@ -94,7 +94,7 @@ import Testing
         let d = try await TestDevices(2, schema: Self.schema)
         let author = try await d.stores[0].write { tx in tx.insert("Author", ["name": "Jemisin"]) }
         let book = try await d.stores[0].write { tx in tx.insert("Book", ["title": "Fifth Season", "author": .reference(author)]) }
-        try await d.stores[0].write { tx in tx.insert("Review", ["text": "great", "book": .reference(book)]) }
+        try await d.stores[0].write { [book] tx in tx.insert("Review", ["text": "great", "book": .reference(book)]) }
         let prize = try await d.stores[0].write { tx in tx.insert("Prize", ["title": "Hugo", "author": .reference(author)]) }
         try await d.syncAll()
         // deny: a local delete of a referenced author is refused.
@@ -165,10 +165,10 @@ import Testing
     @Test func codableRecordsRoundTripAndUpdatesSendOnlyChangedFields() async throws {
         let d = try await TestDevices(2, schema: Self.schema)
         var book = Book(id: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001), title: "Dawn", author: nil)
-        try await d.stores[0].write { tx in try tx.insert(book) }
+        try await d.stores[0].write { [book] tx in try tx.insert(book) }
         #expect(try await d.stores[0].fetch(Book.self, id: book.id)?.title == "Dawn")
         book.title = "Dawn (revised)"
-        try await d.stores[0].write { tx in try tx.update(book) }
+        try await d.stores[0].write { [book] tx in try tx.update(book) }
         try await d.syncAll()
         #expect(try await d.stores[1].fetchAll(Book.self).map(\.title) == ["Dawn (revised)"])
         let updates = try await d.stores[0].snapshot.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox") }
@@ -177,12 +177,12 @@ import Testing
 
     @Test func changeEventsReportLocalAndImportedChanges() async throws {
         let d = try await TestDevices(2, schema: Self.schema)
-        let events = d.stores[1].changes()
+        let events = try d.stores[1].changes()
         try await d.stores[0].write { tx in tx.insert("Author", ["name": "Okorafor"]) }
         try await d.stores[1].write { tx in tx.insert("Author", ["name": "Liu"]) }
         try await d.syncAll()
         var seen: [RecordEvent] = []
-        for await e in events {
+        for await case .record(let e) in events {
             seen.append(e)
             if seen.count == 2 { break }
         }

@@ -92,7 +92,7 @@ import Testing
         let folder = try await store.write { tx in tx.insert("Folder", ["name": "Workshop"]) }
         var item = Self.item(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0001))
         item.folder = folder
-        try await store.write { tx in try tx.insert(item) }
+        try await store.write { [item] tx in try tx.insert(item) }
         #expect(try await store.fetch(Item.self, id: item.id) == item)
         #expect(try await store.fetchAll(Item.self) == [item])
     }
@@ -102,7 +102,7 @@ import Testing
         var item = Self.item(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0002))
         // More digits than a Double holds.
         item.price = Decimal(string: "12345678901234567890.123456789")!
-        try await store.write { tx in try tx.insert(item) }
+        try await store.write { [item] tx in try tx.insert(item) }
         #expect(try await store.fetch(Item.self, id: item.id)?.price == item.price)
         let stored = try await store.read { db in try String.fetchOne(db, sql: "SELECT price FROM Item") }
         #expect(stored == "12345678901234567890.123456789")
@@ -113,12 +113,12 @@ import Testing
         let folder = try await store.write { tx in tx.insert("Folder", ["name": "Workshop"]) }
         var item = Self.item(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0003))
         item.folder = folder
-        try await store.write { tx in try tx.insert(item) }
+        try await store.write { [item] tx in try tx.insert(item) }
         item.folder = nil
         item.note = nil
         item.tags = nil
         item.price = nil
-        try await store.write { tx in try tx.update(item) }
+        try await store.write { [item] tx in try tx.update(item) }
         let fetched = try #require(try await store.fetch(Item.self, id: item.id))
         #expect(fetched.folder == nil)
         #expect(fetched.note == nil)
@@ -131,17 +131,17 @@ import Testing
         let store = try await Self.store()
         var item = Self.item(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0004))
         item.priority = nil
-        try await store.write { tx in try tx.insert(item) }
+        try await store.write { [item] tx in try tx.insert(item) }
         #expect(try await store.fetch(Item.self, id: item.id)?.priority == nil)
     }
 
     @Test func fieldsTheTypeDoesNotDeclareAreLeftAlone() async throws {
         let store = try await Self.store()
         let item = Self.item(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0005))
-        try await store.write { tx in try tx.insert(item) }
+        try await store.write { [item] tx in try tx.insert(item) }
         var title = try #require(try await store.fetch(ItemTitle.self, id: item.id))
         title.title = "Hand saw"
-        try await store.write { tx in try tx.update(title) }
+        try await store.write { [title] tx in try tx.update(title) }
         var expected = item
         expected.title = "Hand saw"
         #expect(try await store.fetch(Item.self, id: item.id) == expected)
@@ -151,9 +151,9 @@ import Testing
         let store = try await Self.store()
         var editable = EditableItem(id: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0006), title: "Plane")
         editable.isEditing = true
-        try await store.write { tx in try tx.insert(editable) }
+        try await store.write { [editable] tx in try tx.insert(editable) }
         editable.title = "Block plane"
-        try await store.write { tx in try tx.update(editable) }
+        try await store.write { [editable] tx in try tx.update(editable) }
         let fetched = try #require(try await store.fetch(EditableItem.self, id: editable.id))
         #expect(fetched.title == "Block plane")
         #expect(!fetched.isEditing)
@@ -206,11 +206,13 @@ import Testing
     @Test func insertThenUpdateInOneTransaction() async throws {
         let store = try await Self.store()
         var item = Self.item(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_000A))
-        try await store.write { tx in
+        item = try await store.write { [item] tx in
+            var item = item
             try tx.insert(item)
             item.title = "Coping saw"
             item.note = nil
             try tx.update(item)
+            return item
         }
         #expect(try await store.fetch(Item.self, id: item.id) == item)
     }
@@ -280,8 +282,8 @@ import Testing
     @Test func deleteByTypeAndID() async throws {
         let store = try await Self.store()
         let item = Self.item(RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_000E))
-        try await store.write { tx in try tx.insert(item) }
-        try await store.write { tx in tx.delete(Item.self, id: item.id) }
+        try await store.write { [item] tx in try tx.insert(item) }
+        try await store.write { [item] tx in tx.delete(Item.self, id: item.id) }
         #expect(try await store.fetch(Item.self, id: item.id) == nil)
     }
 
@@ -327,20 +329,22 @@ import Testing
         let store = try await Self.store()
         let folder = try await store.write { tx in tx.insert("Folder", ["name": "Workshop"]) }
         var basic = Basic(id: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0101), title: "File", note: "flat", folder: folder)
-        try await store.write { tx in try tx.insert(basic) }
+        try await store.write { [basic] tx in try tx.insert(basic) }
         basic.folder = nil
         basic.note = nil
-        try await store.write { tx in try tx.update(basic) }
+        try await store.write { [basic] tx in try tx.update(basic) }
         #expect(try await store.fetch(Basic.self, id: basic.id) == basic)
     }
 
     @Test func basicInsertThenUpdate() async throws {
         let store = try await Self.store()
         var basic = Basic(id: RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_0102), title: "File", note: "flat")
-        try await store.write { tx in
+        basic = try await store.write { [basic] tx in
+            var basic = basic
             try tx.insert(basic)
             basic.title = "Rasp"
             try tx.update(basic)
+            return basic
         }
         #expect(try await store.fetch(Basic.self, id: basic.id) == basic)
     }
