@@ -131,6 +131,12 @@ let package = Package(
         // The README's and the DocC catalog's example, compiled and run,
         // with the public surface of `Chronicle` checked for documentation.
         .testTarget(
+            // A notes app as a new user writes it: only the products an app depends on.
+            name: "ClientAppTests",
+            dependencies: ["Chronicle", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
+        .testTarget(
             name: "DocumentationTests",
             dependencies: [
                 "Chronicle",

@@ -118,7 +118,7 @@ final class NotesViewModel {
     func moveOutOfFolder(_ note: Note) async throws {
         var changed = note
         changed.folder = nil
-        try await store.write { tx in try tx.update(changed) }
+        try await store.write { [changed] tx in try tx.update(changed) }
         try await reload()
     }
 
@@ -127,9 +127,11 @@ final class NotesViewModel {
         try await reload()
     }
 
-    /// Rows for a list view, straight from SQL.
-    func titles() async throws -> [Row] {
-        try await store.read { db in try Row.fetchAll(db, sql: "SELECT title, price FROM Note ORDER BY title") }
+    /// Values for a list view, straight from SQL (GRDB's `Row` stays inside the read).
+    func titles() async throws -> [String] {
+        try await store.read { db in
+            try Row.fetchAll(db, sql: "SELECT title, price FROM Note ORDER BY title").map { $0["title"] as String }
+        }
     }
 
     func noteRows() async throws -> [NoteRow] {
@@ -161,7 +163,7 @@ final class NotesViewModel {
         let memo = try await phone.addNote("Memo", in: work, price: price, tags: ["a", "b"])
         var selected = memo
         selected.isSelected = true // in memory only: saving it must not fail
-        try await phone.store.write { tx in try tx.update(selected) }
+        try await phone.store.write { [selected] tx in try tx.update(selected) }
         _ = try await laptop.addNote("Groceries", in: nil, price: Decimal(string: "-0.000001")!, tags: [])
         for model in [phone, laptop, tablet, phone, laptop, tablet] { _ = try await model.sync() }
 
@@ -193,11 +195,11 @@ final class NotesViewModel {
             #expect(row.pinned == note.pinned && row.words == note.words && row.rating == note.rating)
             #expect(row.price == note.price && row.created == note.created && row.attachment == note.attachment)
             #expect(row.token == note.token && row.due == note.due && row.folder == note.folder)
-            #expect(try row.tags.decode([String].self) == note.tags)
+            #expect(try row.tags.decoded(as: [String].self) == note.tags)
         }
         let titles = try await laptop.titles()
-        #expect(titles.map { $0["title"] as String } == ["Groceries", "Memo"])
-        let everyColumn = try await laptop.store.read { db in try Row.fetchOne(db, sql: "SELECT * FROM Note")!.columnNames }
+        #expect(titles == ["Groceries", "Memo"])
+        let everyColumn = try await laptop.store.read { db in Array(try Row.fetchOne(db, sql: "SELECT * FROM Note")!.columnNames) }
         #expect(!everyColumn.contains { $0.hasPrefix("_") }, "internal columns stay out of SELECT *: \(Array(everyColumn))")
 
         // Insert then update, and insert then delete, in one transaction.

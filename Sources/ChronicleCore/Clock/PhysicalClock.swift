@@ -17,6 +17,7 @@ public protocol PhysicalClock: Sendable {
 
 /// The system's real-time clock.
 public struct SystemClock: PhysicalClock {
+    /// The system's clock.
     public init() {}
     public func nowMilliseconds() -> UInt64 {
         UInt64(max(0, Date().timeIntervalSince1970 * 1000))
