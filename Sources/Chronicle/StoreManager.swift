@@ -4,6 +4,9 @@ import ChronicleSnapshot
 import Foundation
 import GRDB
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Owns which store is loaded on this device, the **local store** or the
 /// **cloud store**, and hands the app the loaded ``Store``.
@@ -184,7 +187,7 @@ public actor StoreManager {
         /// the previous one was unloaded (its files stay on this device, for
         /// when that account comes back) and the new account's is loaded.
         case accountChanged(from: String, to: String)
-        /// The container could not be reached and this device has no copy
+        /// The container could not be reached (``ChronicleError/Code/unavailable``) and this device has no copy
         /// of the cloud store: the app works on the fallback store until
         /// ``StoreManager/sync()`` or ``StoreManager/reload()`` finds the
         /// container again.
@@ -297,6 +300,46 @@ public actor StoreManager {
         }
     }
 
+    /// The snapshot file of the store a manager in `directory` loads, for
+    /// a reader that does not open the store (SQLite lets readers in beside
+    /// a writer): the cloud store's, or the local store's when the cloud is
+    /// off.
+    ///
+    /// - Throws: ``ChronicleError/Code/notFound`` if there is none yet;
+    ///   ``ChronicleError/Code/malformedBody`` for a damaged `manager.json`
+    ///   or `device.json`.
+    package static func snapshotPath(in directory: URL) throws -> String {
+        var folder = directory
+        if let bytes = try DeviceFolder.readSmallFile(directory.appendingPathComponent(stateFile).path, limit: stateFileLimit,
+                                                      holding: "the store manager's state") {
+            let state: State
+            do { state = try JSONDecoder().decode(State.self, from: Data(bytes)) } catch {
+                throw ChronicleError(.malformedBody, "\(directory.appendingPathComponent(stateFile).path) is not a store manager's state file", underlying: error)
+            }
+            if !state.cloudEnabled { folder = directory.appendingPathComponent(Kind.local.rawValue).appendingPathComponent("device") }
+        }
+        guard let bytes = try DeviceFolder.readSmallFile(folder.appendingPathComponent(DeviceFolder.identityFile).path,
+                                                         limit: DeviceFolder.identityFileLimit, holding: "the device's ID") else {
+            throw ChronicleError(.notFound, "\(directory.path) is not a device folder yet (run `chronicle save` or `chronicle sync` first)")
+        }
+        let identity: DeviceFolder.Identity
+        do { identity = try JSONDecoder().decode(DeviceFolder.Identity.self, from: Data(bytes)) } catch {
+            throw ChronicleError.decoding("\(folder.appendingPathComponent(DeviceFolder.identityFile).path), the device file,", error)
+        }
+        guard let store = identity.store else {
+            throw ChronicleError(.notFound, "\(directory.path) has no snapshot yet (run `chronicle save` or `chronicle sync` first)")
+        }
+        let path = folder.appendingPathComponent("\(store).sqlite").path
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            throw ChronicleError(.notFound, "\(directory.path) has no snapshot of store \(store) (run `chronicle sync` first)")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            throw ChronicleError(.foreignEntry, "\(path) is not a regular file, where the device's snapshot belongs")
+        }
+        return path
+    }
+
     /// Whether this device uses the cloud store (persisted).
     public var cloudEnabled: Bool { state.cloudEnabled }
 
@@ -326,7 +369,8 @@ public actor StoreManager {
         var status = SyncStatus(kind: loaded?.kind, storeID: loaded?.store.storeID, firstSyncComplete: firstSyncComplete,
                                 pendingUploads: 0, waitingForLogs: lastReport?.imported.gaps.count ?? 0,
                                 lastStatus: lastReport?.status, lastError: lastError)
-        if let store = loaded?.store { status.pendingUploads = try store.snapshot.pendingUploadCount() }
+        // The local and fallback stores upload nothing.
+        if let loaded, loaded.kind == .cloud { status.pendingUploads = try loaded.store.snapshot.pendingUploadCount() }
         return status
     }
 
@@ -379,7 +423,19 @@ public actor StoreManager {
         try await unload()
         try Self.write(next, in: folder)
         state = next
-        let report = try await load()
+        var report = try await load()
+        if enabled, !state.cloudEnabled {
+            // The store this device last used was deleted on purpose, and
+            // the device fell back to its local store (carrying its unsaved
+            // changes there); the cloud was asked for: join or start the
+            // container's store now.
+            state.cloudEnabled = true
+            state.mergePending = localData == .merge
+            state.overwritePending = localData == .overwriteCloudWithLocal ? true : nil
+            try await unload()
+            try Self.write(state, in: folder)
+            report = try await load()
+        }
         try await finishOverwrite()
         return report
     }
@@ -468,7 +524,7 @@ public actor StoreManager {
                             configuration.store.log.warning("the new store was seeded but could not be imported yet", metadata: ["chronicle.error": "\(error)"])
                         }
                     }
-                } catch let error as ChronicleError where error.code.isTransient && !hasSnapshot() {
+                } catch let error as ChronicleError where error.code == .unavailable && !hasSnapshot() {
                     // Nothing to work on until the container answers: work on the fallback store.
                     let fallback = try await Store.open(configuration(for: .fallback))
                     loaded = (.fallback, fallback)
@@ -516,7 +572,8 @@ public actor StoreManager {
 
     // MARK: Cloud content
 
-    /// Syncs the loaded cloud store (see ``Store/sync(progress:)``), then
+    /// Syncs the loaded cloud store (see ``Store/sync(progress:)``, which
+    /// `progress` is passed to), then
     /// checks that it was not deleted on purpose by another device (see
     /// ``checkCloudContent()``). With the local store loaded there is
     /// nothing to sync: returns nil.
@@ -524,9 +581,9 @@ public actor StoreManager {
     /// - Throws: ``ChronicleError/Code/storeNotLoaded`` while no store is
     ///   loaded, and what the sync throws.
     @discardableResult
-    public func sync() async throws -> Store.SyncReport? {
+    public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> Store.SyncReport? {
         do {
-            return try await syncLoaded()
+            return try await syncLoaded(progress: progress)
         } catch {
             let failure = (error as? ChronicleError) ?? ChronicleError(.io, "sync failed: \(error)", underlying: error)
             if failure.code != .storeNotLoaded { lastError = failure }
@@ -535,7 +592,7 @@ public actor StoreManager {
         }
     }
 
-    private func syncLoaded() async throws -> Store.SyncReport? {
+    private func syncLoaded(progress: (@Sendable (SyncProgress) -> Void)?) async throws -> Store.SyncReport? {
         if loaded?.kind == .fallback {
             // Is the container back?
             try await unload()
@@ -550,7 +607,7 @@ public actor StoreManager {
         // If the store is deleted while this sync uploads, what it uploads
         // is carried to the local store too.
         let from = try cloud.snapshot.firstPendingUploadSequence()
-        let report = try await cloud.sync()
+        let report = try await cloud.sync(progress: progress)
         if loaded?.store === cloud {
             lastReport = report
             lastError = nil
@@ -1018,8 +1075,8 @@ public actor StoreManager {
     ///   to its local store at its next ``sync()`` or load, carrying its
     ///   unsaved changes there, and turns the cloud off. The active-store
     ///   pointer is removed, so turning the cloud on again starts a new
-    ///   store. The store's logs stay in the container until
-    ///   ``deleteCloudContainer()``.
+    ///   store. The store's logs stay in the container, under its ID (for
+    ///   `chronicle dump`), as what it held when it was deleted.
     ///
     /// - Throws: ``ChronicleError/Code/storeNotLoaded`` unless the cloud
     ///   store is loaded.

@@ -64,7 +64,8 @@ extension StoreManager {
         /// everything visible imported and every save uploaded (always true
         /// for the local and fallback stores, which have nothing to sync).
         public var firstSyncComplete: Bool
-        /// Saves of this device not yet in the container.
+        /// Saves of this device not yet in the container (0 with the local
+        /// or fallback store loaded: they upload nothing).
         public var pendingUploads: Int
         /// Sequence gaps the last sync waited on: logs of other devices it
         /// knows of but cannot see yet.

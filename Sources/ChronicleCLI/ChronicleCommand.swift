@@ -25,7 +25,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             Long runs (sync, simulate --seeds, bench) report progress with a rate on standard error: \
             one line rewritten in place on a terminal, plain lines otherwise.
             """,
-        subcommands: [Init.self, Save.self, Sync.self, PublishBaseline.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
+        subcommands: [Init.self, Save.self, Sync.self, PublishBaseline.self, Cloud.self, StoreMaintenance.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
     )
 
     /// The exit status of bad usage.
@@ -131,20 +131,44 @@ struct DeviceOptions: ParsableArguments {
         try InputFile.schema(at: schema)
     }
 
-    func open() async throws -> Store {
+    func open() async throws -> OpenDevice {
         try await open(schema: try loadSchema())
     }
 
-    /// Opens the store with `schema`, read from the schema file before.
-    func open(schema: Schema) async throws -> Store {
+    /// Opens the device's store manager with `schema`, read from the schema
+    /// file before, and the store it loads (the cloud store unless the
+    /// device turned the cloud off with `chronicle cloud disable`).
+    func open(schema: Schema) async throws -> OpenDevice {
+        let manager = try await openManager(schema: schema)
+        do {
+            return OpenDevice(manager: manager, store: try await manager.store)
+        } catch {
+            try? await manager.close()
+            throw error
+        }
+    }
+
+    /// Opens the device's store manager, whatever it manages to load.
+    func openManager(schema: Schema) async throws -> StoreManager {
         let directory = URL(fileURLWithPath: deviceDirectory)
         // First, so that a missing container leaves no device folder behind.
         let container = try self.container.open()
-        // The store keeps the device's ID and its store in the folder's
-        // device.json, and holds the folder's lock until it is closed.
+        // The manager keeps the device's choices in the folder, and its
+        // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
         configuration.lockWait = Self.lockWait
-        return try await Store.open(configuration)
+        return try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true))
+    }
+}
+
+/// A device's store manager and the store it loaded.
+struct OpenDevice {
+    let manager: StoreManager
+    let store: Store
+
+    /// Closes the store and lets go of the device folder.
+    func close() async throws {
+        try await manager.close()
     }
 }
 

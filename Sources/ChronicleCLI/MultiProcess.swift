@@ -19,7 +19,7 @@ struct SimulateWorker: AsyncParsableCommand {
     @Option var seed: UInt64
 
     func run() async throws {
-        let store = try await device.open()
-        try await MultiProcessSimulation.runWorker(store: store, journal: URL(fileURLWithPath: journal), saves: saves, seed: seed)
+        let opened = try await device.open()
+        try await MultiProcessSimulation.runWorker(store: opened.store, journal: URL(fileURLWithPath: journal), saves: saves, seed: seed)
     }
 }

@@ -40,7 +40,7 @@ struct Query: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let path = try DeviceFile.snapshotPath(in: URL(fileURLWithPath: deviceDirectory))
+            let path = try StoreManager.snapshotPath(in: URL(fileURLWithPath: deviceDirectory))
             let schema = try Snapshot.identity(at: path).schema
             var config = Configuration()
             config.readonly = true
@@ -249,7 +249,7 @@ struct StateHash: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let path = try DeviceFile.snapshotPath(in: URL(fileURLWithPath: deviceDirectory))
+            let path = try StoreManager.snapshotPath(in: URL(fileURLWithPath: deviceDirectory))
             let identity = try Snapshot.identity(at: path)
             let snapshot = try Snapshot(path: path, schema: identity.schema, storeID: identity.store, deviceID: identity.device)
             let hash = try snapshot.stateHash()

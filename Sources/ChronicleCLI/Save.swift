@@ -42,7 +42,8 @@ struct Save: AsyncParsableCommand {
             guard !parsed.isEmpty else {
                 throw ChronicleError(.misuse, "no changes given: \(input ?? "standard input") holds no JSON lines (one change per line)")
             }
-            let store = try await device.open(schema: schema)
+            let opened = try await device.open(schema: schema)
+            let store = opened.store
             let generated = GeneratedIDs()
             let (inserted, saved) = try await ParsedChange.locatingErrors(parsed, generated) { try await store.writeReporting { tx -> [RecordID] in
                 var ids: [RecordID] = []
@@ -60,7 +61,7 @@ struct Save: AsyncParsableCommand {
             } }
             // The sequence this save committed as (nil: the input changed nothing).
             let sequence = saved?.sequence ?? 0
-            try await store.close()
+            try await opened.close()
             output.print(.object(["sequence": .int(Int64(sequence)), "inserted": .array(inserted.map { .string($0.description) })]),
                          text: "saved sequence \(sequence)" + inserted.map { "\ninserted \($0)" }.joined())
         }

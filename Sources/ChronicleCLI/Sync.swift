@@ -30,13 +30,33 @@ struct Sync: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let store = try await device.open()
+            let manager = try await device.openManager(schema: try device.loadSchema())
             let progress = SyncProgressLines()
-            let report = try await store.sync { progress.report($0) }
+            let synced: Store.SyncReport?
+            do {
+                synced = try await manager.sync { progress.report($0) }
+            } catch {
+                progress.finish()
+                try? await manager.close()
+                throw error
+            }
             progress.finish()
+            let store = try await manager.store
+            let kind = await manager.loadedKind ?? .local
             let hash = try await store.stateHash()
             let deviceID = store.deviceID
-            try await store.close()
+            try await manager.close()
+            guard let report = synced else {
+                // The cloud is off, or the store just changed under the device.
+                let text = kind == .cloud
+                    ? "the device moved to store \(store.storeID); run sync again to import it\nstate hash \(hash)"
+                    : "the cloud is off for this device (its \(kind.rawValue) store is loaded): nothing to sync\nstate hash \(hash)"
+                output.print(.object([
+                    "status": .string(kind == .cloud ? "moved" : "cloudOff"), "device": .string(deviceID.description),
+                    "store": .string(store.storeID.description), "loaded": .string(kind.rawValue), "stateHash": .string(hash),
+                ]), text: text)
+                return
+            }
             let failures = report.imported.failures
             let change = report.identityChange
             var lines: [String] = []
@@ -129,9 +149,19 @@ struct PublishBaseline: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let store = try await device.open()
-            let published = try await store.publishBaseline(partBytes: partKiB * 1024)
-            try await store.close()
+            let opened = try await device.open()
+            guard await opened.manager.loadedKind == .cloud else {
+                try await opened.close()
+                throw ChronicleError(.invalidValue, "the cloud is off for this device: there is no cloud store to publish a baseline of (`chronicle cloud enable` first)")
+            }
+            let published: (prefix: String, parts: Int, records: Int)
+            do {
+                published = try await opened.store.publishBaseline(partBytes: partKiB * 1024)
+            } catch {
+                try? await opened.close()
+                throw error
+            }
+            try await opened.close()
             output.print(.object([
                 "baseline": .string(published.prefix),
                 "parts": .int(Int64(published.parts)),

@@ -846,4 +846,23 @@ import Testing
         #expect(try await container().readMarker(ContainerLayout.activeStore) == nil)
         try await refusing.close()
     }
+
+    @Test func turningTheCloudOnAfterItsStoreWasDeletedJoinsANewStoreWithEverything() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        let old = try await a.store.storeID
+        // a saves without syncing, then turns the cloud off; b deletes the store everywhere.
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a unsynced"])
+        try await a.setCloudEnabled(false)
+        try await b.deleteCloudStore(localOnly: false)
+        try await a.setCloudEnabled(true)
+        #expect(await a.cloudEnabled)
+        #expect(await a.loadedKind == .cloud)
+        #expect(try await a.store.storeID != old)
+        try await a.sync()
+        #expect(try await Self.notesWithFolders(try await a.store) == ["a unsynced@A"], "carried out of the deleted store, then merged into the new one")
+        try await a.close()
+        try await b.close()
+    }
 }

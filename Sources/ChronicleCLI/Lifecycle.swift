@@ -1,0 +1,291 @@
+import ArgumentParser
+import Chronicle
+import ChronicleCore
+import Foundation
+
+/// `chronicle cloud enable|disable|status`.
+struct Cloud: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Turn the cloud on or off for a device, or show where its data is.",
+        discussion: """
+            A device works on its local store (device-only) while the cloud is off, and on the container's \
+            active store while it is on; the choice is kept in the device folder. A new device folder starts \
+            with the cloud on. docs/lifecycle.md describes what each switch does to data.
+            """,
+        subcommands: [CloudEnable.self, CloudDisable.self, CloudStatus.self])
+}
+
+/// How `cloud enable` brings the local store's records along.
+enum LocalDataOption: String, ExpressibleByArgument, CaseIterable {
+    case merge
+    case useCloud = "use-cloud"
+    case overwrite
+
+    var policy: StoreManager.LocalDataPolicy {
+        switch self {
+        case .merge: .merge
+        case .useCloud: .useCloud
+        case .overwrite: .overwriteCloudWithLocal
+        }
+    }
+}
+
+struct CloudEnable: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enable",
+        abstract: "Turn the cloud on: load the container's active store, bringing the local records along.",
+        discussion: """
+            --local-data merge (the default) saves the local records into the cloud store, one per unique key; \
+            use-cloud leaves them in the local store; overwrite replaces the cloud content with the local store \
+            (the previous cloud store is kept as its predecessor; needs --yes). With no store in the container, \
+            the first one is seeded from the local store.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+    @Option(name: .customLong("local-data"), help: "merge, use-cloud or overwrite.")
+    var localData: LocalDataOption = .merge
+    @Flag(name: .customLong("yes"), help: "Confirm a destructive choice (overwrite).")
+    var confirmed = false
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if localData == .overwrite, !confirmed {
+            throw ValidationError("--local-data overwrite replaces the cloud content with this device's local store; add --yes to confirm")
+        }
+    }
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let manager = try await device.openManager(schema: try device.loadSchema())
+            do {
+                let report = try await manager.setCloudEnabled(true, localData: localData.policy)
+                let status = try await statusValue(manager)
+                try await manager.close()
+                var text = statusText(status)
+                if let report {
+                    text = "merged the local store: \(report.copied) record(s) copied, \(report.deduplicated) already in the cloud by unique key, "
+                        + "\(report.alreadyPresent) there before\n" + text
+                }
+                output.print(status.merging(report.map(mergeValue)), text: text)
+            } catch {
+                try? await manager.close()
+                throw error
+            }
+        }
+    }
+}
+
+struct CloudDisable: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "disable",
+        abstract: "Turn the cloud off: load the local store as the device left it.",
+        discussion: "The cloud store's copy stays in the device folder; its pending saves upload when the cloud is turned on again.")
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let manager = try await device.openManager(schema: try device.loadSchema())
+            do {
+                try await manager.setCloudEnabled(false)
+                let status = try await statusValue(manager)
+                try await manager.close()
+                output.print(status.merging(nil), text: statusText(status))
+            } catch {
+                try? await manager.close()
+                throw error
+            }
+        }
+    }
+}
+
+struct CloudStatus: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status",
+        abstract: "Show whether the cloud is on, which store is loaded, and what waits to upload.")
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let manager = try await device.openManager(schema: try device.loadSchema())
+            let status: StatusValue
+            do {
+                status = try await statusValue(manager)
+                try await manager.close()
+            } catch {
+                try? await manager.close()
+                throw error
+            }
+            output.print(status.merging(nil), text: statusText(status))
+        }
+    }
+}
+
+/// `chronicle store reload|delete-cloud|delete-local|migrate-to-local|rebuild`.
+struct StoreMaintenance: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store",
+        abstract: "Maintenance of a device's stores: reload, delete, migrate, rebuild.",
+        discussion: "Destructive operations need --yes. docs/lifecycle.md describes each.",
+        subcommands: [StoreReload.self, StoreDeleteCloud.self, StoreDeleteLocal.self, StoreMigrateToLocal.self, StoreRebuild.self])
+}
+
+/// Runs `body` on the device's manager, then prints where the data is.
+private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String,
+                         _ body: (StoreManager) async throws -> Void) async throws {
+    try await reportingErrors(output) {
+        let manager = try await device.openManager(schema: try device.loadSchema())
+        do {
+            try await body(manager)
+            let status = try await statusValue(manager)
+            try await manager.close()
+            output.print(status.merging(nil), text: done + "\n" + statusText(status))
+        } catch {
+            try? await manager.close()
+            throw error
+        }
+    }
+}
+
+private func requireConfirmation(_ confirmed: Bool, _ what: String) throws {
+    guard confirmed else { throw ValidationError("\(what); add --yes to confirm") }
+}
+
+struct StoreReload: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "reload", abstract: "Close the loaded store and load the chosen one again.")
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        try await maintaining(device, output, done: "reloaded") { try await $0.reload() }
+    }
+}
+
+struct StoreDeleteCloud: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete-cloud",
+        abstract: "Delete the cloud store: this device's copy (--local-only), or everywhere.",
+        discussion: """
+            --local-only uploads the device's pending saves, then rebuilds its copy from the container. \
+            Without it, every device falls back to its local store at its next sync, carrying there the \
+            saves the container never got; the cloud is turned off on each.
+            """)
+    @OptionGroup var device: DeviceOptions
+    @Flag(name: .customLong("local-only"), help: "Delete only this device's copy.")
+    var localOnly = false
+    @Flag(name: .customLong("yes"), help: "Confirm.")
+    var confirmed = false
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        try requireConfirmation(confirmed, localOnly ? "this deletes the device's copy of the cloud store" : "this deletes the cloud store on every device")
+    }
+
+    func run() async throws {
+        try await maintaining(device, output, done: localOnly ? "deleted this device's copy of the cloud store" : "deleted the cloud store everywhere") {
+            try await $0.deleteCloudStore(localOnly: localOnly)
+        }
+    }
+}
+
+struct StoreDeleteLocal: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "delete-local", abstract: "Delete the device's local store.")
+    @OptionGroup var device: DeviceOptions
+    @Flag(name: .customLong("yes"), help: "Confirm.")
+    var confirmed = false
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws { try requireConfirmation(confirmed, "this deletes the device's local store") }
+
+    func run() async throws {
+        try await maintaining(device, output, done: "deleted the local store") { try await $0.deleteLocalStore() }
+    }
+}
+
+struct StoreMigrateToLocal: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate-to-local",
+        abstract: "Copy the cloud store's records into the local store and turn the cloud off.")
+    @OptionGroup var device: DeviceOptions
+    @Flag(name: .customLong("delete-cloud"), help: "Then delete the cloud store everywhere (needs --yes).")
+    var deleteCloud = false
+    @Flag(name: .customLong("yes"), help: "Confirm.")
+    var confirmed = false
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if deleteCloud { try requireConfirmation(confirmed, "--delete-cloud deletes the cloud store on every device") }
+    }
+
+    func run() async throws {
+        try await maintaining(device, output, done: "migrated the cloud store to the local store") {
+            try await $0.migrateCloudToLocal(deleteCloudStore: deleteCloud)
+        }
+    }
+}
+
+/// Which store a rebuild starts from.
+enum RebuildSource: String, ExpressibleByArgument, CaseIterable {
+    case cloud, local
+}
+
+struct StoreRebuild: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rebuild",
+        abstract: "Rebuild the cloud content under a new store ID, which every device then moves to.",
+        discussion: """
+            --from cloud (the default) seeds the new store from this device's copy of the cloud store; \
+            --from local from its local store. Every device carries into the new store its saves the old \
+            one's content did not hold.
+            """)
+    @OptionGroup var device: DeviceOptions
+    @Option(name: .customLong("from"), help: "cloud or local.")
+    var source: RebuildSource = .cloud
+    @Flag(name: .customLong("yes"), help: "Confirm.")
+    var confirmed = false
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws { try requireConfirmation(confirmed, "this replaces the cloud store on every device") }
+
+    func run() async throws {
+        try await maintaining(device, output, done: "rebuilt the cloud store") {
+            try await $0.rebuildCloudStore(from: source == .cloud ? .cloud : .local)
+        }
+    }
+}
+
+/// What `cloud status` and the maintenance commands print.
+struct StatusValue {
+    var cloudEnabled: Bool
+    var status: StoreManager.SyncStatus
+    var deviceID: DeviceID?
+
+    func merging(_ merge: JSONValue?) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "cloudEnabled": .bool(cloudEnabled),
+            "loaded": status.kind.map { .string($0.rawValue) } ?? .null,
+            "store": status.storeID.map { .string($0.description) } ?? .null,
+            "device": deviceID.map { .string($0.description) } ?? .null,
+            "pendingUploads": .int(Int64(status.pendingUploads)),
+        ]
+        if let merge { object["merged"] = merge }
+        return .object(object)
+    }
+}
+
+private func statusValue(_ manager: StoreManager) async throws -> StatusValue {
+    let deviceID = await manager.loadedKind == nil ? nil : try await manager.store.deviceID
+    return StatusValue(cloudEnabled: await manager.cloudEnabled, status: try await manager.syncStatus(), deviceID: deviceID)
+}
+
+private func statusText(_ v: StatusValue) -> String {
+    let loaded = v.status.kind.map { "the \($0.rawValue) store \(v.status.storeID.map(\.description) ?? "")" } ?? "nothing"
+    return "cloud \(v.cloudEnabled ? "on" : "off"); loaded: \(loaded); \(v.status.pendingUploads) save(s) waiting to upload"
+}
+
+private func mergeValue(_ r: StoreManager.MergeReport) -> JSONValue {
+    .object(["copied": .int(Int64(r.copied)), "deduplicated": .int(Int64(r.deduplicated)), "alreadyPresent": .int(Int64(r.alreadyPresent))])
+}
