@@ -346,13 +346,20 @@ public actor StoreManager {
     /// Which store is loaded, or nil while none is.
     public var loadedKind: Kind? { loaded?.kind }
 
+    /// Why the last load failed, while nothing is loaded because of it
+    /// (nil once a load succeeds).
+    public private(set) var loadError: ChronicleError?
+
     /// The loaded store.
     ///
     /// - Throws: ``ChronicleError/Code/storeNotLoaded`` while none is.
     public var store: Store {
         get throws {
             guard let loaded else {
-                throw ChronicleError(.storeNotLoaded, "no store is loaded (a switch is under way, the last load failed, or the manager is closed)")
+                if let loadError {
+                    throw ChronicleError(.storeNotLoaded, "no store is loaded: the last load failed (\(loadError.code): \(loadError.message))", underlying: loadError)
+                }
+                throw ChronicleError(.storeNotLoaded, "no store is loaded (a switch is under way, or the manager is closed)")
             }
             return loaded.store
         }
@@ -564,6 +571,7 @@ public actor StoreManager {
                 try? await open.close()
             }
             loaded = nil
+            loadError = failure
             continuations.publish(.failedLoading(kind, failure))
             await delegate?.storeManager(self, failedLoading: kind, error: failure)
             throw failure
@@ -1168,6 +1176,7 @@ public actor StoreManager {
 
     /// Publishes a load, and starts its sync status afresh.
     private func didLoad(_ kind: Kind, _ store: Store) {
+        loadError = nil
         firstSyncComplete = kind != .cloud
         lastReport = nil
         lastError = nil

@@ -157,7 +157,13 @@ struct DeviceOptions: ParsableArguments {
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
         configuration.lockWait = Self.lockWait
-        return try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true))
+        let manager = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true))
+        if let failure = await manager.loadError {
+            // The reason nothing could be loaded (the folder in use, a damaged file), as it is.
+            try? await manager.close()
+            throw failure
+        }
+        return manager
     }
 }
 

@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+
+/// `chronicle cloud` and `chronicle store` on device folders, as a user
+/// runs them.
+@Suite(.enabled(if: CrashSafetyTests.binary != nil, "needs the chronicle binary: swift build --build-tests"))
+struct CLILifecycleTests {
+    typealias Workspace = CLIDataSafetyTests.Workspace
+
+    /// `chronicle cloud|store <sub> --device-dir ... <extra>`.
+    static func run(_ w: Workspace, _ command: String, _ device: String, _ sub: String, _ extra: [String] = []) throws -> (status: Int32, stdout: String, stderr: String) {
+        let outcome = try CLIErrorTests.run([command, sub, "--device-dir", w.device(device), "--container", w.container, "--schema", w.schema] + extra)
+        return (outcome.status, String(decoding: outcome.stdout, as: UTF8.self), "\(outcome.stderr)")
+    }
+
+    static func object(_ text: String) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] ?? [:]
+    }
+
+    /// Two devices turn the cloud on at once, each with local data; both
+    /// save; one turns the cloud off; the other deletes the cloud store
+    /// everywhere. Every acknowledged save is where the docs say, and
+    /// `cloud status` says which store is loaded.
+    @Test func enableTogetherSaveDisableAndDeleteEverywhere() async throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        for d in ["a", "b"] {
+            #expect(try Self.run(w, "cloud", d, "disable").status == 0)
+            try w.save(d, "\(d) local")
+        }
+        let started = try await withThrowingTaskGroup(of: Int32.self) { group in
+            for d in ["a", "b"] { group.addTask { try Self.run(w, "cloud", d, "enable").status } }
+            return try await group.reduce(into: [Int32]()) { $0.append($1) }
+        }
+        #expect(started == [0, 0])
+        try w.save("a", "a cloud")
+        try w.save("b", "b cloud")
+        for d in ["a", "b", "a", "b"] { #expect(try w.run("sync", d).status == 0) }
+        #expect(try w.titles("a") == ["a local", "b local", "a cloud", "b cloud"])
+        #expect(try w.stateHash("a") == (try w.stateHash("b")))
+
+        try w.save("a", "a unsynced")
+        #expect(try Self.run(w, "cloud", "a", "disable").status == 0)
+        #expect(try w.titles("a") == ["a local"], "the local store as a left it")
+        try w.save("b", "b unsynced")
+        let refused = try Self.run(w, "store", "b", "delete-cloud")
+        #expect(refused.status == 2 && refused.stderr.contains("--yes"), "\(refused.stderr)")
+        #expect(try Self.run(w, "store", "b", "delete-cloud", ["--yes"]).status == 0)
+        let b = try Self.object(try Self.run(w, "cloud", "b", "status", ["--json"]).stdout)
+        #expect(b["cloudEnabled"] as? Bool == false && b["loaded"] as? String == "local")
+        #expect(try w.titles("b") == ["b local", "b unsynced"], "b's unsynced save is carried to its local store")
+
+        // a turns the cloud on again: its unsynced save comes out of the deleted store, into a new one.
+        #expect(try Self.run(w, "cloud", "a", "enable").status == 0)
+        let a = try Self.object(try Self.run(w, "cloud", "a", "status", ["--json"]).stdout)
+        #expect(a["cloudEnabled"] as? Bool == true && a["loaded"] as? String == "cloud")
+        #expect(try w.run("sync", "a").status == 0)
+        #expect(try w.titles("a") == ["a local", "a unsynced"])
+        // b's local store never syncs.
+        let sync = try w.run("sync", "b", ["--json"])
+        let synced = try Self.object(sync.stdout)
+        #expect(sync.status == 0)
+        #expect(synced["status"] as? String == "cloudOff")
+    }
+
+    @Test func rebuildAndMigrateFromTheCommandLine() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("a", "one")
+        try w.save("b", "two")
+        for d in ["a", "b", "a"] { #expect(try w.run("sync", d).status == 0) }
+        let before = try Self.object(try Self.run(w, "cloud", "a", "status", ["--json"]).stdout)["store"] as? String
+        #expect(try Self.run(w, "store", "a", "rebuild").status == 2, "needs --yes")
+        #expect(try Self.run(w, "store", "a", "rebuild", ["--yes"]).status == 0)
+        let after = try Self.object(try Self.run(w, "cloud", "a", "status", ["--json"]).stdout)["store"] as? String
+        #expect(before != nil && after != nil && before != after)
+        for d in ["b", "a", "b"] { _ = try w.run("sync", d) }
+        #expect(try Self.object(try Self.run(w, "cloud", "b", "status", ["--json"]).stdout)["store"] as? String == after, "b moved")
+        #expect(try w.titles("b") == ["one", "two"])
+
+        #expect(try Self.run(w, "store", "b", "migrate-to-local").status == 0)
+        #expect(try w.titles("b") == ["one", "two"], "now in b's local store")
+        let status = try Self.object(try Self.run(w, "cloud", "b", "status", ["--json"]).stdout)
+        #expect(status["loaded"] as? String == "local")
+        #expect(try Self.run(w, "store", "b", "delete-local", ["--yes"]).status == 0)
+        #expect(try w.titles("b").isEmpty)
+    }
+}
