@@ -38,7 +38,7 @@ docs-check: deps
 	$(SWIFT) build --target Chronicle
 	scripts/check-docs --build-dir "$$($(SWIFT) build --show-bin-path)"
 
-# The main job: five devices syncing through a folder, step by step, then the
+# The main job: five devices syncing through a folder (one turns the cloud off and on), then the
 # seeded multi-device simulation with every fault kind and its invariant checks.
 demo: deps
 	$(SWIFT) build --product chronicle

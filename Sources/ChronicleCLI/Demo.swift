@@ -166,8 +166,25 @@ struct DemoRun {
         say("4. the \(names[1]) re-uploaded \(repaired.count) damaged log(s) from its outbox; the \(names[4]) came online")
         for _ in 0..<2 { for d in devices { try await d.sync() } }
 
-        // 5. Converged?
-        say("5. after syncing, every device shows:")
+        // 5. The tablet turns the cloud off, works alone, and turns it on again.
+        let tablet = root.appendingPathComponent(names[2])
+        try await devices[2].close()
+        let manager = try await StoreManager.open(StoreManager.Configuration(store: Store.Configuration(
+            schema: Self.schema, directory: tablet, container: container, clock: clock, seed: seed &+ 2,
+            logger: Logger(label: "demo") { _ in SwiftLogNoOpLogHandler() }, durability: .normal)))
+        try await manager.setCloudEnabled(false)
+        try await manager.store.write { tx in
+            let work = tx.insert("Folder", ["name": "Work"])
+            for n in 1...2 { _ = tx.insert("Note", ["title": .string("written with the cloud off \(n)"), "folder": .reference(work)]) }
+        }
+        say("5. the \(names[2]) turned the cloud off and saved 2 notes in its local store, in a \"Work\" folder of its own")
+        let merged = try await manager.setCloudEnabled(true)
+        devices[2] = try await manager.store
+        say("   cloud on again: \(merged?.copied ?? 0) local record(s) saved into the cloud store; its \"Work\" is the cloud's (\(merged?.deduplicated ?? 0) merged by unique name)")
+        for _ in 0..<2 { for d in devices { try await d.sync() } }
+
+        // 6. Converged?
+        say("6. after syncing, every device shows:")
         var hashes: Set<String> = []
         var shown: [Result.Device] = []
         for (d, store) in devices.enumerated() {
@@ -178,7 +195,8 @@ struct DemoRun {
             say("   \(names[d].padding(toLength: 8, withPad: " ", startingAt: 0)) state \(hash)  \(counts["Folder"] ?? 0) folder, \(counts["Note"] ?? 0) notes")
         }
         let store = devices[0].storeID
-        for d in devices { try await d.close() }
+        for (d, device) in devices.enumerated() where d != 2 { try await device.close() }
+        try await manager.close()
         if hashes.count == 1 {
             say("\nconverged: one state hash on all \(names.count) devices; the five \"Work\" folders were merged into one,")
             say("and every note points at it. Inspect a run with: chronicle demo --keep, then chronicle inspect --container <dir>/container")
