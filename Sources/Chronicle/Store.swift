@@ -413,8 +413,8 @@ public actor Store {
             return try await activeStore(in: container, seed: seed, clock: clock, known: nil)
         }
         var known = known
-        if let store = known, try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil {
-            // Deleted on purpose: never put it back.
+        if let store = known, try await isWithdrawnOrTentative(store, in: container) {
+            // Deleted on purpose, or replaced by a rebuild: never put it back.
             known = nil
         }
         var random = SeededRandom(seed: seed ^ 0x5354_4F52_4549_4453)
@@ -448,10 +448,11 @@ public actor Store {
         }
     }
 
-    /// Whether `store` was deleted on purpose, or is still being seeded
-    /// (see ``StoreManager``): either way, not a store to join.
+    /// Whether `store` was deleted on purpose, replaced by a rebuild, or is
+    /// still being seeded (see ``StoreManager``): not a store to join.
     static func isWithdrawnOrTentative(_ store: StoreID, in container: any Container) async throws -> Bool {
         if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil { return true }
+        if try await container.readMarker(ContainerLayout.supersession(store: store)) != nil { return true }
         return try await container.readMarker(ContainerLayout.tentative(store: store)) != nil
     }
 

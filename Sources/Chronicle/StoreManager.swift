@@ -256,6 +256,14 @@ public actor StoreManager {
     private var lastReport: Store.SyncReport?
     private var lastError: ChronicleError?
     private var firstSyncWaiters: [CheckedContinuation<Void, any Error>] = []
+    /// Set by ``close()``: every later call throws ``ChronicleError/Code/closed``.
+    private var isClosed = false
+
+    /// Throws ``ChronicleError/Code/closed`` once the manager is closed: it
+    /// no longer holds the folder, and another manager may.
+    private func checkOpen() throws {
+        if isClosed { throw ChronicleError(.closed, "the store manager is closed; open it again to go on") }
+    }
 
     private init(configuration: Configuration, folder: DeviceFolder, state: State) {
         self.configuration = configuration
@@ -355,6 +363,7 @@ public actor StoreManager {
     /// - Throws: ``ChronicleError/Code/storeNotLoaded`` while none is.
     public var store: Store {
         get throws {
+            try checkOpen()
             guard let loaded else {
                 if let loadError {
                     throw ChronicleError(.storeNotLoaded, "no store is loaded: the last load failed (\(loadError.code): \(loadError.message))", underlying: loadError)
@@ -373,6 +382,7 @@ public actor StoreManager {
     /// Where this device's data stands: the loaded store, its first sync,
     /// saves waiting to upload, logs it waits for, the last error.
     public func syncStatus() throws -> SyncStatus {
+        try checkOpen()
         var status = SyncStatus(kind: loaded?.kind, storeID: loaded?.store.storeID, firstSyncComplete: firstSyncComplete,
                                 pendingUploads: 0, waitingForLogs: lastReport?.imported.gaps.count ?? 0,
                                 lastStatus: lastReport?.status, lastError: lastError)
@@ -390,6 +400,7 @@ public actor StoreManager {
     ///   unloaded (a switch, a failure, ``close()``) before that sync;
     ///   `CancellationError` if the task is cancelled.
     public func waitForFirstSync() async throws {
+        try checkOpen()
         guard loaded != nil else { throw ChronicleError(.storeNotLoaded, "no store is loaded") }
         if firstSyncComplete { return }
         try Task.checkCancellation()
@@ -422,6 +433,7 @@ public actor StoreManager {
     ///   then left with nothing loaded; ``reload()`` tries again).
     @discardableResult
     public func setCloudEnabled(_ enabled: Bool, localData: LocalDataPolicy = .merge) async throws -> MergeReport? {
+        try checkOpen()
         guard enabled != state.cloudEnabled || loaded == nil else { return nil }
         var next = state
         next.cloudEnabled = enabled
@@ -463,6 +475,7 @@ public actor StoreManager {
     /// failed load, for instance).
     @discardableResult
     public func reload() async throws -> MergeReport? {
+        try checkOpen()
         try await unload()
         return try await load()
     }
@@ -470,6 +483,8 @@ public actor StoreManager {
     /// Closes the loaded store, ends the event streams and lets go of the
     /// folder. The manager cannot be used afterwards.
     public func close() async throws {
+        guard !isClosed else { return }
+        isClosed = true
         defer {
             continuations.finish()
             folder.release()
@@ -506,6 +521,12 @@ public actor StoreManager {
                 // Rebuilt while this device was away.
                 state.leaving = last
                 try Self.write(state, in: folder)
+            }
+            if kind == .cloud, let leaving = state.leaving,
+               let deleted = try await deletedSuccessor(of: leaving) {
+                // Rebuilt, and the store it became was then deleted on purpose.
+                try await leaveDeletedStore(leaving, by: deleted.device, open: nil)
+                return nil
             }
             if kind == .cloud, let leaving = state.leaving {
                 store = try await move(from: leaving)
@@ -590,6 +611,7 @@ public actor StoreManager {
     ///   loaded, and what the sync throws.
     @discardableResult
     public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> Store.SyncReport? {
+        try checkOpen()
         do {
             return try await syncLoaded(progress: progress)
         } catch {
@@ -610,7 +632,7 @@ public actor StoreManager {
             _ = try store
             return nil
         }
-        if try await checkCloudContent() { return nil }
+        if try await checkCloudContent(), loaded?.kind != .cloud { return nil }
         let cloud = try store
         // If the store is deleted while this sync uploads, what it uploads
         // is carried to the local store too.
@@ -639,10 +661,15 @@ public actor StoreManager {
     /// removed files) is not a deletion: the device keeps the store, and its
     /// syncs put back its own logs (see ``Store/sync(progress:)``).
     ///
-    /// - Returns: true if the device fell back to its local store.
+    /// The same check also moves the device to the store that replaced its
+    /// store (``rebuildCloudStore(from:)``), and to the new account's store
+    /// when the account changed (``Configuration/accountToken``).
+    ///
+    /// - Returns: true if the loaded store changed.
     @discardableResult
     public func checkCloudContent() async throws -> Bool {
-        try await checkCloudContent(carryingFrom: nil)
+        try checkOpen()
+        return try await checkCloudContent(carryingFrom: nil)
     }
 
     @discardableResult
@@ -727,9 +754,10 @@ public actor StoreManager {
             if open == nil { try? await cloud.close() }
             throw error
         }
-        state = State(cloudEnabled: false, mergePending: false)
+        state = State(cloudEnabled: false, mergePending: false, leaving: nil, account: state.account)
         try Self.write(state, in: folder)
         loaded = nil
+        settleFirstSync(ChronicleError(.storeNotLoaded, "the cloud store \(storeID) was deleted before its first sync"))
         try await cloud.close()
         if open != nil { continuations.publish(.didUnload(.cloud)) }
         DeviceFolder.removeSnapshotFiles(configuration.store.directory.appendingPathComponent("\(storeID).sqlite").path)
@@ -806,6 +834,7 @@ public actor StoreManager {
     ///   store is loaded.
     @discardableResult
     public func rebuildCloudStore(from source: Kind = .cloud) async throws -> StoreID {
+        try checkOpen()
         guard let current = loaded, current.kind == .cloud else {
             throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: turn the cloud on first")
         }
@@ -836,10 +865,13 @@ public actor StoreManager {
         // Publish: the supersession marker first, then the pointer.
         let supersession = StoreSupersession(store: newID, device: old.deviceID, milliseconds: clock.nowMilliseconds(), vector: vector)
         let name = ContainerLayout.supersession(store: old.storeID)
-        if let existing = try await container.readMarker(name) {
-            _ = try await container.replaceMarker(name, supersession, expected: existing.version)
-        } else {
+        do {
+            // Exclusive: the first rebuild of a store is the one every device moves to.
             _ = try await container.createMarker(name, supersession)
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            _ = try? await container.createMarker(ContainerLayout.tombstone(store: newID),
+                                                  StoreTombstone(device: old.deviceID, milliseconds: clock.nowMilliseconds()))
+            throw ChronicleError(.markerConflict, "the store \(old.storeID) was rebuilt by another device first; this device moves to that store at its next sync")
         }
         do {
             guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
@@ -944,6 +976,9 @@ public actor StoreManager {
                     throw ChronicleError(.unknownAttribute, "the seed data names \(entity.name).\(name), which the schema does not have")
                 }
                 let id = record.id ?? generator.next(milliseconds: configuration.store.clock.nowMilliseconds())
+                guard rows[id] == nil else {
+                    throw ChronicleError(.invalidValue, "the seed data names record \(id) twice (as \(schema.entities[rows[id]!.entity].name) and \(record.entity))")
+                }
                 let keys = entity.uniqueConstraints.map { $0.map { record.values[$0]?.databaseValue ?? .null } }
                 rows[id] = RecordCopy.SourceRow(entity: index, id: id, values: record.values, keys: keys)
             }
@@ -1009,6 +1044,18 @@ public actor StoreManager {
         return true
     }
 
+    /// The tombstone of the last store in `store`'s chain of rebuilds, if
+    /// that store was deleted on purpose.
+    private func deletedSuccessor(of store: StoreID) async throws -> StoreTombstone? {
+        var current = store
+        for _ in 0..<64 {
+            guard let next = try await marker(ContainerLayout.supersession(store: current), as: StoreSupersession.self) else { break }
+            current = next.store
+        }
+        guard current != store else { return nil }
+        return try await marker(ContainerLayout.tombstone(store: current), as: StoreTombstone.self)
+    }
+
     /// Opens the store that replaced `old`, carrying into it this device's
     /// saves it does not cover, then removes the copy of `old`.
     private func move(from old: StoreID) async throws -> Store {
@@ -1035,7 +1082,9 @@ public actor StoreManager {
                         }
                     }
                 }
-                for id in whole { fields[id] = nil }
+                // A carried insert of a record the new store already has
+                // changes nothing there: its later updates, if any, do.
+                for id in whole where fields[id] == nil { fields[id] = [] }
                 if !only.isEmpty {
                     carry = (try await RecordCopy.extract(from: previous, schema: configuration.store.schema, only: only), only, fields)
                 }
@@ -1089,6 +1138,7 @@ public actor StoreManager {
     /// - Throws: ``ChronicleError/Code/storeNotLoaded`` unless the cloud
     ///   store is loaded.
     public func deleteCloudStore(localOnly: Bool) async throws {
+        try checkOpen()
         guard let current = loaded, current.kind == .cloud else {
             throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: turn the cloud on first")
         }
@@ -1132,6 +1182,7 @@ public actor StoreManager {
     /// Deletes the local store: with the cloud store loaded, its files go;
     /// with the local store loaded, it is replaced by an empty one.
     public func deleteLocalStore() async throws {
+        try checkOpen()
         let wasLoaded = loaded?.kind == .local
         if wasLoaded { try await unload() }
         let local = configuration.store.directory.appendingPathComponent("local")
@@ -1153,6 +1204,7 @@ public actor StoreManager {
     ///   store is loaded.
     @discardableResult
     public func migrateCloudToLocal(deleteCloudStore deleting: Bool = false) async throws -> MergeReport {
+        try checkOpen()
         guard let current = loaded, current.kind == .cloud else {
             throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: there is nothing to migrate")
         }
