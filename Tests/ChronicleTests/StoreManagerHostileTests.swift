@@ -311,9 +311,10 @@ import Testing
         try await b.sync()
         c = try await manager("c")
         for _ in 0..<2 { for m in [a, b, c] { try await m.sync() } }
-        await withKnownIssue("b and c stay on the superseded store: their saves never reach the active one") { () async throws in
+        let cTitles = try await Self.titles(try await c.store)
+        await withKnownIssue("b stays on the superseded store, c follows the pointer without carrying its pending save: neither save reaches the active store") { () async throws in
             #expect(try await b.store.storeID == first)
-            #expect(try await c.store.storeID == first)
+            #expect(cTitles.contains("c pending"), "c's own acknowledged save is still on c: \(cTitles)")
             let titles = try await Self.titles(try await a.store)
             #expect(titles == ["a synced", "b pending", "c pending"], "\(titles)")
             #expect(try await containerTitles() == ["a synced", "b pending", "c pending"])
@@ -349,9 +350,11 @@ import Testing
         let active = try await activeStore()
         let expected = ["a pending", "a synced", "b pending", "c pending"]
         await withKnownIssue("a losing rebuild can withdraw the winner's supersession marker", isIntermittent: true) { () async throws in
-            for m in [a, b, c] {
-                #expect(try await m.store.storeID == active)
-                #expect(try await Self.titles(try await m.store) == expected)
+            for (name, m) in [("a", a), ("b", b), ("c", c)] {
+                let on = try await m.store.storeID
+                let titles = try await Self.titles(try await m.store)
+                #expect(on == active, "\(name) is on \(on); the rebuilds ended \(results)")
+                #expect(titles == expected, "\(name)")
             }
             #expect(try await containerTitles() == expected)
         }
