@@ -215,7 +215,7 @@ public actor Store {
     }
 
     /// How syncing goes: whether a sync is running, the last result and the
-    /// last error, of automatic syncs and of calls to ``sync()`` alike.
+    /// last error, of automatic syncs and of calls to ``sync(progress:)`` alike.
     public nonisolated var syncStatus: SyncStatus {
         lifecycle.withLock { state in
             var status = state.sync
@@ -277,7 +277,7 @@ public actor Store {
     ///
     /// The device folder is locked for as long as the store is open: a
     /// second process, or a second `Store` in this one, gets
-    /// ``ChronicleError/Code/deviceInUse`` (after ``Configuration/lockWait``).
+    /// ``ChronicleError/Code/deviceInUse`` (after the configured wait for the lock).
     /// A folder opened for the first time gets its `device.json` (the
     /// device's ID) before anything else, so concurrent first opens agree on
     /// one ID. A snapshot SQLite reports as damaged is moved to the folder's

@@ -31,7 +31,10 @@ import Glibc
 ///
 /// While nothing is loaded (during a switch, or after a failed load),
 /// ``store`` and every operation that needs a store throw
-/// ``ChronicleError/Code/storeNotLoaded``.
+/// ``ChronicleError/Code/storeNotLoaded`` (``loadError`` says why a load
+/// failed). Every switch closes the ``Store`` the app held, whose calls then
+/// throw ``ChronicleError/Code/closed``: fetch ``store`` again when
+/// ``Event/didLoad(_:_:)`` arrives.
 ///
 /// The manager's folder (``Configuration/store``'s `directory`) holds:
 ///
@@ -256,6 +259,8 @@ public actor StoreManager {
     private var lastReport: Store.SyncReport?
     private var lastError: ChronicleError?
     private var firstSyncWaiters: [CheckedContinuation<Void, any Error>] = []
+    /// What seeding the container's first store copied from the local store.
+    private var seedReport: MergeReport?
     /// Set by ``close()``: every later call throws ``ChronicleError/Code/closed``.
     private var isClosed = false
 
@@ -279,8 +284,8 @@ public actor StoreManager {
     ///
     /// - Throws: ``ChronicleError/Code/deviceInUse`` if another manager
     ///   holds the folder. A failure to load the store itself does not
-    ///   throw: the manager opens with nothing loaded (see ``Event/failedLoading(_:_:)``),
-    ///   and ``reload()`` tries again.
+    ///   throw: the manager opens with nothing loaded, ``loadError`` says
+    ///   why, and ``reload()`` tries again.
     public static func open(_ configuration: Configuration) async throws -> StoreManager {
         let directory = configuration.store.directory
         let folder = try await DeviceFolder(directory, lockFile: lockFile, wait: configuration.store.lockWait)
@@ -429,6 +434,9 @@ public actor StoreManager {
     /// the switch ends, at the next ``open(_:)``, in the store chosen, with
     /// the merge finished. Setting the current value reloads nothing.
     ///
+    /// - Returns: what the local store brought into the cloud store (also
+    ///   when it seeded the container's first store), or nil if nothing was
+    ///   brought (turning the cloud off, ``LocalDataPolicy/useCloud``).
     /// - Throws: whatever loading the chosen store throws (the manager is
     ///   then left with nothing loaded; ``reload()`` tries again).
     @discardableResult
@@ -533,6 +541,7 @@ public actor StoreManager {
             } else if kind == .cloud {
                 do {
                     var seeded = false
+                    seedReport = nil
                     let bringsLocal = state.mergePending || state.overwritePending == true
                     if bringsLocal || configuration.seedData != nil,
                        try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil,
@@ -565,7 +574,9 @@ public actor StoreManager {
                 store = try await Store.open(configuration(for: kind))
             }
             loaded = (kind, store)
-            var report: MergeReport?
+            var report: MergeReport? = kind == .cloud ? seedReport : nil
+            seedReport = nil
+            if let report { continuations.publish(.mergedLocalData(report)) }
             if kind == .cloud, FileManager.default.fileExists(atPath: fallbackFolder.path) {
                 // Saves made while the container could not be reached join the cloud store.
                 let merged = try await merge(.fallback, into: store)
@@ -655,7 +666,7 @@ public actor StoreManager {
     /// device deleted it on purpose (``deleteCloudStore(localOnly:)``, which
     /// leaves a tombstone), this device falls back to its local store,
     /// carrying into it every save of this device the container never got,
-    /// turns the cloud off and publishes ``Event/cloudStoreDeleted(_:by:)``.
+    /// turns the cloud off and publishes ``Event/cloudStoreDeleted(_:by:carried:)``.
     ///
     /// Content that merely vanished (no tombstone: a sync service or a user
     /// removed files) is not a deletion: the device keeps the store, and its
@@ -946,8 +957,8 @@ public actor StoreManager {
                     if case .manual(let migrate) = strategy {
                         try await migrate(local, seeder)
                     } else {
-                        _ = try await RecordCopy(schema: self.configuration.store.schema, batchSize: self.configuration.mergeBatchSize, existing: .keep)
-                            .run(from: local, into: seeder)
+                        self.seedReport = try await RecordCopy(schema: self.configuration.store.schema, batchSize: self.configuration.mergeBatchSize,
+                                                               existing: .keep).run(from: local, into: seeder)
                     }
                 }
                 try await local.close()

@@ -623,7 +623,7 @@ public struct ImportReport: Sendable {
     /// Transactions applied.
     public var appliedTransactions = 0
     /// What the app sees change. Empty in the reports of a ``Store``, which
-    /// sends the events to ``Store/changes(bufferingNewest:)`` as each batch
+    /// sends the events to ``Store/changes(bufferLimit:)`` as each batch
     /// commits instead.
     public var events: [RecordEvent] = []
     /// How many change events the pass produced.

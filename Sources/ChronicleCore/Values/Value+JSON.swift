@@ -66,6 +66,8 @@ extension Value {
                 var mime = "application/octet-stream"
                 if case .string(let m)? = o["mime"] { mime = m }
                 self = .transformable(TransformableValue(typeName: typeName, mimeType: mime, data: data))
+            case (.transformable, _):
+                throw mismatch("transformable: an object {\"type\": name, \"mime\": type, \"base64\": bytes} (see docs/values.md)")
             default:
                 throw mismatch(type.rawValue)
             }
