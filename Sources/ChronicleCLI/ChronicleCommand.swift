@@ -149,7 +149,7 @@ struct DeviceOptions: ParsableArguments {
     }
 
     /// Opens the device's store manager, whatever it manages to load.
-    func openManager(schema: Schema) async throws -> StoreManager {
+    func openManager(schema: Schema, cloudOnForANewFolder: Bool = true) async throws -> StoreManager {
         let directory = URL(fileURLWithPath: deviceDirectory)
         // First, so that a missing container leaves no device folder behind.
         let container = try self.container.open()
@@ -157,7 +157,7 @@ struct DeviceOptions: ParsableArguments {
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
         configuration.lockWait = Self.lockWait
-        let manager = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true))
+        let manager = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: cloudOnForANewFolder))
         if let failure = await manager.loadError {
             // The reason nothing could be loaded (the folder in use, a damaged file), as it is.
             try? await manager.close()

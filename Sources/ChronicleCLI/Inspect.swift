@@ -49,11 +49,15 @@ struct Inspect: AsyncParsableCommand {
         discussion: "Exits 1, naming each, if it finds entries that are not Chronicle's or overlapping logs of one device.")
 
     @OptionGroup var location: ContainerOptions
+    @Flag(name: .customLong("logs"), help: "Also list every blob (logs and baseline parts) by name, as `chronicle dump --name` takes them.")
+    var listBlobs = false
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
         try await reportingErrors(output) {
-            let inventory = try await ContainerInventory(of: try location.open())
+            let container = try location.open()
+            let inventory = try await ContainerInventory(of: container)
+            let blobs = listBlobs ? try await container.listAll(prefix: "") : []
             var active: JSONValue = .null
             if let marker = inventory.activeStore {
                 active = (try? JSONDecoder().decode(JSONValue.self, from: Data(marker.bytes))) ?? .string("<unreadable>")
@@ -71,7 +75,7 @@ struct Inspect: AsyncParsableCommand {
                 "markers": .array(inventory.markers.map { .string($0.rawValue) }),
                 "foreignEntries": .array(inventory.foreignEntries.map { .string($0.path) }),
                 "errors": problemsJSON(inventory.problems),
-            ])
+            ].merging(listBlobs ? ["blobs": .array(blobs.map { .object(["name": .string($0.name.rawValue), "bytes": .int(Int64($0.size))]) })] : [:]) { a, _ in a })
             var text = "container \(oneLine(location.container))\nactive store: \(JSONText.line(active))\n"
             for (store, s) in inventory.stores.sorted(by: { $0.key < $1.key }) {
                 text += "store \(store): \(s.baselines.count) baseline(s)\n"
@@ -83,6 +87,9 @@ struct Inspect: AsyncParsableCommand {
                 }
             }
             text += "markers:" + (inventory.markers.isEmpty ? " none" : inventory.markers.map { "\n  \($0)" }.joined())
+            if listBlobs {
+                text += "\nblobs:" + (blobs.isEmpty ? " none" : blobs.map { "\n  \(oneLine($0.name.rawValue)) (\($0.size) bytes)" }.joined())
+            }
             text += problemsText(inventory.problems)
             output.print(json, text: text)
             if !inventory.problems.isEmpty { throw ExitCode.failure }
@@ -122,7 +129,7 @@ struct Verify: AsyncParsableCommand {
 struct Dump: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Decode one log or baseline to JSON.",
-        discussion: "Give either --file, or --container with --name (a blob name as `chronicle inspect` lists them).")
+        discussion: "Give either --file, or --container with --name (a blob name as `chronicle inspect --logs` lists them).")
 
     @Option(name: .customLong("file"), help: "A log file.")
     var file: String?

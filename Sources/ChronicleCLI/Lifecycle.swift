@@ -86,7 +86,8 @@ struct CloudDisable: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let manager = try await device.openManager(schema: try device.loadSchema())
+            // A new folder starts on its local store: no cloud store is made for it.
+            let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: false)
             do {
                 try await manager.setCloudEnabled(false)
                 let status = try await statusValue(manager)

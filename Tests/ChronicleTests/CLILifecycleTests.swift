@@ -85,4 +85,26 @@ struct CLILifecycleTests {
         #expect(try Self.run(w, "store", "b", "delete-local", ["--yes"]).status == 0)
         #expect(try w.titles("b").isEmpty)
     }
+
+    @Test func cloudDisableOnANewFolderMakesNoCloudStore() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        #expect(try Self.run(w, "cloud", "a", "disable").status == 0)
+        let inspected = try CLIErrorTests.run(["inspect", "--container", w.container, "--json"])
+        let object = try Self.object(String(decoding: inspected.stdout, as: UTF8.self))
+        #expect(object["activeStore"] is NSNull, "no store was created in the container: \(object)")
+    }
+
+    @Test func inspectListsTheBlobNamesDumpTakes() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("a", "one")
+        #expect(try w.run("sync", "a").status == 0)
+        let inspected = try CLIErrorTests.run(["inspect", "--container", w.container, "--logs", "--json"])
+        let blobs = try Self.object(String(decoding: inspected.stdout, as: UTF8.self))["blobs"] as? [[String: Any]] ?? []
+        let name = try #require(blobs.compactMap { $0["name"] as? String }.first { $0.hasSuffix(".chlog") })
+        let dumped = try CLIErrorTests.run(["dump", "--container", w.container, "--name", name])
+        #expect(dumped.status == 0, "\(dumped.stderr)")
+        #expect(String(decoding: dumped.stdout, as: UTF8.self).contains("one"))
+    }
 }
