@@ -1,3 +1,4 @@
+import Chronicle
 import Foundation
 import Testing
 
@@ -8,12 +9,12 @@ import Testing
     static let root = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The text between the `BEGIN EXAMPLE` and `END EXAMPLE` lines of the compiled file.
-    static func compiledExample() throws -> String {
-        let source = try String(contentsOf: root.appendingPathComponent("Tests/DocumentationTests/GettingStarted.swift"), encoding: .utf8)
+    /// The text between the `BEGIN <name>` and `END <name>` lines of a compiled file.
+    static func compiledExample(_ file: String = "GettingStarted.swift", _ name: String = "EXAMPLE") throws -> String {
+        let source = try String(contentsOf: root.appendingPathComponent("Tests/DocumentationTests/\(file)"), encoding: .utf8)
         let lines = source.components(separatedBy: "\n")
-        let begin = try #require(lines.firstIndex(of: "// BEGIN EXAMPLE"))
-        let end = try #require(lines.firstIndex(of: "// END EXAMPLE"))
+        let begin = try #require(lines.firstIndex(of: "// BEGIN \(name)"))
+        let end = try #require(lines.firstIndex(of: "// END \(name)"))
         return lines[(begin + 1)..<end].joined(separator: "\n")
     }
 
@@ -40,6 +41,19 @@ import Testing
         let example = try Self.compiledExample()
         let blocks = try Self.swiftBlocks(path)
         #expect(blocks.first == example, "the first Swift block of \(path) differs from Tests/DocumentationTests/GettingStarted.swift")
+    }
+
+    @Test func theReadmeShowsTheCompiledManagerExample() throws {
+        let example = try Self.compiledExample("ManagerExample.swift", "MANAGER EXAMPLE")
+        #expect(try Self.swiftBlocks("README.md").contains(example), "README.md lacks the code of Tests/DocumentationTests/ManagerExample.swift")
+    }
+
+    @Test func theManagerExampleRuns() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-manager-example-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let schema = try Schema(json: Data(#"{"version": 1, "entities": [{"name": "Book", "attributes": [{"name": "title", "type": "string"}, {"name": "pages", "type": "int64"}]}]}"#.utf8))
+        let titles = try await managerExample(schema: schema, folder: root.appendingPathComponent("device"), shared: root.appendingPathComponent("shared"))
+        #expect(titles == ["Kindred"])
     }
 
     @Test func theExampleRuns() async throws {
