@@ -671,6 +671,18 @@ public actor Store {
         return try await replayer.publishBaseline(partBytes: partBytes)
     }
 
+    /// Publishes this store's whole state as a baseline of another store,
+    /// into `container` (a new store seeded from this one; see
+    /// ``StoreManager/SeedStrategy/fileCopy``). The baseline's vector names
+    /// this store's devices, which write no logs in the other store.
+    func publishBaseline(for store: StoreID, into container: any Container) async throws {
+        try beginOperation()
+        defer { endOperation() }
+        var publisher = Replayer(snapshot: snapshot, container: container, limits: configuration.limits, logger: configuration.log)
+        publisher.clock = configuration.clock
+        _ = try await publisher.publishBaseline(for: store)
+    }
+
     /// Removes the snapshots of this device's earlier IDs once every save
     /// they handed over is uploaded (damaged ones, whose saves could not be
     /// read, stay for a person to look at).

@@ -135,6 +135,10 @@ public actor StoreManager {
         case manual(@Sendable (_ local: Store, _ new: Store) async throws -> Void)
         /// The new store starts empty; the local records stay in the local store.
         case empty
+        /// The local snapshot's whole state (every record with its merge
+        /// versions), published as the new store's baseline in one pass:
+        /// fast for a large local store, and no record is saved again.
+        case fileCopy
     }
 
     /// Data an app ships to fill the container's first store (SharedCoreData's
@@ -945,7 +949,7 @@ public actor StoreManager {
         switch strategy {
         case .empty where shipped == nil:
             return nil
-        case .empty, .copyRecords, .manual:
+        case .empty, .copyRecords, .manual, .fileCopy:
             let local = try await Store.open(configuration(for: .local))
             do {
                 let seeder = try await seed(id) { seeder in
@@ -953,7 +957,17 @@ public actor StoreManager {
                         _ = try await RecordCopy(schema: self.configuration.store.schema, batchSize: self.configuration.mergeBatchSize, existing: .keep)
                             .run(from: .rows(shipped), into: seeder)
                     }
-                    if case .empty = strategy { return }
+                    switch strategy {
+                    case .empty: return
+                    case .fileCopy:
+                        // The local snapshot's whole state, as the new store's baseline.
+                        try await local.publishBaseline(for: id, into: self.configuration.store.container)
+                        var report = MergeReport()
+                        report.copied = try local.snapshot.recordCounts().values.reduce(0, +)
+                        self.seedReport = report
+                        return
+                    default: break
+                    }
                     if case .manual(let migrate) = strategy {
                         try await migrate(local, seeder)
                     } else {
@@ -1274,6 +1288,9 @@ public actor StoreManager {
         case .local, .fallback:
             let own = root.appendingPathComponent(kind.rawValue)
             config.directory = own.appendingPathComponent("device")
+            // An ID of its own: its records may seed the cloud store with a
+            // baseline naming this ID, which must never write logs there.
+            config.deviceID = nil
             config.container = try DirectoryContainer(root: own.appendingPathComponent("container"), create: true)
             config.knownStore = nil
         }

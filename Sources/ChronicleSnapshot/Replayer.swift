@@ -333,19 +333,20 @@ package struct Replayer: Sendable {
     /// part before it has the whole baseline. Returns the folder the parts
     /// are in and how many there are.
     @discardableResult
-    package func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes) async throws -> (prefix: String, parts: Int, records: Int) {
-        let export = try snapshot.baselineExport(partBytes: partBytes)
+    package func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes, for target: StoreID? = nil) async throws -> (prefix: String, parts: Int, records: Int) {
+        let store = target ?? snapshot.storeID
+        let export = try snapshot.baselineExport(partBytes: partBytes, for: store)
         let digest = ContainerLayout.vectorDigest(export.vector)
         var parts = 0
         var records = 0
         while let part = try export.nextPart() {
-            let name = ContainerLayout.baselinePart(store: snapshot.storeID, clock: part.clock, device: part.device,
+            let name = ContainerLayout.baselinePart(store: store, clock: part.clock, device: part.device,
                                                     vector: digest, part: part.number)
             try await container.put(name, part.bytes)
             parts += 1
             records += part.records
         }
-        let prefix = ContainerLayout.baselinePrefix(store: snapshot.storeID, clock: export.clock, device: snapshot.deviceID, vector: digest)
+        let prefix = ContainerLayout.baselinePrefix(store: store, clock: export.clock, device: snapshot.deviceID, vector: digest)
         logger.info("published baseline", metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(parts)", "chronicle.records": "\(records)"])
         return (prefix, parts, records)
     }

@@ -865,4 +865,31 @@ import Testing
         try await a.close()
         try await b.close()
     }
+
+    @Test func fileCopySeedsTheFirstStoreWithTheLocalSnapshotAsABaseline() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        // The app fixes the device ID: the local store still takes one of its own.
+        var configuration = try storeConfiguration("a")
+        configuration.deviceID = DeviceID(RecordID(high: 0x0190_0000_0000_7000, low: 0x8000_0000_0000_00AA))
+        let m = try await StoreManager.open(StoreManager.Configuration(store: configuration, seedStrategy: .fileCopy))
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["one", "two"])
+        let one = try await m.store.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Note WHERE title = 'one'")! }
+        try await m.store.write { tx in tx.update("Note", id: one, ["title": .string("one, edited locally")]) }
+        let report = try await m.setCloudEnabled(true)
+        #expect(report?.copied == 3)
+        let cloud = try await m.store
+        #expect(try await Self.notesWithFolders(cloud) == ["one, edited locally@Inbox", "two@Inbox"])
+        let baselines = try await container().listAll(prefix: ContainerLayout.baselinesPrefix(store: cloud.storeID))
+        #expect(baselines.count == 1, "one baseline, no saves of the records again")
+        // The cloud device saves after the baseline: nothing it writes is taken as covered by it.
+        try await cloud.write { tx in tx.update("Note", id: one, ["title": .string("one, edited in the cloud")]) }
+        try await Self.saveNotes(cloud, folder: "Later", titles: ["three"])
+        try await m.sync()
+        let other = try await peer("b")
+        try await other.sync()
+        #expect(try await Self.notesWithFolders(other) == ["one, edited in the cloud@Inbox", "three@Later", "two@Inbox"])
+        #expect(try await other.stateHash() == (try await cloud.stateHash()))
+        try await other.close()
+        try await m.close()
+    }
 }
