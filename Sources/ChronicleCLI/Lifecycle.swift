@@ -85,19 +85,8 @@ struct CloudDisable: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        try await reportingErrors(output) {
-            // A new folder starts on its local store: no cloud store is made for it.
-            let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: false)
-            do {
-                try await manager.setCloudEnabled(false)
-                let status = try await statusValue(manager)
-                try await manager.close()
-                output.print(status.merging(nil), text: statusText(status))
-            } catch {
-                try? await manager.close()
-                throw error
-            }
-        }
+        // A new folder starts on its local store: no cloud store is made for it.
+        try await maintaining(device, output, done: nil, cloudOnForANewFolder: false) { try await $0.setCloudEnabled(false) }
     }
 }
 
@@ -110,18 +99,7 @@ struct CloudStatus: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        try await reportingErrors(output) {
-            let manager = try await device.openManager(schema: try device.loadSchema())
-            let status: StatusValue
-            do {
-                status = try await statusValue(manager)
-                try await manager.close()
-            } catch {
-                try? await manager.close()
-                throw error
-            }
-            output.print(status.merging(nil), text: statusText(status))
-        }
+        try await maintaining(device, output, done: nil) { _ in }
     }
 }
 
@@ -134,16 +112,17 @@ struct StoreMaintenance: AsyncParsableCommand {
         subcommands: [StoreReload.self, StoreDeleteCloud.self, StoreDeleteLocal.self, StoreMigrateToLocal.self, StoreRebuild.self])
 }
 
-/// Runs `body` on the device's manager, then prints where the data is.
-private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String,
+/// Runs `body` on the device's manager, then prints where the data is
+/// (after `done`, if given).
+private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String?, cloudOnForANewFolder: Bool = true,
                          _ body: (StoreManager) async throws -> Void) async throws {
     try await reportingErrors(output) {
-        let manager = try await device.openManager(schema: try device.loadSchema())
+        let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: cloudOnForANewFolder)
         do {
             try await body(manager)
             let status = try await statusValue(manager)
             try await manager.close()
-            output.print(status.merging(nil), text: done + "\n" + statusText(status))
+            output.print(status.merging(nil), text: (done.map { $0 + "\n" } ?? "") + statusText(status))
         } catch {
             try? await manager.close()
             throw error
