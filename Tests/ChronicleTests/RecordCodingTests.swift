@@ -307,6 +307,21 @@ import Testing
         #expect(try await store.values(of: "Item", id: id)?["title"] == "Bradawl")
     }
 
+    /// An array in a dynamic write is stored as a Codable record's array
+    /// property is, so the record type reads it back.
+    @Test func dynamicValuesTakeArraysAsARecordStoresThem() async throws {
+        let store = try await Self.store()
+        let id = try await store.write { tx in tx.insert("Item", ["title": "Awl", "tags": ["sharp", "small"]]) }
+        let item = try #require(try await store.fetch(Item.self, id: id))
+        #expect(item.tags == ["sharp", "small"])
+        try await store.write { tx in tx.update("Item", id: id, ["tags": [String]()]) }
+        #expect(try await store.fetch(Item.self, id: id)?.tags == [])
+        let error = await #expect(throws: ChronicleError.self) {
+            try await store.write { tx in tx.update("Item", id: id, ["tags": [Double.nan]]) }
+        }
+        #expect(error?.code == .invalidValue)
+    }
+
     @Test func aValueWithoutAChronicleValueFailsTheSave() async throws {
         let store = try await Self.store()
         let error = await #expect(throws: ChronicleError.self) {

@@ -11,7 +11,9 @@ import Foundation
 /// in `Int64`), `Double`, `Float`, `Bool`, `Date`, `Data`, `UUID`,
 /// Foundation's `Decimal`, ``Timestamp``, ``ChronicleDecimal``,
 /// ``TransformableValue``, ``RecordID`` (a to-one relationship), `Value`
-/// itself, and optionals of them (`nil` is ``Value/null``) conform.
+/// itself, arrays of `Encodable` elements (a transformable value holding
+/// their JSON, as a ``ChronicleRecord``'s array property stores it), and
+/// optionals of them (`nil` is ``Value/null``) conform.
 public protocol ChronicleValueConvertible {
     /// The value to store.
     ///
@@ -119,5 +121,20 @@ extension Optional: ChronicleValueConvertible where Wrapped: ChronicleValueConve
     public func chronicleValue() throws(ChronicleError) -> Value {
         guard let self else { return .null }
         return try self.chronicleValue()
+    }
+}
+
+extension Array: ChronicleValueConvertible where Element: Encodable {
+    /// A transformable value holding the array's JSON, named after its type
+    /// (as a ``ChronicleRecord``'s array property is stored).
+    ///
+    /// - Throws: ``ChronicleError/Code/invalidValue`` if JSON cannot hold
+    ///   an element (a NaN `Double`, say).
+    public func chronicleValue() throws(ChronicleError) -> Value {
+        do {
+            return .transformable(try TransformableValue(encoding: self))
+        } catch {
+            throw ChronicleError(.invalidValue, "an array of \(Element.self) cannot be stored as JSON", underlying: error)
+        }
     }
 }
