@@ -12,7 +12,8 @@ struct Sync: AsyncParsableCommand {
         abstract: "Upload this device's pending saves, put back its own logs the container lacks, and import other devices' logs, once.",
         discussion: """
             Exit status: 0 when everything visible was imported; 3 when something is not visible yet \
-            (another device's log or a baseline still arriving: run sync again later); 1 when some log \
+            (another device's log or a baseline still arriving: run sync again later) or a log is held \
+            because a newer app version wrote it for a schema this one does not know; 1 when some log \
             failed in a way another sync will not clear (each is named; the others are still imported); \
             2 on bad usage.
             A sync that takes more than a moment reports its progress on standard error (uploading, \
@@ -72,7 +73,13 @@ struct Sync: AsyncParsableCommand {
                          + (report.repairedLogs.isEmpty ? "" : ", put back \(report.repairedLogs.count) of its own"))
             for gap in report.imported.gaps { lines.append("waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet") }
             if let waiting = report.imported.waitingForBaseline { lines.append("waiting: baseline \(waiting) is still being written") }
-            for f in failures { lines.append("\(f.error.code.isTransient || f.error.code == .shortRead ? "waiting" : "failed"): \(f.name): \(f.error.code): \(f.error.message)") }
+            for f in failures {
+                if f.error.code == .schemaMismatch {
+                    lines.append("held, waiting for an app upgrade: \(f.name): \(f.error.message)")
+                } else {
+                    lines.append("\(f.error.code.isTransient || f.error.code == .shortRead ? "waiting" : "failed"): \(f.name): \(f.error.code): \(f.error.message)")
+                }
+            }
             lines.append("state hash \(hash)")
             output.print(.object([
                 "status": .string(report.status.rawValue),
@@ -84,7 +91,8 @@ struct Sync: AsyncParsableCommand {
                 "waitingForLogs": .array(report.imported.gaps.map { .string("\($0.device) needs \($0.expected)") }),
                 "waitingForBaseline": report.imported.waitingForBaseline.map { .string($0) } ?? .null,
                 "failures": .array(failures.map { .object(["name": .string($0.name), "code": .string($0.error.code.name), "message": .string($0.error.message),
-                                                           "transient": .bool($0.error.code.isTransient || $0.error.code == .shortRead)]) }),
+                                                           "transient": .bool($0.error.code.isTransient || $0.error.code == .shortRead),
+                                                           "held": .bool($0.error.code == .schemaMismatch)]) }),
                 "identityChange": change.map { c in .object([
                     "previous": .string(c.previous.description), "current": .string(c.current.description),
                     "reason": .string(c.reason), "carriedOver": .int(Int64(c.carriedOver.count)),

@@ -647,13 +647,22 @@ public struct ImportReport: Sendable {
     /// (a gap, a blob still arriving, a container not answering), a full
     /// disk, or a baseline still being written. A later pass may clear it.
     public var isWaiting: Bool {
-        !gaps.isEmpty || waitingForBaseline != nil || failures.contains { $0.error.code.isTransient }
+        !gaps.isEmpty || waitingForBaseline != nil || failures.contains { $0.error.code.isTransient } || !held.isEmpty
+    }
+
+    /// Logs written for a schema this device does not know (a newer app
+    /// version's, say): not applied and not a corruption. They wait for an
+    /// app upgrade, their device's later logs wait behind them, and every
+    /// other device's logs keep applying.
+    public var held: [Failure] {
+        failures.filter { $0.error.code == .schemaMismatch }
     }
 
     /// The failures a later pass will not clear by itself: damaged or
-    /// foreign logs that only their owner (or the health monitor) can repair.
+    /// foreign logs that only their owner (or the health monitor) can
+    /// repair. A held log (``held``) is not one of them.
     public var permanentFailures: [Failure] {
-        failures.filter { !$0.error.code.isTransient }
+        failures.filter { !$0.error.code.isTransient && $0.error.code != .schemaMismatch }
     }
 
     /// Creates an empty report.
