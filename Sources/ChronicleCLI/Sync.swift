@@ -88,7 +88,9 @@ struct Sync: AsyncParsableCommand {
                 "repairedLogs": .array(report.repairedLogs.map { .string($0.rawValue) }),
                 "importedLogs": .int(Int64(report.imported.appliedLogs)),
                 "importedTransactions": .int(Int64(report.imported.appliedTransactions)),
-                "waitingForLogs": .array(report.imported.gaps.map { .string("\($0.device) needs \($0.expected)") }),
+                "waitingForLogs": .array(report.imported.gaps.map {
+                    .object(["device": .string($0.device.description), "expected": .int(Int64($0.expected)), "found": .int(Int64($0.found))])
+                }),
                 "waitingForBaseline": report.imported.waitingForBaseline.map { .string($0) } ?? .null,
                 "failures": .array(failures.map { .object(["name": .string($0.name), "code": .string($0.error.code.name), "message": .string($0.error.message),
                                                            "transient": .bool($0.error.code.isTransient || $0.error.code == .shortRead),

@@ -144,6 +144,9 @@ struct CLIDataSafetyTests {
         let waiting = try w.run("sync", "laptop", ["--json"])
         #expect(waiting.status == 3, "\(waiting.stdout)")
         #expect(waiting.stdout.contains(#""status" : "waiting""#), "\(waiting.stdout)")
+        let report = try JSONSerialization.jsonObject(with: Data(waiting.stdout.utf8)) as? [String: Any]
+        let gaps = report?["waitingForLogs"] as? [[String: Any]]
+        #expect(gaps?.count == 1 && gaps?.first?["expected"] as? Int == 1 && gaps?.first?["found"] as? Int == 2, "\(waiting.stdout)")
         let owner = try w.run("sync", "phone")
         #expect(owner.status == 0)
         #expect(owner.stdout.contains("put back 1 of its own"), "\(owner.stdout)")
