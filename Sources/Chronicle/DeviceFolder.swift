@@ -120,8 +120,14 @@ final class DeviceFolder: @unchecked Sendable {
     /// regular file (never through a link, never a FIFO) of at most
     /// ``identityFileLimit`` bytes.
     func readIdentity() throws -> Identity? {
-        let path = url.appendingPathComponent(Self.identityFile).path
-        guard let bytes = try Self.readSmallFile(path, limit: Self.identityFileLimit, holding: "the device's ID") else { return nil }
+        try Self.readIdentity(in: url)
+    }
+
+    /// Reads `device.json` of the device folder `directory` (without its
+    /// lock), or nil if there is none yet; see ``readIdentity()``.
+    static func readIdentity(in directory: URL) throws -> Identity? {
+        let path = directory.appendingPathComponent(identityFile).path
+        guard let bytes = try readSmallFile(path, limit: identityFileLimit, holding: "the device's ID") else { return nil }
         do {
             return try JSONDecoder().decode(Identity.self, from: Data(bytes))
         } catch {
@@ -216,7 +222,10 @@ final class DeviceFolder: @unchecked Sendable {
     // MARK: Snapshot files
 
     /// The snapshot of `store`.
-    func snapshotPath(_ store: StoreID) -> String { url.appendingPathComponent("\(store).sqlite").path }
+    func snapshotPath(_ store: StoreID) -> String { Self.snapshotPath(store, in: url) }
+
+    /// The snapshot of `store` in the device folder `directory`.
+    static func snapshotPath(_ store: StoreID, in directory: URL) -> String { directory.appendingPathComponent("\(store).sqlite").path }
 
     /// Where a snapshot for a new device ID is built before it replaces the current one.
     func nextSnapshotPath(_ store: StoreID) -> String { url.appendingPathComponent("\(store).next.sqlite").path }

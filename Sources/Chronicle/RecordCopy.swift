@@ -187,7 +187,7 @@ struct RecordCopy {
                 deletes = try await destination.read { db in
                     var result: [(entity: String, id: RecordID)] = []
                     for entity in schema.entities {
-                        for id in gone where try Bool.fetchOne(db, sql: "SELECT 1 FROM \(Self.quoted(entity.name)) WHERE id = ?", arguments: [id]) ?? false {
+                        for id in gone where try Bool.fetchOne(db, sql: "SELECT 1 FROM \(entity.name.quotedDatabaseIdentifier) WHERE id = ?", arguments: [id]) ?? false {
                             result.append((entity.name, id))
                         }
                     }
@@ -233,13 +233,18 @@ struct RecordCopy {
                               keys: keys.map { $0.map { row[$0] as DatabaseValue } })
                 }
                 if let wanted {
-                    for id in wanted where !seen.contains(id) {
-                        if let row = try Row.fetchOne(db, sql: "SELECT * FROM \(Self.quoted(entity.name)) WHERE id = ?", arguments: [id]) {
+                    // In chunks: one query per entity and 500 IDs, not one per ID.
+                    let ids = Array(wanted.subtracting(seen))
+                    for start in stride(from: 0, to: ids.count, by: 500) {
+                        let chunk = ids[start..<min(ids.count, start + 500)]
+                        let marks = Array(repeating: "?", count: chunk.count).joined(separator: ", ")
+                        for row in try Row.fetchAll(db, sql: "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE id IN (\(marks)) ORDER BY id",
+                                                    arguments: StatementArguments(chunk)) {
                             rows.append(try load(row))
                         }
                     }
                 } else {
-                    for row in try Row.fetchAll(db, sql: "SELECT * FROM \(Self.quoted(entity.name)) ORDER BY id") {
+                    for row in try Row.fetchAll(db, sql: "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) ORDER BY id") {
                         rows.append(try load(row))
                     }
                 }
@@ -253,7 +258,7 @@ struct RecordCopy {
         return try await destination.read { db in
             try rows.map { row in
                 let entity = schema.entities[row.entity]
-                if let current = try Row.fetchOne(db, sql: "SELECT * FROM \(Self.quoted(entity.name)) WHERE id = ?", arguments: [row.id]) {
+                if let current = try Row.fetchOne(db, sql: "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE id = ?", arguments: [row.id]) {
                     return .present(try Store.values(current, entity: entity))
                 }
                 if try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?", arguments: [row.entity, row.id]) ?? false {
@@ -268,8 +273,8 @@ struct RecordCopy {
     /// whose fields is null), if any.
     static func sameKey(_ db: Database, entity: Entity, keys: [[DatabaseValue]]) throws -> RecordID? {
         for (constraint, values) in zip(entity.uniqueConstraints, keys) where !values.contains(where: \.isNull) {
-            let condition = constraint.map { "\(quoted($0)) = ?" }.joined(separator: " AND ")
-            if let id = try RecordID.fetchOne(db, sql: "SELECT id FROM \(quoted(entity.name)) WHERE \(condition) ORDER BY id LIMIT 1",
+            let condition = constraint.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
+            if let id = try RecordID.fetchOne(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(condition) ORDER BY id LIMIT 1",
                                               arguments: StatementArguments(values)) {
                 return id
             }
@@ -277,5 +282,4 @@ struct RecordCopy {
         return nil
     }
 
-    static func quoted(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
 }

@@ -294,14 +294,9 @@ public actor StoreManager {
         let directory = configuration.store.directory
         let folder = try await DeviceFolder(directory, lockFile: lockFile, wait: configuration.store.lockWait)
         do {
-            let path = directory.appendingPathComponent(stateFile).path
             let state: State
-            if let bytes = try DeviceFolder.readSmallFile(path, limit: stateFileLimit, holding: "the store manager's state") {
-                do {
-                    state = try JSONDecoder().decode(State.self, from: Data(bytes))
-                } catch {
-                    throw ChronicleError(.invalidValue, "\(path) is not a store manager's state file", underlying: error)
-                }
+            if let persisted = try readState(in: directory) {
+                state = persisted
             } else {
                 let hasCloudStore = FileManager.default.fileExists(atPath: directory.appendingPathComponent(DeviceFolder.identityFile).path)
                 state = State(cloudEnabled: configuration.cloudEnabledByDefault || hasCloudStore, mergePending: false)
@@ -326,27 +321,15 @@ public actor StoreManager {
     ///   ``ChronicleError/Code/malformedBody`` for a damaged `manager.json`
     ///   or `device.json`.
     package static func snapshotPath(in directory: URL) throws -> String {
-        var folder = directory
-        if let bytes = try DeviceFolder.readSmallFile(directory.appendingPathComponent(stateFile).path, limit: stateFileLimit,
-                                                      holding: "the store manager's state") {
-            let state: State
-            do { state = try JSONDecoder().decode(State.self, from: Data(bytes)) } catch {
-                throw ChronicleError(.malformedBody, "\(directory.appendingPathComponent(stateFile).path) is not a store manager's state file", underlying: error)
-            }
-            if !state.cloudEnabled { folder = directory.appendingPathComponent(Kind.local.rawValue).appendingPathComponent("device") }
-        }
-        guard let bytes = try DeviceFolder.readSmallFile(folder.appendingPathComponent(DeviceFolder.identityFile).path,
-                                                         limit: DeviceFolder.identityFileLimit, holding: "the device's ID") else {
+        let cloudEnabled = try readState(in: directory)?.cloudEnabled ?? true
+        let folder = deviceFolder(of: cloudEnabled ? .cloud : .local, in: directory)
+        guard let identity = try DeviceFolder.readIdentity(in: folder) else {
             throw ChronicleError(.notFound, "\(directory.path) is not a device folder yet (run `chronicle save` or `chronicle sync` first)")
-        }
-        let identity: DeviceFolder.Identity
-        do { identity = try JSONDecoder().decode(DeviceFolder.Identity.self, from: Data(bytes)) } catch {
-            throw ChronicleError.decoding("\(folder.appendingPathComponent(DeviceFolder.identityFile).path), the device file,", error)
         }
         guard let store = identity.store else {
             throw ChronicleError(.notFound, "\(directory.path) has no snapshot yet (run `chronicle save` or `chronicle sync` first)")
         }
-        let path = folder.appendingPathComponent("\(store).sqlite").path
+        let path = DeviceFolder.snapshotPath(store, in: folder)
         var st = stat()
         guard lstat(path, &st) == 0 else {
             throw ChronicleError(.notFound, "\(directory.path) has no snapshot of store \(store) (run `chronicle sync` first)")
@@ -355,6 +338,22 @@ public actor StoreManager {
             throw ChronicleError(.foreignEntry, "\(path) is not a regular file, where the device's snapshot belongs")
         }
         return path
+    }
+
+    /// `manager.json` of the manager's folder `directory`, or nil if there is none yet.
+    static func readState(in directory: URL) throws -> State? {
+        let path = directory.appendingPathComponent(stateFile).path
+        guard let bytes = try DeviceFolder.readSmallFile(path, limit: stateFileLimit, holding: "the store manager's state") else { return nil }
+        do {
+            return try JSONDecoder().decode(State.self, from: Data(bytes))
+        } catch {
+            throw ChronicleError(.invalidValue, "\(path) is not a store manager's state file", underlying: error)
+        }
+    }
+
+    /// The device folder of one of the stores of the manager's folder `directory`.
+    static func deviceFolder(of kind: Kind, in directory: URL) -> URL {
+        kind == .cloud ? directory : directory.appendingPathComponent(kind.rawValue).appendingPathComponent("device")
     }
 
     /// Whether this device uses the cloud store (persisted).
@@ -717,10 +716,8 @@ public actor StoreManager {
     /// The store `device.json` last named, if this device still has its snapshot.
     private func lastStore() throws -> StoreID? {
         let directory = configuration.store.directory
-        guard let bytes = try DeviceFolder.readSmallFile(directory.appendingPathComponent(DeviceFolder.identityFile).path,
-                                                         limit: DeviceFolder.identityFileLimit, holding: "the device's ID"),
-              let identity = try? JSONDecoder().decode(DeviceFolder.Identity.self, from: Data(bytes)), let store = identity.store,
-              FileManager.default.fileExists(atPath: directory.appendingPathComponent("\(store).sqlite").path)
+        guard let store = try DeviceFolder.readIdentity(in: directory)?.store,
+              FileManager.default.fileExists(atPath: DeviceFolder.snapshotPath(store, in: directory))
         else { return nil }
         return store
     }
@@ -775,7 +772,7 @@ public actor StoreManager {
         settleFirstSync(ChronicleError(.storeNotLoaded, "the cloud store \(storeID) was deleted before its first sync"))
         try await cloud.close()
         if open != nil { continuations.publish(.didUnload(.cloud)) }
-        DeviceFolder.removeSnapshotFiles(configuration.store.directory.appendingPathComponent("\(storeID).sqlite").path)
+        DeviceFolder.removeSnapshotFiles(DeviceFolder.snapshotPath(storeID, in: configuration.store.directory))
         continuations.publish(.cloudStoreDeleted(storeID, by: device, carried: carried))
         if await delegate?.storeManager(self, cloudStoreDeleted: storeID, by: device) == .recreateCloudStore {
             try await setCloudEnabled(true)
@@ -1018,7 +1015,7 @@ public actor StoreManager {
                 let queue = try DatabaseQueue(path: url.path, configuration: config)
                 try queue.read { db in
                     for (index, entity) in schema.entities.enumerated() {
-                        for row in try Row.fetchAll(db, sql: "SELECT * FROM \(RecordCopy.quoted(entity.name))") {
+                        for row in try Row.fetchAll(db, sql: "SELECT * FROM \(entity.name.quotedDatabaseIdentifier)") {
                             let id: RecordID = row["id"]
                             rows[id] = RecordCopy.SourceRow(entity: index, id: id, values: try Store.values(row, entity: entity),
                                                             keys: entity.uniqueConstraints.map { $0.map { row[$0] as DatabaseValue } })
@@ -1088,7 +1085,7 @@ public actor StoreManager {
         let supersession = try await container.readMarker(ContainerLayout.supersession(store: old), as: StoreSupersession.self)?.payload
         // What to carry, read while the old store is open (one store of a folder is open at a time).
         var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>])?
-        let oldPath = configuration.store.directory.appendingPathComponent("\(old).sqlite").path
+        let oldPath = DeviceFolder.snapshotPath(old, in: configuration.store.directory)
         if FileManager.default.fileExists(atPath: oldPath) {
             let previous = try await Store.open(configuration(for: .cloud), exactly: old)
             do {
@@ -1175,7 +1172,7 @@ public actor StoreManager {
                 throw ChronicleError(.unavailable, "\(pending) save(s) could not be uploaded; the local copy of the cloud store is kept")
             }
             try await unload()
-            let path = configuration.store.directory.appendingPathComponent("\(store.storeID).sqlite").path
+            let path = DeviceFolder.snapshotPath(store.storeID, in: configuration.store.directory)
             let lock = try await DeviceFolder(configuration.store.directory, wait: configuration.store.lockWait)
             defer { lock.release() }
             if var identity = try lock.readIdentity() {
@@ -1282,18 +1279,13 @@ public actor StoreManager {
     func configuration(for kind: Kind) throws -> Store.Configuration {
         var config = configuration.store
         let root = configuration.store.directory
-        switch kind {
-        case .cloud:
-            config.directory = root
-        case .local, .fallback:
-            let own = root.appendingPathComponent(kind.rawValue)
-            config.directory = own.appendingPathComponent("device")
-            // An ID of its own: its records may seed the cloud store with a
-            // baseline naming this ID, which must never write logs there.
-            config.deviceID = nil
-            config.container = try DirectoryContainer(root: own.appendingPathComponent("container"), create: true)
-            config.knownStore = nil
-        }
+        config.directory = Self.deviceFolder(of: kind, in: root)
+        guard kind != .cloud else { return config }
+        // An ID of its own: its records may seed the cloud store with a
+        // baseline naming this ID, which must never write logs there.
+        config.deviceID = nil
+        config.container = try DirectoryContainer(root: root.appendingPathComponent(kind.rawValue).appendingPathComponent("container"), create: true)
+        config.knownStore = nil
         return config
     }
 

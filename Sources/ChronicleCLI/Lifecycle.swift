@@ -55,23 +55,7 @@ struct CloudEnable: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await reportingErrors(output) {
-            let manager = try await device.openManager(schema: try device.loadSchema())
-            do {
-                let report = try await manager.setCloudEnabled(true, localData: localData.policy)
-                let status = try await statusValue(manager)
-                try await manager.close()
-                var text = statusText(status)
-                if let report {
-                    text = "merged the local store: \(report.copied) record(s) copied, \(report.deduplicated) already in the cloud by unique key, "
-                        + "\(report.alreadyPresent) there before\n" + text
-                }
-                output.print(status.merging(report.map(mergeValue)), text: text)
-            } catch {
-                try? await manager.close()
-                throw error
-            }
-        }
+        try await maintaining(device, output, done: nil) { try await $0.setCloudEnabled(true, localData: localData.policy) }
     }
 }
 
@@ -116,13 +100,28 @@ struct StoreMaintenance: AsyncParsableCommand {
 /// (after `done`, if given).
 private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String?, cloudOnForANewFolder: Bool = true,
                          _ body: (StoreManager) async throws -> Void) async throws {
+    try await maintaining(device, output, done: done, cloudOnForANewFolder: cloudOnForANewFolder) { (manager: StoreManager) -> StoreManager.MergeReport? in
+        try await body(manager)
+        return nil
+    }
+}
+
+/// The same, for an operation that may bring the local store's records
+/// into the cloud store: what it merged is printed too.
+private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String?, cloudOnForANewFolder: Bool = true,
+                         _ body: (StoreManager) async throws -> StoreManager.MergeReport?) async throws {
     try await reportingErrors(output) {
         let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: cloudOnForANewFolder)
         do {
-            try await body(manager)
+            let merged = try await body(manager)
             let status = try await statusValue(manager)
             try await manager.close()
-            output.print(status.merging(nil), text: (done.map { $0 + "\n" } ?? "") + statusText(status))
+            var text = (done.map { $0 + "\n" } ?? "") + statusText(status)
+            if let r = merged {
+                text = "merged the local store: \(r.copied) record(s) copied, \(r.deduplicated) already in the cloud by unique key, "
+                    + "\(r.alreadyPresent) there before\n" + text
+            }
+            output.print(status.merging(merged.map(mergeValue)), text: text)
         } catch {
             try? await manager.close()
             throw error

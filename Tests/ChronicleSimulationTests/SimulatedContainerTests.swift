@@ -2,9 +2,7 @@ import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import ChronicleSimulation
-import ChronicleSnapshot
 import ChronicleTestSupport
-import GRDB
 import Testing
 
 /// The simulated container, with its faults off, behaves as every backend
