@@ -120,6 +120,7 @@ struct RecordCopy {
                     target[row.id] = other
                     inDestination.insert(other)
                     report.deduplicated += 1
+                    report.duplicates[row.id] = other
                 case .absent:
                     target[row.id] = row.id
                     inserts.append(row)

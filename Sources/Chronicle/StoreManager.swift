@@ -219,6 +219,10 @@ public actor StoreManager {
         /// Local records whose unique key the cloud store already had; the
         /// cloud's record stands for them.
         public var deduplicated = 0
+        /// For each record counted in ``deduplicated``, the destination's
+        /// record that stands for it: an app holding the source record's ID
+        /// finds its data under this one.
+        public var duplicates: [RecordID: RecordID] = [:]
         /// Local records the cloud store already held (an earlier merge) or
         /// had deleted.
         public var alreadyPresent = 0
@@ -241,6 +245,9 @@ public actor StoreManager {
         var leaving: StoreID? = nil
         /// The account token last seen (see ``Configuration/accountToken``).
         var account: String? = nil
+        /// For each other account this device used, the store it last used
+        /// there (see ``switchAccount(from:to:)``).
+        var accountStores: [String: StoreID]? = nil
         /// The cloud was turned on with ``LocalDataPolicy/overwriteCloudWithLocal``
         /// and the rebuild from the local store has not finished.
         var overwritePending: Bool? = nil
@@ -340,6 +347,17 @@ public actor StoreManager {
         return path
     }
 
+    /// Where the snapshot of one of the stores of the manager's folder
+    /// `directory` is, and whose it is, for a reader while that store is not
+    /// loaded (nil if the store has none yet).
+    package static func snapshotLocation(of kind: Kind, in directory: URL) throws -> (path: String, store: StoreID, device: DeviceID)? {
+        let folder = deviceFolder(of: kind, in: directory)
+        guard let identity = try DeviceFolder.readIdentity(in: folder), let store = identity.store else { return nil }
+        let path = DeviceFolder.snapshotPath(store, in: folder)
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        return (path, store, identity.device)
+    }
+
     /// `manager.json` of the manager's folder `directory`, or nil if there is none yet.
     static func readState(in directory: URL) throws -> State? {
         let path = directory.appendingPathComponent(stateFile).path
@@ -425,6 +443,18 @@ public actor StoreManager {
     }
 
     /// Lifecycle events from now on. Each call returns an independent stream.
+    ///
+    /// The first stream asked for also begins with what happened before it
+    /// was: the load that ``open(_:)`` did (a merge it finished, a fallback
+    /// store, a deleted or rebuilt store it found), so an app that
+    /// subscribes right after opening misses nothing.
+    ///
+    /// ```swift
+    /// let manager = try await StoreManager.open(configuration)
+    /// for await event in manager.events() {   // starts with willLoad, didLoad, …
+    ///     print(event)
+    /// }
+    /// ```
     public nonisolated func events() -> AsyncStream<Event> {
         continuations.subscribe()
     }
@@ -766,7 +796,7 @@ public actor StoreManager {
             if open == nil { try? await cloud.close() }
             throw error
         }
-        state = State(cloudEnabled: false, mergePending: false, leaving: nil, account: state.account)
+        state = State(cloudEnabled: false, mergePending: false, leaving: nil, account: state.account, accountStores: state.accountStores)
         try Self.write(state, in: folder)
         loaded = nil
         settleFirstSync(ChronicleError(.storeNotLoaded, "the cloud store \(storeID) was deleted before its first sync"))
@@ -807,13 +837,25 @@ public actor StoreManager {
     /// this account's container; the next load takes the new account's
     /// active store, or seeds a new one from the local store.
     private func switchAccount(from previous: String, to token: String) async throws {
-        let lock = try await DeviceFolder(configuration.store.directory, wait: configuration.store.lockWait)
+        let directory = configuration.store.directory
+        let lock = try await DeviceFolder(directory, wait: configuration.store.lockWait)
         defer { lock.release() }
-        if var identity = try lock.readIdentity(), identity.store != nil {
-            identity.store = nil
-            try lock.writeIdentity(identity)
+        var stores = state.accountStores ?? [:]
+        if var identity = try lock.readIdentity() {
+            // Remember the previous account's store (or the one this device
+            // was leaving): when that account comes back, its store is found
+            // again, with any saves not uploaded yet, and if it was deleted or
+            // rebuilt meanwhile, the device leaves or moves from it as usual.
+            if let store = state.leaving ?? identity.store { stores[previous] = store }
+            var next = stores[token]
+            if let store = next, !FileManager.default.fileExists(atPath: DeviceFolder.snapshotPath(store, in: directory)) { next = nil }
+            if identity.store != next {
+                identity.store = next
+                try lock.writeIdentity(identity)
+            }
         }
         lock.release()
+        state.accountStores = stores
         state.account = token
         state.leaving = nil
         state.mergePending = try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil
@@ -1334,27 +1376,50 @@ public actor StoreManager {
 /// Fans events out to every subscriber, buffering all of them: lifecycle
 /// events are few.
 final class EventContinuations<Element: Sendable>: Sendable {
-    private let continuations = Mutex<[UInt64: AsyncStream<Element>.Continuation]>([:])
+    private struct State {
+        var continuations: [UInt64: AsyncStream<Element>.Continuation] = [:]
+        /// Events published before anyone subscribed (the load of
+        /// `open`): the first subscriber gets them first. Nil once it has.
+        var early: [Element]? = []
+        var finished = false
+    }
+
+    /// How many early events are kept for the first subscriber.
+    static var earlyLimit: Int { 1_000 }
+    private let state = Mutex(State())
     private let nextID = Atomic<UInt64>(0)
 
     func subscribe() -> AsyncStream<Element> {
         let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
         let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
         continuation.onTermination = { [weak self] _ in
-            _ = self?.continuations.withLock { $0.removeValue(forKey: id) }
+            _ = self?.state.withLock { $0.continuations.removeValue(forKey: id) }
         }
-        continuations.withLock { $0[id] = continuation }
+        // Under the lock, so that no event published meanwhile comes before the early ones.
+        state.withLock { s in
+            for element in s.early ?? [] { continuation.yield(element) }
+            s.early = nil
+            if s.finished {
+                continuation.finish()
+            } else {
+                s.continuations[id] = continuation
+            }
+        }
         return stream
     }
 
     func publish(_ element: Element) {
-        for c in continuations.withLock({ Array($0.values) }) { c.yield(element) }
+        state.withLock { s in
+            if s.early != nil, s.early!.count < Self.earlyLimit { s.early!.append(element) }
+            for c in s.continuations.values { c.yield(element) }
+        }
     }
 
     func finish() {
-        let all = continuations.withLock { s in
-            defer { s.removeAll() }
-            return Array(s.values)
+        let all = state.withLock { s in
+            s.finished = true
+            defer { s.continuations.removeAll() }
+            return Array(s.continuations.values)
         }
         for c in all { c.finish() }
     }

@@ -59,6 +59,12 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "Turn every fault off.")
     var calm = false
 
+    @Flag(help: "Run every device through a store manager: local stores first, several devices turning the cloud on at the same moment, then cloud toggles, deletions and maintenance operations (the cloud-toggle, cloud-deletion and maintenance rates).")
+    var lifecycle = false
+
+    @Option(help: "With --lifecycle: how many devices turn the cloud on at the same moment, first (default: drawn from the seed, 2 to --devices).")
+    var firstEnables: Int?
+
     @Flag(help: "Print the run's timeline.")
     var verbose = false
 
@@ -74,6 +80,7 @@ struct Simulate: AsyncParsableCommand {
         guard devices >= 1, devices <= 64 else { throw ValidationError("--devices takes 1 to 64") }
         guard saves >= 0, seeds >= 1 else { throw ValidationError("--saves and --seeds must be positive") }
         guard !(swarm && calm) else { throw ValidationError("--swarm draws the rates and --calm turns them off: give one of them") }
+        if firstEnables != nil && !lifecycle { throw ValidationError("--first-enables needs --lifecycle") }
         if processes != nil && (swarm || calm || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
             throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves and --verbose")
         }
@@ -101,6 +108,8 @@ struct Simulate: AsyncParsableCommand {
         var base = calm ? SimulationOptions.calm : SimulationOptions()
         base.devices = devices
         base.savesPerDevice = saves
+        base.lifecycle = lifecycle
+        base.firstEnables = firstEnables ?? 0
         var options = swarm ? SimulationOptions.swarm(seed: seed, base: base) : base
         overrides.apply(to: &options)
         return options
@@ -108,6 +117,7 @@ struct Simulate: AsyncParsableCommand {
 
     func reproduce(_ seed: UInt64, _ overrides: SimulationOverrides) -> String {
         (["chronicle", "simulate", "--seed", "0x\(String(seed, radix: 16))"] + (swarm ? ["--swarm"] : []) + (calm ? ["--calm"] : [])
+            + (lifecycle ? ["--lifecycle"] : []) + (firstEnables.map { ["--first-enables", String($0)] } ?? [])
             + ["--devices", String(devices), "--saves", String(saves)] + overrides.arguments + ["--verbose"]).joined(separator: " ")
     }
 
@@ -278,7 +288,7 @@ struct Simulate: AsyncParsableCommand {
         let f = s.faults
         return """
             seed 0x\(String(s.seed, radix: 16)): \(s.options.devices) devices, \(s.savesAttempted) saves attempted, \(s.savesAcknowledged) acknowledged, \(s.savesRefused) refused by validation, \(s.syncs) syncs, \(s.logs) logs
-            faults: \(f.summary)
+            faults: \(f.summary)\(s.lifecycle.map { "\nlifecycle: \($0.summary)" } ?? "")
             baselines: \(s.baselinesPublished) published; the final check's new device started \(s.newDeviceStartedFromBaseline ? "from the newest intact one" : "from the logs alone")
             virtual time: \(s.virtualMilliseconds) ms of work, converged \(s.convergenceMilliseconds) ms after
             records: \(s.records.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); state \(s.stateHash)

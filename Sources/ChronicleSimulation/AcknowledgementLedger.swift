@@ -13,6 +13,16 @@ import GRDB
 /// reports that as a mapping, which ``resubmitted(old:new:sequences:in:)``
 /// applies so that each entry expects the version the save has now.
 struct AcknowledgementLedger {
+    /// Which of a device's stores a save went to (see ``StoreManager``).
+    enum Place: Hashable {
+        /// The account's cloud store (every save, without the lifecycle).
+        case cloud
+        /// The device's local store.
+        case local
+        /// The device's fallback store, used while the container could not be reached.
+        case fallback
+    }
+
     struct Entry {
         var kind: ChangeKind
         var entity: String
@@ -26,19 +36,34 @@ struct AcknowledgementLedger {
         /// The account (0 is A) and store it was saved in.
         var account: Int
         var store: StoreID
+        var place: Place = .cloud
+        /// The device that saved it (its index in the run).
+        var deviceIndex = 0
+        /// Deleted on purpose with its store (the device deleted its local store).
+        var discarded = false
 
         /// The version every device must hold the change at, or supersede.
         var version: Version { Version(clock: clock, device: device) }
     }
 
     private(set) var entries: [Entry] = []
+    /// With the lifecycle: records that acknowledged saves removed from a
+    /// store (deleted, or hidden by a cascade).
+    var removed: Set<RecordInStore> = []
 
     /// Records the changes of an acknowledged save.
     mutating func acknowledged(_ written: [Workload.Written], clock: HybridTimestamp, device: DeviceID, sequence: UInt64,
-                               account: Int, store: StoreID) {
+                               account: Int, store: StoreID, place: Place = .cloud, deviceIndex: Int = 0) {
         for w in written {
             entries.append(Entry(kind: w.kind, entity: w.entity, id: w.id, fields: w.fields, clock: clock, device: device,
-                                 sequence: sequence, account: account, store: store))
+                                 sequence: sequence, account: account, store: store, place: place, deviceIndex: deviceIndex))
+        }
+    }
+
+    /// The device deleted its local store: what it saved there is gone on purpose.
+    mutating func discardLocal(deviceIndex: Int) {
+        for i in entries.indices where entries[i].place == .local && entries[i].deviceIndex == deviceIndex {
+            entries[i].discarded = true
         }
     }
 
@@ -61,4 +86,10 @@ struct AcknowledgementLedger {
 
     /// The entries saved under `account`.
     func entries(account: Int) -> [Entry] { entries.filter { $0.account == account } }
+}
+
+/// A record of one store.
+struct RecordInStore: Hashable {
+    var store: StoreID
+    var id: RecordID
 }

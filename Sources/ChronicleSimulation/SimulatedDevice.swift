@@ -16,6 +16,13 @@ final class SimulatedDevice {
     /// Its folder: one subfolder per account.
     let root: URL
     var store: Store?
+    /// With the lifecycle: the device's store manager, which store it has
+    /// loaded, and the lifecycle events it published so far.
+    var manager: StoreManager?
+    var loadedKind: StoreManager.Kind?
+    var eventCollector: Task<[StoreManager.Event], Never>?
+    var events: [StoreManager.Event] = []
+    var lifecycle = false
     var online = true
     var account = 0
     /// The store it last opened, per account.
@@ -51,7 +58,20 @@ final class SimulatedDevice {
     /// The folder of the account it is on.
     var folder: URL { folder(account: account) }
 
-    func folder(account: Int) -> URL { root.appendingPathComponent("account-\(account)") }
+    /// Without the lifecycle, one folder per account; with it, one manager
+    /// folder, whose container is the account's.
+    func folder(account: Int) -> URL {
+        lifecycle ? root.appendingPathComponent("manager") : root.appendingPathComponent("account-\(account)")
+    }
+
+    /// Where a save on the loaded store goes.
+    var place: AcknowledgementLedger.Place {
+        switch loadedKind {
+        case .local: .local
+        case .fallback: .fallback
+        case .cloud, nil: .cloud
+        }
+    }
 
     /// The device ID its store writes under now.
     var currentID: DeviceID { store.map(Self.deviceID(of:)) ?? initialID }

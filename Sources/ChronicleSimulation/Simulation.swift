@@ -36,6 +36,17 @@ package final class Simulation {
     /// The device-folder faults' stream, so that turning them on leaves the
     /// other draws of a seed where they were.
     var folderRandom: SeededRandom
+    /// The lifecycle's stream (toggles, deletions, maintenance, the first enables).
+    var lifecycleRandom: SeededRandom
+    var lifecycleCounts = LifecycleCounts()
+    var firstEnableStep: Int?
+    var firstEnableCount = 0
+    var firstEnablesDuringOutage = false
+    var steps = 0
+    /// For each store deleted on purpose, the logs the container held when it was.
+    var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
+    /// What became of account A's stores (see ``recordFates()``).
+    var fates: [StoreID: StoreFate] = [:]
     let crashes: CrashControl
     let root: URL
     var accounts: [SimulatedContainer] = []
@@ -62,6 +73,7 @@ package final class Simulation {
         random = SeededRandom(seed: seed)
         baselineRandom = SeededRandom(seed: seed ^ 0xBA5E_11AE)
         folderRandom = SeededRandom(seed: seed ^ 0xF01D_E2F0_1DE2)
+        lifecycleRandom = SeededRandom(seed: seed ^ 0x11FE_C7C1_E000)
         crashes = CrashControl(seed: seed ^ 0xC4A5_4C4A_5443_4841, probability: options.crashProbability)
         summary = SimulationSummary(seed: seed, options: options)
         injectors = FaultInjectors.standard(options)
@@ -98,25 +110,34 @@ package final class Simulation {
             accounts.append(SimulatedContainer(clock: clock, faults: faults, seed: seed &+ UInt64(account) &* 7919))
         }
         for i in 0..<options.devices {
-            devices.append(SimulatedDevice(index: i, initialID: DeviceID(index: UInt64(i + 1)),
-                                           root: root.appendingPathComponent("device-\(i + 1)")))
+            let d = SimulatedDevice(index: i, initialID: DeviceID(index: UInt64(i + 1)),
+                                    root: root.appendingPathComponent("device-\(i + 1)"))
+            d.lifecycle = options.lifecycle
+            devices.append(d)
         }
+        if options.lifecycle { planFirstEnables() }
         for d in devices { try await open(d) }
         while devices.contains(where: { $0.saves < options.savesPerDevice }) {
             try await step()
         }
         summary.virtualMilliseconds = clock.nowMilliseconds() - Self.epochMilliseconds
         try await quiesce()
+        if options.lifecycle { try await collectLifecycleEvents() }
         if let beforeChecks { try await beforeChecks(self) }
         try await check()
         summary.faults = faultCounts()
-        for d in devices { try? await d.store?.close() }
+        summary.lifecycle = options.lifecycle ? lifecycleCounts : nil
+        for d in devices {
+            if d.manager != nil { try? await closeManager(d) } else { try? await d.store?.close() }
+        }
         return summary
     }
 
     /// One step: time passes, faults strike, maybe a baseline, then one
     /// device syncs or saves.
     func step() async throws {
+        steps += 1
+        if steps == firstEnableStep { try await firstEnables() }
         clock.advance(byMilliseconds: Int64(1 + random.next() % 40))
         for injector in injectors { try await injector.step(self) }
         if options.baselineProbability.draw(&baselineRandom) {
@@ -150,15 +171,8 @@ package final class Simulation {
     // MARK: Devices
 
     func open(_ d: SimulatedDevice) async throws {
-        let injector = CrashInjector { [crashes] _ in crashes.decide() }
-        let store = try await Store.open(Store.Configuration(
-            schema: Self.schema, deviceID: d.initialID, directory: d.folder,
-            container: accounts[d.account].view(for: d.initialID), clock: clock, seed: seed &+ UInt64(d.index) &* 31 &+ UInt64(d.syncs),
-            logger: logger, durability: .normal, knownStore: d.knownStore[d.account])
-            .crashing(with: injector)
-            // A device that has imported nothing waits this long for a
-            // baseline still being written (the run lasts seconds).
-            .waitingForBaselines(.seconds(5)))
+        if options.lifecycle { return try await openManager(d) }
+        let store = try await Store.open(storeConfiguration(d))
         d.knownStore[d.account] = store.storeID
         d.identityChangesSeen = 0
         d.store = store
@@ -190,15 +204,21 @@ package final class Simulation {
 
     /// Closes the device's store, does `body` to its files, opens it again.
     func reopen(_ d: SimulatedDevice, after body: () throws -> Void) async throws {
-        await absorbIdentityChanges(d)
-        try? await d.store?.close()
-        d.store = nil
+        if d.manager != nil {
+            try await closeManager(d)
+        } else {
+            await absorbIdentityChanges(d)
+            try? await d.store?.close()
+            d.store = nil
+        }
         try body()
         try await open(d)
     }
 
     func save(_ d: SimulatedDevice) async throws {
+        try await ensureLoaded(d)
         guard let store = d.store else { return }
+        let place = d.place
         summary.savesAttempted += 1
         let total = options.operationWeights.values.reduce(0, +)
         let chosen = Workload.chosen(random.next() % UInt64(total), weights: options.operationWeights)
@@ -213,9 +233,12 @@ package final class Simulation {
         do {
             let (written, result) = try await store.writeReporting { tx in operation.body(input, &tx) }
             guard let result else { return }
+            if options.lifecycle {
+                for id in try await removed(by: written, in: store) { ledger.removed.insert(RecordInStore(store: store.storeID, id: id)) }
+            }
             summary.savesAcknowledged += 1
             ledger.acknowledged(written, clock: result.clock, device: SimulatedDevice.deviceID(of: store), sequence: result.sequence,
-                                account: d.account, store: store.storeID)
+                                account: d.account, store: store.storeID, place: place, deviceIndex: d.index)
             note("device \(d.number) saved \(written.map { "\($0.kind) \($0.entity)" }.joined(separator: ", ")) as sequence \(result.sequence)")
             if crashes.decideAfterCommit(&random) {
                 try await restart(d, "after commit, before upload")
@@ -231,7 +254,25 @@ package final class Simulation {
     /// Syncs the device if it is online; returns whether the sync went through.
     @discardableResult
     func sync(_ d: SimulatedDevice) async -> Bool {
-        guard d.online, let store = d.store else { return false }
+        guard d.online else { return false }
+        if d.manager != nil {
+            summary.syncs += 1
+            d.syncs += 1
+            do {
+                let report = try await managerSync(d)
+                d.behindOn.remove(d.account)
+                note("device \(d.number) synced its \(d.loadedKind?.rawValue ?? "unloaded") store" + (report.map { ": up \($0.uploadedLogs), in \($0.imported.appliedLogs)" } ?? ""))
+                return d.loadedKind == .cloud
+            } catch let error as ChronicleError where error.code == .simulatedCrash {
+                await refresh(d)
+                try? await restart(d, "during sync")
+            } catch {
+                await refresh(d)
+                note("device \(d.number) sync failed: \(error)")
+            }
+            return false
+        }
+        guard let store = d.store else { return false }
         summary.syncs += 1
         d.syncs += 1
         do {
@@ -253,7 +294,7 @@ package final class Simulation {
     /// A device writes its state as a baseline, in parts small enough that
     /// faults (torn or delayed blobs, outages, bit flips, crashes) hit some.
     func publishBaseline(_ d: SimulatedDevice) async {
-        guard d.online, let store = d.store else { return }
+        guard d.online, let store = d.store, d.manager == nil || d.loadedKind == .cloud else { return }
         do {
             let published = try await store.publishBaseline(partBytes: 2048)
             await absorbIdentityChanges(d)
@@ -270,7 +311,8 @@ package final class Simulation {
     /// the container holds, intact, every save it made: only then may its
     /// files go back in time without destroying a save.
     func uploadedEverything(_ d: SimulatedDevice) async throws -> Bool {
-        guard await sync(d), let store = d.store, try store.snapshot.pendingUploadCount() == 0 else { return false }
+        guard await sync(d), let store = d.store, d.manager == nil || d.loadedKind == .cloud,
+              try store.snapshot.pendingUploadCount() == 0 else { return false }
         let device = d.currentID
         let last = try store.snapshot.vector()[device] ?? 0
         let logs = try await StoreLogs.read(accounts[d.account].everything, store: store.storeID, device: device)
@@ -285,6 +327,7 @@ package final class Simulation {
     func quiesce() async throws {
         crashes.enabled.store(false, ordering: .relaxed)
         let start = clock.nowMilliseconds()
+        if options.lifecycle { try await quiesceLifecycle() }
         for d in devices where d.account != 0 || !d.online {
             if d.account != 0 {
                 try await reopen(d) { d.account = 0 }
@@ -296,14 +339,24 @@ package final class Simulation {
             if round >= 2 { accounts[0].settle() }
             for d in devices {
                 if options.devicesRepairTheirLogs { _ = try? await d.store?.repairOwnLogs() }
-                _ = try? await d.store?.sync()
+                if let manager = d.manager {
+                    _ = try? await manager.sync()
+                    await refresh(d)
+                } else {
+                    _ = try? await d.store?.sync()
+                }
                 await absorbIdentityChanges(d)
             }
             var hashes = Set<String>()
             var failures = 0
             for d in devices {
-                hashes.insert((try? await d.store!.stateHash()) ?? "?")
-                failures += (try? d.store!.snapshot.pendingUploadCount()) ?? 1
+                guard let store = d.store else {
+                    hashes.insert("unloaded")
+                    failures += 1
+                    continue
+                }
+                hashes.insert((try? await store.stateHash()) ?? "?")
+                failures += (try? store.snapshot.pendingUploadCount()) ?? 1
             }
             if round >= 2, hashes.count == 1, failures == 0, try await quiescedState.fullyApplied() { break }
         }
@@ -312,12 +365,23 @@ package final class Simulation {
 
     /// What the checkers see.
     var quiescedState: QuiescedState {
-        QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger)
+        QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
+                      fates: fates, deletedStoreLogs: deletedStoreLogs, duplicates: options.lifecycle ? duplicates : [:])
     }
 
     func check() async throws {
+        if options.lifecycle { try await recordFates() }
         let state = quiescedState
         var report = CheckReport()
+        let unloaded = devices.filter { $0.store == nil }
+        guard unloaded.isEmpty else {
+            // Nothing to compare: that is the violation.
+            for d in unloaded {
+                report.violation("device \(d.number) has no store loaded after quiescence: \(await d.manager?.loadError.map { "\($0)" } ?? "unknown")")
+            }
+            summary.violations = report.violations
+            return
+        }
         for checker in checkers {
             summary.invariantsChecked.append(checker.invariant)
             try await checker.check(state, &report)

@@ -26,7 +26,7 @@ extension SimulationOptions {
         var options = base
         // Two draws per rate, even for rates kept as given, so that giving a
         // rate a swarm range later leaves the other rates' draws alone.
-        for rate in Rate.allCases {
+        for rate in Rate.allCases where !rate.isLifecycle {
             let off = random.next() % 3 == 0
             let step = random.next()
             guard let range = rate.swarmRange else { continue }
@@ -42,6 +42,15 @@ extension SimulationOptions {
             weights[name] = off ? 0 : weight
         }
         if weights.values.contains(where: { $0 > 0 }) { options.operationWeights = weights }
+        // The lifecycle's rates, from a stream of their own: adding them left
+        // every earlier seed's options as they were.
+        var lifecycle = SeededRandom(seed: seed ^ 0x4C49_4645_4359_434C)
+        for rate in Rate.allCases where rate.isLifecycle {
+            let off = lifecycle.next() % 3 == 0
+            let step = lifecycle.next()
+            guard let range = rate.swarmRange else { continue }
+            options[rate] = off ? .never : Probability(step, in: range)
+        }
         return options
     }
 }

@@ -53,6 +53,28 @@ package struct SimulationOptions: Sendable, Hashable, Codable {
     /// container, loses its snapshot's `-wal` file (and `-shm`).
     package var lostWALProbability: Probability = 0.003
 
+    /// Whether every device runs through a ``StoreManager``: it starts on
+    /// its local store with the cloud off, several devices turn the cloud on
+    /// at the same moment, and the lifecycle rates below toggle the cloud,
+    /// delete the cloud store, and run maintenance operations. Off, every
+    /// device opens the container's store directly.
+    package var lifecycle = false
+    /// With ``lifecycle``: how many devices turn the cloud on at the same
+    /// moment, first, each with its own local data (0 draws it from the
+    /// seed, 2 to ``devices``).
+    package var firstEnables = 0
+    /// With ``lifecycle``: chance per step that a device turns the cloud on
+    /// (merging its local data, or leaving it local) or off.
+    package var cloudToggleProbability: Probability = 0.01
+    /// With ``lifecycle``: chance per step that a device deletes the cloud
+    /// store everywhere (half of them after copying it to its local store).
+    package var cloudDeletionProbability: Probability = 0.002
+    /// With ``lifecycle``: chance per step that a device runs a maintenance
+    /// operation: reload, delete its copy of the cloud store, migrate the
+    /// cloud store to its local store, delete its local store, or rebuild
+    /// the cloud store under a new store ID.
+    package var maintenanceProbability: Probability = 0.006
+
     /// Whether devices can put back their own logs that are missing or
     /// damaged. Every sync does so; turning this off also stops the extra
     /// full repair passes and makes the container swallow every later put of
@@ -103,6 +125,9 @@ package struct SimulationOptions: Sendable, Hashable, Codable {
                 throw ChronicleError(.invalidValue, "operation weights take 0 to 1000000, not \(weight) for \(name)")
             }
         }
+        guard firstEnables == 0 || (lifecycle && (1...devices).contains(firstEnables)) else {
+            throw ChronicleError(.invalidValue, "first enables takes 1 to the number of devices (\(devices)), and only with the lifecycle on, not \(firstEnables)")
+        }
         guard operationWeights.values.reduce(0, +) > 0 else {
             throw ChronicleError(.invalidValue, "at least one workload operation needs a weight above 0")
         }
@@ -133,6 +158,9 @@ extension SimulationOptions {
         case folderRestore = "folder-restore"
         case folderTwin = "folder-twin"
         case lostWAL = "lost-wal"
+        case cloudToggle = "cloud-toggle"
+        case cloudDeletion = "cloud-deletion"
+        case maintenance
 
         /// Where the rate lives in the options.
         var keyPath: WritableKeyPath<SimulationOptions, Probability> {
@@ -150,6 +178,9 @@ extension SimulationOptions {
             case .folderRestore: \.folderRestoreProbability
             case .folderTwin: \.folderTwinProbability
             case .lostWAL: \.lostWALProbability
+            case .cloudToggle: \.cloudToggleProbability
+            case .cloudDeletion: \.cloudDeletionProbability
+            case .maintenance: \.maintenanceProbability
             }
         }
 
@@ -173,6 +204,9 @@ extension SimulationOptions {
             case .folderRestore: "a device's folder is copied, or restored from its older copy, per step"
             case .folderTwin: "a device's folder is copied to a twin device that runs beside it, per step"
             case .lostWAL: "a device loses its snapshot's -wal file, per step"
+            case .cloudToggle: "with --lifecycle, a device turns the cloud on or off, per step"
+            case .cloudDeletion: "with --lifecycle, a device deletes the cloud store everywhere, per step"
+            case .maintenance: "with --lifecycle, a device runs a maintenance operation, per step"
             }
         }
 
@@ -193,8 +227,14 @@ extension SimulationOptions {
             case .folderRestore: 0...0.01
             case .folderTwin: 0...0.005
             case .lostWAL: 0...0.01
+            case .cloudToggle: 0...0.04
+            case .cloudDeletion: 0...0.006
+            case .maintenance: 0...0.02
             }
         }
+
+        /// Whether it drives the store manager (``SimulationOptions/lifecycle``).
+        package var isLifecycle: Bool { self == .cloudToggle || self == .cloudDeletion || self == .maintenance }
     }
 }
 

@@ -34,6 +34,8 @@ package struct SimulationSummary: Sendable, Hashable, Codable {
     package var violations: [String] = []
     /// The converged state hash of the account's devices.
     package var stateHash = ""
+    /// What the store managers did (with ``SimulationOptions/lifecycle``).
+    package var lifecycle: LifecycleCounts?
     /// Records visible at the end, per entity.
     package var records: [String: Int] = [:]
 

@@ -81,12 +81,13 @@ import Testing
         let m = try await manager("a", batch: 1)
         let events = m.events()
         let local = try await m.store
-        try await Self.saveNotes(local, folder: "Inbox", titles: ["a1", "a2"])
+        let localInbox = try await Self.saveNotes(local, folder: "Inbox", titles: ["a1", "a2"])
         try await Self.saveNotes(local, folder: "Work", titles: ["a3"])
 
         let report = try #require(try await m.setCloudEnabled(true))
         #expect(report.copied == 4, "a1, a2, a3 and Work")
         #expect(report.deduplicated == 1, "the local Inbox is the cloud's")
+        #expect(report.duplicates == [localInbox: cloudInbox], "the report names which record stands for the local Inbox")
         #expect(report.alreadyPresent == 0)
         #expect(await m.loadedKind == .cloud)
         #expect(await m.cloudEnabled)
@@ -118,7 +119,37 @@ import Testing
             case .mergedFallbackStore: seen.append("merged fallback")
             }
         }
-        #expect(seen == ["unload local", "will cloud", "merged 4", "did cloud", "unload cloud"])
+        // The first stream begins with the load that open did.
+        #expect(seen == ["will local", "did local", "unload local", "will cloud", "merged 4", "did cloud", "unload cloud"])
+    }
+
+    /// What open did is not lost to an app that subscribes afterwards: the
+    /// first stream replays it (here, the merge open finished and the
+    /// fallback store it loaded); a later stream starts from its own moment.
+    @Test func theFirstEventStreamBeginsWithTheLoadOpenDid() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let configuration = try storeConfiguration("a")
+        // The share is not mounted when the app starts.
+        try FileManager.default.moveItem(at: containerURL, to: root.appendingPathComponent("unmounted"))
+        let reopened = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true))
+        #expect(await reopened.loadedKind == .fallback)
+        let first = reopened.events()
+        let second = reopened.events()
+        try await reopened.close()
+        var firstSeen: [String] = []
+        for await event in first {
+            switch event {
+            case .willLoad(let kind): firstSeen.append("will \(kind)")
+            case .usingFallbackStore: firstSeen.append("fallback")
+            case .didLoad(let kind, _): firstSeen.append("did \(kind)")
+            case .didUnload(let kind): firstSeen.append("unload \(kind)")
+            default: firstSeen.append("other")
+            }
+        }
+        #expect(firstSeen == ["will cloud", "fallback", "did fallback", "unload fallback"])
+        var secondSeen = 0
+        for await _ in second { secondSeen += 1 }
+        #expect(secondSeen == 1, "only the unload, which came after it subscribed")
     }
 
     /// Several devices turn the cloud on at the same moment, each with its
@@ -582,6 +613,52 @@ import Testing
         try await m.sync()
         #expect(try await Self.titles(try await m.store) == ["alice's, pending", "alice's, synced"])
         try await m.close()
+    }
+
+    /// While this device is on another account, its first account's store
+    /// is rebuilt by another device (or deleted): back on the first account,
+    /// the device moves (or falls back) as usual, carrying the saves it had
+    /// not uploaded there. Forgetting the store at the switch stranded them.
+    @Test(arguments: [false, true]) func aStoreRebuiltOrDeletedWhileTheDeviceWasOnAnotherAccountStillGetsItsSaves(deleted: Bool) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        func open(_ device: String, _ token: String) async throws -> StoreManager {
+            var store = try storeConfiguration(device)
+            store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
+            return try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: token))
+        }
+        var m = try await open("a", "alice")
+        try await Self.saveNotes(try await m.store, folder: "Alice", titles: ["alice's, synced"])
+        try await m.sync()
+        let b = try await open("b", "alice")
+        try await b.sync()
+        try await Self.saveNotes(try await m.store, folder: "Alice later", titles: ["alice's, pending"])
+        try await m.close()
+
+        m = try await open("a", "bob")
+        try await m.sync()
+        try await m.close()
+
+        // Meanwhile Alice's other device rebuilds her store, or deletes it.
+        if deleted {
+            try await b.deleteCloudStore(localOnly: false)
+        } else {
+            try await b.rebuildCloudStore()
+        }
+
+        m = try await open("a", "alice")
+        try await m.sync()
+        if deleted {
+            #expect(await m.loadedKind == .local, "the deleted store sends the device to its local store")
+            #expect(try await Self.titles(try await m.store).contains("alice's, pending"), "carrying the save the container never got")
+        } else {
+            let current = try await m.store
+            let rebuilt = try await b.store
+            #expect(current.storeID == rebuilt.storeID, "the device moved to the rebuilt store")
+            try await b.sync()
+            #expect(try await Self.titles(try await b.store) == ["alice's, pending", "alice's, synced"])
+        }
+        try await m.close()
+        try await b.close()
     }
 
     // MARK: Fallback

@@ -44,6 +44,12 @@ struct QuiescedState {
     /// Where checkers may open stores of their own.
     let workDirectory: URL
     let logger: Logger
+    /// With the lifecycle: what became of account A's stores, the logs a
+    /// store deleted on purpose held as it went, and which records merges
+    /// found under another ID (see ``StoreManager/MergeReport/duplicates``).
+    var fates: [StoreID: StoreFate] = [:]
+    var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
+    var duplicates: [RecordID: RecordID] = [:]
 
     var stores: [Store] {
         devices.map { d in

@@ -8,30 +8,140 @@ import GRDB
 /// success, every device holds each field it wrote at the save's version or
 /// a newer one, has seen its insert, and each delete at its version or newer
 /// (the save is there, or superseded by a write that wins the merge order).
+///
+/// With the lifecycle, a save is checked where the design says it is:
+/// - saved in the cloud store every device ends on, in a store rebuilt as
+///   another (followed to the end), or in a fallback store: on every device;
+///   a record a merge found under another ID (its unique key) is looked for
+///   under that one, and a delete also holds when the record is gone;
+/// - saved in a local store: in that device's local store, unless the device
+///   deleted its local store afterwards on purpose;
+/// - saved in a cloud store deleted on purpose: deleted with it if the
+///   container held it then; otherwise in the device's local store (carried
+///   there), or on every device.
 struct NoAcknowledgedSaveLostChecker: InvariantChecker {
     let invariant = "no acknowledged save lost"
 
     func check(_ state: QuiescedState, _ report: inout CheckReport) async throws {
         let stores = state.stores
-        let none = Version(clock: .zero, device: DeviceID(index: 0))
-        for ack in state.ledger.entries(account: 0) {
-            for (i, s) in stores.enumerated() {
-                guard let v = try s.snapshot.recordVersions(entity: ack.entity, id: ack.id) else {
-                    report.violation("lost: device \(i + 1) knows nothing of \(ack.entity) \(ack.id) (\(ack.kind) at \(ack.version))")
-                    continue
+        let final = stores[0].storeID
+        // The logs the container held of each store that went: a deleted
+        // store's as it was deleted, a rebuilt store's now.
+        var held = state.deletedStoreLogs
+        for case let (store, .superseded) in state.fates {
+            let logs = try await StoreLogs.read(state.container.everything, store: store)
+            held[store] = Set(logs.devices.flatMap { device in logs.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
+        }
+        var localStores: [Int: Snapshot?] = [:]
+        defer { for case let snapshot?? in localStores.values { try? snapshot.close() } }
+        // A local store belongs to the device, whichever account it was on.
+        for ack in state.ledger.entries where !ack.discarded && (ack.account == 0 || ack.place == .local) {
+            let lifecycle = ack.place != .cloud || !state.fates.isEmpty || ack.store != final
+            switch Self.whereKept(ack, final: final, state, held: held) {
+            case .gone:
+                continue
+            case .everyDevice:
+                for (i, s) in stores.enumerated() {
+                    for problem in try Self.problems(ack, in: s.snapshot, state, absentDeleteHolds: lifecycle) {
+                        report.violation("lost: device \(i + 1) \(problem)" + (lifecycle ? " (saved by device \(ack.deviceIndex + 1) \(ack.placeDescription))" : ""))
+                    }
                 }
-                switch ack.kind {
-                case .insert, .update:
-                    if ack.kind == .insert && !v.inserted { report.violation("lost: device \(i + 1) never applied the insert of \(ack.entity) \(ack.id)") }
-                    for f in ack.fields where (v.fields[f] ?? none) < ack.version {
-                        report.violation("lost: device \(i + 1) holds \(ack.entity) \(ack.id).\(f) older than acknowledged \(ack.version)")
-                    }
-                case .delete:
-                    if (v.deleteVersion ?? none) < ack.version {
-                        report.violation("lost: device \(i + 1) missed the delete of \(ack.entity) \(ack.id) at \(ack.version)")
-                    }
+            case .localStore(let index, let orEveryDevice):
+                if localStores[index] == nil { localStores[index] = try Self.localStore(of: state.devices[index]) }
+                let local = localStores[index]!
+                let there = try local.map { try Self.problems(ack, in: $0, state, absentDeleteHolds: true) } ?? ["(no local store)"]
+                if there.isEmpty { continue }
+                if orEveryDevice, try stores.allSatisfy({ try Self.problems(ack, in: $0.snapshot, state, absentDeleteHolds: true).isEmpty }) { continue }
+                for problem in there {
+                    report.violation("lost: device \(index + 1)'s local store \(problem)" + (orEveryDevice ? " (its cloud store \(ack.store) was deleted; not in the final store either)" : ""))
                 }
             }
+        }
+    }
+
+    enum Kept {
+        case everyDevice
+        /// In that device's local store (or, if true, on every device).
+        case localStore(Int, orEveryDevice: Bool)
+        /// Deleted on purpose with its store.
+        case gone
+    }
+
+    static func whereKept(_ ack: AcknowledgementLedger.Entry, final: StoreID, _ state: QuiescedState, held: [StoreID: Set<LogKey>]) -> Kept {
+        switch ack.place {
+        case .local: return .localStore(ack.deviceIndex, orEveryDevice: false)
+        case .fallback: return .everyDevice
+        case .cloud: break
+        }
+        var store = ack.store
+        var seen: Set<StoreID> = []
+        while store != final, seen.insert(store).inserted {
+            switch state.fates[store] {
+            case .deleted?:
+                // Deleted on purpose: with it went what the container held.
+                if held[ack.store]?.contains(LogKey(device: ack.device, sequence: ack.sequence)) == true { return .gone }
+                return .localStore(ack.deviceIndex, orEveryDevice: true)
+            case .superseded(let next)?:
+                store = next
+            case nil:
+                return .everyDevice
+            }
+        }
+        return .everyDevice
+    }
+
+    /// What `snapshot` lacks of the save.
+    static func problems(_ ack: AcknowledgementLedger.Entry, in snapshot: Snapshot, _ state: QuiescedState,
+                         absentDeleteHolds: Bool) throws -> [String] {
+        let none = Version(clock: .zero, device: DeviceID(index: 0))
+        var id = ack.id
+        var versions = try snapshot.recordVersions(entity: ack.entity, id: id)
+        var hops = 0
+        while versions == nil, let other = state.duplicates[id], hops < 16 {
+            id = other
+            versions = try snapshot.recordVersions(entity: ack.entity, id: id)
+            hops += 1
+        }
+        guard let v = versions else {
+            if ack.kind == .delete && absentDeleteHolds { return [] }
+            // Copied from its store by a merge or a move, a record a later
+            // save removed from that store is not copied at all.
+            if absentDeleteHolds, state.ledger.removed.contains(RecordInStore(store: ack.store, id: ack.id)) { return [] }
+            return ["knows nothing of \(ack.entity) \(ack.id) (\(ack.kind) at \(ack.version))"]
+        }
+        var problems: [String] = []
+        switch ack.kind {
+        case .insert, .update:
+            if ack.kind == .insert && !v.inserted { problems.append("never applied the insert of \(ack.entity) \(ack.id)") }
+            // A record found under another ID holds the other record's values.
+            guard id == ack.id else { break }
+            for f in ack.fields where (v.fields[f] ?? none) < ack.version {
+                problems.append("holds \(ack.entity) \(ack.id).\(f) older than acknowledged \(ack.version)")
+            }
+        case .delete:
+            if (v.deleteVersion ?? none) < ack.version {
+                problems.append("missed the delete of \(ack.entity) \(ack.id) at \(ack.version)")
+            }
+        }
+        return problems
+    }
+
+    /// The device's local store, opened read-only beside its manager (which
+    /// has the cloud store loaded), or nil if it has none.
+    static func localStore(of d: SimulatedDevice) throws -> Snapshot? {
+        guard let location = try StoreManager.snapshotLocation(of: .local, in: d.folder) else { return nil }
+        return try Snapshot(path: location.path, schema: Workload.schema, storeID: location.store, deviceID: location.device,
+                            durability: .normal)
+    }
+}
+
+extension AcknowledgementLedger.Entry {
+    /// Where the save went, for messages.
+    var placeDescription: String {
+        switch place {
+        case .cloud: "to cloud store \(store)"
+        case .local: "to its local store"
+        case .fallback: "to its fallback store"
         }
     }
 }

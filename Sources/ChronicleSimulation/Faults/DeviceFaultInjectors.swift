@@ -24,10 +24,8 @@ struct AccountSwitchFault: FaultInjector {
     func step(_ run: Simulation) async throws {
         guard probability.draw(&run.random) else { return }
         let d = run.devices[run.pick(run.devices.count)]
-        try? await d.store?.close()
-        d.account = 1 - d.account
+        try await run.reopen(d) { d.account = 1 - d.account }
         if d.account == 1 { run.deviceFaults.accountSwitches += 1 }
-        try await run.open(d)
         run.note("device \(d.number) switches to account \(d.account == 0 ? "A" : "B")")
     }
 }

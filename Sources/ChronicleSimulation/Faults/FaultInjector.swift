@@ -33,6 +33,9 @@ enum FaultInjectors {
             FolderRestoreFault(probability: options.folderRestoreProbability),
             FolderTwinFault(probability: options.folderTwinProbability),
             LostWALFault(probability: options.lostWALProbability),
+            CloudToggleFault(probability: options.cloudToggleProbability),
+            CloudDeletionFault(probability: options.cloudDeletionProbability),
+            MaintenanceFault(probability: options.maintenanceProbability),
         ]
     }
 }

@@ -1,0 +1,109 @@
+import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import GRDB
+
+// What users do through the store manager (with the lifecycle on): turn
+// the cloud on and off, delete the cloud store, run maintenance
+// operations. Each draws from the lifecycle's own stream.
+
+/// A device turns the cloud off, or on (merging its local data, or, one
+/// time in five, leaving it in the local store).
+struct CloudToggleFault: FaultInjector {
+    let probability: Probability
+
+    func step(_ run: Simulation) async throws {
+        guard run.options.lifecycle, probability.draw(&run.lifecycleRandom) else { return }
+        let d = run.devices[Int(run.lifecycleRandom.next() % UInt64(run.devices.count))]
+        guard let manager = d.manager else { return }
+        let policy: StoreManager.LocalDataPolicy = run.lifecycleRandom.next() % 5 == 0 ? .useCloud : .merge
+        if await manager.cloudEnabled {
+            if try await run.managing(d, "turning the cloud off", { _ = try await $0.setCloudEnabled(false) }) {
+                run.lifecycleCounts.cloudDisabled += 1
+            }
+        } else if try await run.managing(d, "turning the cloud on", { _ = try await $0.setCloudEnabled(true, localData: policy) }) {
+            run.lifecycleCounts.cloudEnabled += 1
+        }
+        run.note("device \(d.number) has the cloud \(await manager.cloudEnabled ? "on (\(policy))" : "off"), \(d.loadedKind?.rawValue ?? "nothing") loaded")
+    }
+}
+
+/// A device on account A deletes the cloud store everywhere; half the
+/// time it first copies it to its local store (``StoreManager/migrateCloudToLocal(deleteCloudStore:)``).
+struct CloudDeletionFault: FaultInjector {
+    let probability: Probability
+
+    func step(_ run: Simulation) async throws {
+        guard run.options.lifecycle, probability.draw(&run.lifecycleRandom) else { return }
+        let d = run.devices[Int(run.lifecycleRandom.next() % UInt64(run.devices.count))]
+        let migrateFirst = run.lifecycleRandom.next() % 2 == 0
+        guard d.account == 0, d.online, d.loadedKind == .cloud, let store = d.store else { return }
+        let deleted = store.storeID
+        // What the container holds of the store as it goes: saves it never
+        // got must reach their devices' local stores.
+        let held = try await StoreLogs.read(run.accounts[0].everything, store: deleted)
+        let keys = Set(held.devices.flatMap { device in held.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
+        let done = try await run.managing(d, "deleting the cloud store") { manager in
+            if migrateFirst {
+                _ = try await manager.migrateCloudToLocal(deleteCloudStore: true)
+            } else {
+                try await manager.deleteCloudStore(localOnly: false)
+            }
+        }
+        // Deleted even if a crash stopped the call after the tombstone.
+        if try await run.accounts[0].everything.readMarker(ContainerLayout.tombstone(store: deleted)) != nil {
+            run.deletedStoreLogs[deleted] = keys
+            if done {
+                run.lifecycleCounts.cloudDeletions += 1
+                if migrateFirst { run.lifecycleCounts.migrationsThenDeletions += 1 }
+            }
+            run.note("device \(d.number) deleted the cloud store \(deleted) everywhere" + (migrateFirst ? ", after copying it to its local store" : ""))
+        }
+    }
+}
+
+/// A device runs one maintenance operation: reload, delete its copy of
+/// the cloud store (local only), migrate the cloud store to its local
+/// store, delete its local store, or rebuild the cloud store from its copy
+/// under a new store ID.
+struct MaintenanceFault: FaultInjector {
+    let probability: Probability
+
+    func step(_ run: Simulation) async throws {
+        guard run.options.lifecycle, probability.draw(&run.lifecycleRandom) else { return }
+        let d = run.devices[Int(run.lifecycleRandom.next() % UInt64(run.devices.count))]
+        let choice = run.lifecycleRandom.next() % 10
+        guard d.manager != nil else { return }
+        let cloud = d.loadedKind == .cloud && d.online
+        switch choice {
+        case 0...2:
+            if try await run.managing(d, "reloading", { _ = try await $0.reload() }) { run.lifecycleCounts.reloads += 1 }
+            run.note("device \(d.number) reloaded: \(d.loadedKind?.rawValue ?? "nothing") loaded")
+        case 3...4 where cloud:
+            if try await run.managing(d, "deleting its copy of the cloud store", { try await $0.deleteCloudStore(localOnly: true) }) {
+                run.lifecycleCounts.localOnlyDeletions += 1
+                run.note("device \(d.number) deleted its copy of the cloud store and rebuilt it from the container")
+            }
+        case 5...6 where cloud && d.account == 0:
+            if try await run.managing(d, "migrating the cloud store to local", { _ = try await $0.migrateCloudToLocal() }) {
+                run.lifecycleCounts.migrationsToLocal += 1
+                run.note("device \(d.number) copied the cloud store to its local store and turned the cloud off")
+            }
+        case 7:
+            // What it saved locally goes with the store, on purpose.
+            run.ledger.discardLocal(deviceIndex: d.index)
+            if try await run.managing(d, "deleting its local store", { try await $0.deleteLocalStore() }) {
+                run.lifecycleCounts.localStoreDeletions += 1
+                run.note("device \(d.number) deleted its local store")
+            }
+        case 8...9 where cloud && d.account == 0:
+            if try await run.managing(d, "rebuilding the cloud store", { _ = try await $0.rebuildCloudStore() }) {
+                run.lifecycleCounts.rebuilds += 1
+                run.note("device \(d.number) rebuilt the cloud store as \(d.store.map { "\($0.storeID)" } ?? "?")")
+            }
+        default:
+            break
+        }
+    }
+}
