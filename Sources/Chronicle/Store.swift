@@ -673,14 +673,17 @@ public actor Store {
 
     /// Publishes this store's whole state as a baseline of another store,
     /// into `container` (a new store seeded from this one; see
-    /// ``StoreManager/SeedStrategy/fileCopy``). The baseline's vector names
-    /// this store's devices, which write no logs in the other store.
-    func publishBaseline(for store: StoreID, into container: any Container) async throws {
+    /// ``StoreManager/SeedStrategy/fileCopy``, or a rebuild). The baseline's
+    /// vector names this store's devices. It is published as `publisher`'s
+    /// (this device's by default); a device never applies its own baselines,
+    /// so a rebuild publishes under an ID of its own that this device, too,
+    /// starts the new store from.
+    func publishBaseline(for store: StoreID, into container: any Container, publisher publisherID: DeviceID? = nil) async throws {
         try beginOperation()
         defer { endOperation() }
         var publisher = Replayer(snapshot: snapshot, container: container, limits: configuration.limits, logger: configuration.log)
         publisher.clock = configuration.clock
-        _ = try await publisher.publishBaseline(for: store)
+        _ = try await publisher.publishBaseline(for: store, publisher: publisherID)
     }
 
     /// Removes the snapshots of this device's earlier IDs once every save

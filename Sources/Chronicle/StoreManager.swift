@@ -908,16 +908,19 @@ public actor StoreManager {
         let newID = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
 
         if source == .cloud {
-            try await seed(newID) { seeder in
-                _ = try await RecordCopy(schema: self.configuration.store.schema, batchSize: self.configuration.mergeBatchSize, existing: .keep)
-                    .run(from: old, into: seeder)
-            }
+            // The old store's whole merge state (records, deletions,
+            // duplicates, every version) as the new store's baseline: saves
+            // beyond the vector continue there unchanged, and merge with it
+            // exactly as they would have in the old store. Published under
+            // an ID of its own, so this device starts from it too.
+            try await old.publishBaseline(for: newID, into: container, publisher: DeviceID.drawn(&random))
         } else {
             try await seed(newID, strategy: .copyRecords)
         }
 
         // Publish: the supersession marker first, then the pointer.
-        let supersession = StoreSupersession(store: newID, device: old.deviceID, milliseconds: clock.nowMilliseconds(), vector: vector)
+        let supersession = StoreSupersession(store: newID, device: old.deviceID, milliseconds: clock.nowMilliseconds(), vector: vector,
+                                             fromBaseline: source == .cloud)
         let name = ContainerLayout.supersession(store: old.storeID)
         do {
             // Exclusive: the first rebuild of a store is the one every device moves to.
@@ -1127,12 +1130,14 @@ public actor StoreManager {
         let supersession = try await container.readMarker(ContainerLayout.supersession(store: old), as: StoreSupersession.self)?.payload
         // What to carry, read while the old store is open (one store of a folder is open at a time).
         var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>])?
+        var unchanged: [Transaction] = []
         let oldPath = DeviceFolder.snapshotPath(old, in: configuration.store.directory)
         if FileManager.default.fileExists(atPath: oldPath) {
             let previous = try await Store.open(configuration(for: .cloud), exactly: old)
             do {
                 let covered = supersession?.vector[previous.deviceID] ?? 0
                 let saves = try previous.snapshot.pendingUploadTransactions(alsoFrom: supersession == nil ? nil : covered + 1)
+                if supersession?.fromBaseline == true { unchanged = saves.filter { $0.sequence > covered } }
                 var only: Set<RecordID> = []
                 var fields: [RecordID: Set<String>] = [:]
                 var whole: Set<RecordID> = []
@@ -1160,7 +1165,14 @@ public actor StoreManager {
         }
         let store = try await Store.open(configuration(for: .cloud))
         var report = MergeReport()
-        if store.storeID != old {
+        if store.storeID != old, let supersession, supersession.fromBaseline, supersession.store == store.storeID {
+            do {
+                try await continueUnchanged(unchanged, in: store, supersession: supersession, &report)
+            } catch {
+                try? await store.close()
+                throw error
+            }
+        } else if store.storeID != old {
             do {
                 // Import first: what the carried saves refer to must be there.
                 _ = try await store.sync()
@@ -1181,6 +1193,37 @@ public actor StoreManager {
             continuations.publish(.movedToStore(store.storeID, from: old, carried: report))
         }
         return store
+    }
+
+    /// Moving to a store rebuilt from a baseline of the old one: imports
+    /// that baseline, then saves this device's saves beyond it again,
+    /// unchanged (same clocks, same changes, the next sequence numbers), so
+    /// they merge with the old store's state exactly as they did there: a
+    /// record another device deleted later stays deleted, a duplicate stays
+    /// one.
+    ///
+    /// - Throws: ``ChronicleError/Code/unavailable`` while the baseline is
+    ///   not imported (the move is finished at the next sync or load).
+    private func continueUnchanged(_ saves: [Transaction], in store: Store, supersession: StoreSupersession,
+                                   _ report: inout MergeReport) async throws {
+        _ = try await store.sync()
+        let device = store.deviceID
+        let covered = supersession.vector[device] ?? 0
+        let applied = try store.snapshot.vector()[device] ?? 0
+        guard applied >= covered else {
+            throw ChronicleError(.unavailable, "the baseline of the rebuilt store \(store.storeID) is not imported yet; the move finishes at the next sync")
+        }
+        // A move a crash interrupted saved some of them already.
+        let remaining = Array(saves.dropFirst(Int(applied - covered)))
+        guard !remaining.isEmpty else { return }
+        _ = try store.snapshot.adopt(remaining)
+        report.copied += Set(remaining.flatMap { $0.changes.map(\.recordID) }).count
+        report.transactions += remaining.count
+        do {
+            _ = try await store.upload()
+        } catch {
+            configuration.store.log.notice("carried saves wait for the next sync to upload", metadata: ["chronicle.error": "\(error)"])
+        }
     }
 
     // MARK: Maintenance

@@ -109,10 +109,13 @@ public struct StoreTombstone: MarkerPayload, Hashable {
 /// What a store's supersession marker (``ContainerLayout/supersession(store:)``)
 /// holds: the store that replaces it, and how far the replacement covers
 /// each device's saves. A device moving to the new store carries over its
-/// saves beyond its entry in `vector`.
+/// saves beyond its entry in `vector`: unchanged (same device, clock and
+/// sequence numbers) when `fromBaseline` is true, since the new store's
+/// baseline then holds the old store's whole merge state up to `vector`;
+/// as new saves otherwise (a store seeded from other records).
 ///
 /// ```json
-/// {"device": "0192…", "milliseconds": 1790000000000, "store": "0193…", "vector": {"0192…": 42}}
+/// {"device": "0192…", "milliseconds": 1790000000000, "store": "0193…", "vector": {"0192…": 42}, "fromBaseline": true}
 /// ```
 public struct StoreSupersession: MarkerPayload, Hashable {
     /// "a store's supersession marker".
@@ -126,16 +129,21 @@ public struct StoreSupersession: MarkerPayload, Hashable {
     public var milliseconds: UInt64
     /// For each device, the last of its saves the new store holds.
     public var vector: [DeviceID: UInt64]
+    /// Whether the new store starts from a baseline of the old store's
+    /// merge state as of `vector` (its records, deletions and versions),
+    /// so that saves beyond it continue there unchanged.
+    public var fromBaseline: Bool
 
     /// Creates a supersession marker's payload.
-    public init(store: StoreID, device: DeviceID, milliseconds: UInt64, vector: [DeviceID: UInt64]) {
+    public init(store: StoreID, device: DeviceID, milliseconds: UInt64, vector: [DeviceID: UInt64], fromBaseline: Bool = false) {
         self.store = store
         self.device = device
         self.milliseconds = milliseconds
         self.vector = vector
+        self.fromBaseline = fromBaseline
     }
 
-    private enum CodingKeys: String, CodingKey { case store, device, milliseconds, vector }
+    private enum CodingKeys: String, CodingKey { case store, device, milliseconds, vector, fromBaseline }
 
     /// Reads the JSON form, whose vector is an object keyed by device ID.
     public init(from decoder: any Decoder) throws {
@@ -151,6 +159,7 @@ public struct StoreSupersession: MarkerPayload, Hashable {
             vector[id] = value
         }
         self.vector = vector
+        fromBaseline = try c.decodeIfPresent(Bool.self, forKey: .fromBaseline) ?? false
     }
 
     /// Writes the JSON form, whose vector is an object keyed by device ID.
@@ -160,6 +169,7 @@ public struct StoreSupersession: MarkerPayload, Hashable {
         try c.encode(device, forKey: .device)
         try c.encode(milliseconds, forKey: .milliseconds)
         try c.encode(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.description, $0.value) }), forKey: .vector)
+        if fromBaseline { try c.encode(true, forKey: .fromBaseline) }
     }
 }
 

@@ -47,9 +47,9 @@ struct AcknowledgementLedger {
     }
 
     private(set) var entries: [Entry] = []
-    /// With the lifecycle: records that acknowledged saves removed from a
-    /// store (deleted, or hidden by a cascade).
-    var removed: Set<RecordInStore> = []
+    /// With the lifecycle: records that acknowledged saves removed
+    /// (deleted, or hid by a cascade), with the newest such save's clock.
+    var removed: [RecordID: HybridTimestamp] = [:]
 
     /// Records the changes of an acknowledged save.
     mutating func acknowledged(_ written: [Workload.Written], clock: HybridTimestamp, device: DeviceID, sequence: UInt64,
@@ -88,8 +88,3 @@ struct AcknowledgementLedger {
     func entries(account: Int) -> [Entry] { entries.filter { $0.account == account } }
 }
 
-/// A record of one store.
-struct RecordInStore: Hashable {
-    var store: StoreID
-    var id: RecordID
-}

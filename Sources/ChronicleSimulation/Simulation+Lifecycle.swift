@@ -89,7 +89,11 @@ extension Simulation {
     /// loads). A crash while it loads restarts it, as a relaunched app does.
     func openManager(_ d: SimulatedDevice) async throws {
         for attempt in 0... {
-            let manager = try await StoreManager.open(StoreManager.Configuration(store: storeConfiguration(d), cloudEnabledByDefault: false))
+            // The app knows which account is signed in: a container whose
+            // files vanish (a wipe) is then the same account's, emptied, not
+            // another account's (see docs/lifecycle.md, "Accounts").
+            let manager = try await StoreManager.open(StoreManager.Configuration(
+                store: storeConfiguration(d), cloudEnabledByDefault: false, accountToken: d.account == 0 ? "account-A" : "account-B"))
             d.manager = manager
             let stream = manager.events()
             d.eventCollector = Task {
@@ -140,6 +144,7 @@ extension Simulation {
     func managing(_ d: SimulatedDevice, _ what: String, _ body: (StoreManager) async throws -> Void) async throws -> Bool {
         guard let manager = d.manager else { return false }
         await absorbIdentityChanges(d)
+        try await noteHidden(d)
         do {
             try await body(manager)
             await refresh(d)
@@ -203,6 +208,7 @@ extension Simulation {
             try await store.repairOwnLogs()
         }
         await absorbIdentityChanges(d)
+        try await noteHidden(d)
         let report = try await manager.sync()
         await refresh(d)
         return report
@@ -337,5 +343,36 @@ extension Simulation {
                 try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_refs WHERE target = ? AND entity = ?", arguments: [folder, note])
             }
         } + deleted
+    }
+}
+
+extension Simulation {
+    /// The records a store knows but does not show: deleted, hidden by a
+    /// cascade, or duplicates of a record with the same unique key. A
+    /// rebuild seeds its new store with what the store shows, and a move
+    /// carries what it shows, so these do not reach the new store, and the
+    /// checker must not look for them there.
+    func hiddenRecords(_ store: Store) async throws -> Set<RecordID> {
+        try await store.read { db in
+            var hidden = Set<RecordID>()
+            for (index, entity) in Workload.schema.entities.enumerated() {
+                let sql = "SELECT id FROM _chronicle_records WHERE entity = ? AND id NOT IN (SELECT id FROM \(entity.name.quotedDatabaseIdentifier))"
+                hidden.formUnion(try RecordID.fetchAll(db, sql: sql, arguments: [index]))
+            }
+            return hidden
+        }
+    }
+}
+
+extension Simulation {
+    /// Before an operation that may rebuild or move the device's cloud
+    /// store: what its copy does not show (see ``hiddenRecords(_:)``).
+    func noteHidden(_ d: SimulatedDevice) async throws {
+        guard d.loadedKind == .cloud, d.account == 0, let store = d.store else { return }
+        do {
+            hiddenBeforeMoves.formUnion(try await hiddenRecords(store))
+        } catch let error as ChronicleError where error.code == .closed {
+            // Switched away meanwhile: nothing to move from.
+        }
     }
 }

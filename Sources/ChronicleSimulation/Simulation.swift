@@ -47,6 +47,8 @@ package final class Simulation {
     var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
     /// What became of account A's stores (see ``recordFates()``).
     var fates: [StoreID: StoreFate] = [:]
+    /// Records hidden in a copy of a store a rebuild or a move then replaced (see ``hiddenRecords(_:)``).
+    var hiddenBeforeMoves: Set<RecordID> = []
     let crashes: CrashControl
     let root: URL
     var accounts: [SimulatedContainer] = []
@@ -234,7 +236,7 @@ package final class Simulation {
             let (written, result) = try await store.writeReporting { tx in operation.body(input, &tx) }
             guard let result else { return }
             if options.lifecycle {
-                for id in try await removed(by: written, in: store) { ledger.removed.insert(RecordInStore(store: store.storeID, id: id)) }
+                for id in try await removed(by: written, in: store) { ledger.removed[id] = max(ledger.removed[id] ?? result.clock, result.clock) }
             }
             summary.savesAcknowledged += 1
             ledger.acknowledged(written, clock: result.clock, device: SimulatedDevice.deviceID(of: store), sequence: result.sequence,
@@ -366,7 +368,8 @@ package final class Simulation {
     /// What the checkers see.
     var quiescedState: QuiescedState {
         QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
-                      fates: fates, deletedStoreLogs: deletedStoreLogs, duplicates: options.lifecycle ? duplicates : [:])
+                      fates: fates, deletedStoreLogs: deletedStoreLogs, duplicates: options.lifecycle ? duplicates : [:],
+                      hiddenBeforeMoves: hiddenBeforeMoves)
     }
 
     func check() async throws {

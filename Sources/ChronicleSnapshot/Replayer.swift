@@ -333,9 +333,10 @@ package struct Replayer: Sendable {
     /// part before it has the whole baseline. Returns the folder the parts
     /// are in and how many there are.
     @discardableResult
-    package func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes, for target: StoreID? = nil) async throws -> (prefix: String, parts: Int, records: Int) {
+    package func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes, for target: StoreID? = nil,
+                                 publisher: DeviceID? = nil) async throws -> (prefix: String, parts: Int, records: Int) {
         let store = target ?? snapshot.storeID
-        let export = try snapshot.baselineExport(partBytes: partBytes, for: store)
+        let export = try snapshot.baselineExport(partBytes: partBytes, for: store, publisher: publisher)
         let digest = ContainerLayout.vectorDigest(export.vector)
         var parts = 0
         var records = 0
@@ -346,7 +347,7 @@ package struct Replayer: Sendable {
             parts += 1
             records += part.records
         }
-        let prefix = ContainerLayout.baselinePrefix(store: store, clock: export.clock, device: snapshot.deviceID, vector: digest)
+        let prefix = ContainerLayout.baselinePrefix(store: store, clock: export.clock, device: publisher ?? snapshot.deviceID, vector: digest)
         logger.info("published baseline", metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(parts)", "chronicle.records": "\(records)"])
         return (prefix, parts, records)
     }

@@ -57,10 +57,12 @@ extension Snapshot {
     /// - Precondition: `partBytes` is at least 1 KiB.
     /// - Parameter store: the store the baseline is for, when not this
     ///   snapshot's own (a new store seeded from this snapshot's state).
-    package func baselineExport(partBytes: Int = Snapshot.baselinePartBytes, for store: StoreID? = nil) throws -> BaselineExport {
+    package func baselineExport(partBytes: Int = Snapshot.baselinePartBytes, for store: StoreID? = nil,
+                                publisher: DeviceID? = nil) throws -> BaselineExport {
         precondition(partBytes >= 1024, "a baseline part needs at least 1 KiB, not \(partBytes) bytes")
         do {
-            return try BaselineExport(self, snapshot: pool.makeSnapshot(), partBytes: partBytes, store: store ?? storeID)
+            return try BaselineExport(self, snapshot: pool.makeSnapshot(), partBytes: partBytes, store: store ?? storeID,
+                                      publisher: publisher ?? deviceID)
         } catch {
             throw ChronicleError.sqlite(error, .database, "cannot start a baseline export")
         }
@@ -86,7 +88,7 @@ extension Snapshot {
         /// The sequence vector the baseline covers.
         package var vector: [DeviceID: UInt64] { writer.vector }
 
-        init(_ owner: Snapshot, snapshot database: DatabaseSnapshot, partBytes: Int, store: StoreID) throws {
+        init(_ owner: Snapshot, snapshot database: DatabaseSnapshot, partBytes: Int, store: StoreID, publisher: DeviceID) throws {
             self.owner = owner
             self.database = database
             independent = owner.schema.entities.indices.filter { owner.entitySQL[$0].isIndependent }
@@ -98,7 +100,7 @@ extension Snapshot {
                 return (vector, try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0)
             }
             writer = BaselineWriter(encoder: LogEncoder(storeID: store), schemaHash: owner.schema.hash, vector: vector,
-                                    clock: HybridTimestamp(rawValue: UInt64(bitPattern: hlc)), device: owner.deviceID,
+                                    clock: HybridTimestamp(rawValue: UInt64(bitPattern: hlc)), device: publisher,
                                     partBytes: partBytes)
         }
 

@@ -50,6 +50,7 @@ struct QuiescedState {
     var fates: [StoreID: StoreFate] = [:]
     var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
     var duplicates: [RecordID: RecordID] = [:]
+    var hiddenBeforeMoves: Set<RecordID> = []
 
     var stores: [Store] {
         devices.map { d in

@@ -104,9 +104,13 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         }
         guard let v = versions else {
             if ack.kind == .delete && absentDeleteHolds { return [] }
-            // Copied from its store by a merge or a move, a record a later
-            // save removed from that store is not copied at all.
-            if absentDeleteHolds, state.ledger.removed.contains(RecordInStore(store: ack.store, id: ack.id)) { return [] }
+            // A merge, a move or a rebuild copies only the records a store
+            // still has: a record a later save removed is not copied at all.
+            if absentDeleteHolds, let removed = state.ledger.removed[ack.id], removed >= ack.clock { return [] }
+            // Nor does a rebuild or a move copy records the old store did not
+            // show (merged into a record of the same unique key, or hidden by
+            // a cascade).
+            if absentDeleteHolds, state.hiddenBeforeMoves.contains(ack.id) { return [] }
             return ["knows nothing of \(ack.entity) \(ack.id) (\(ack.kind) at \(ack.version))"]
         }
         var problems: [String] = []
