@@ -33,6 +33,10 @@ struct RecordCopy {
     /// ``Existing/overwrite``); a record not named here gets every field
     /// that differs.
     var fields: [RecordID: Set<String>] = [:]
+    /// The newest clock the source had seen, for a source of rows read
+    /// earlier (a store source gives its own): the destination's clock moves
+    /// past it first, so every copied value is newer than its original.
+    var sourceClock: HybridTimestamp? = nil
 
     /// Where records come from: a store, or rows read from one earlier
     /// (``extract(from:only:)``), for a store that cannot stay open.
@@ -81,6 +85,10 @@ struct RecordCopy {
 
     func run(from source: Source, into destination: Store) async throws -> StoreManager.MergeReport {
         var report = StoreManager.MergeReport()
+        switch source {
+        case .store(let store): try destination.snapshot.observe(try store.snapshot.latestClock())
+        case .rows: if let sourceClock { try destination.snapshot.observe(sourceClock) }
+        }
         // Which destination record stands for each source one: itself, or
         // the destination's record of the same unique key.
         var target: [RecordID: RecordID] = [:]

@@ -557,9 +557,14 @@ public actor StoreManager {
                 return nil
             }
             let store: Store
-            if kind == .cloud, state.leaving == nil, let last = try lastStore(),
-               try await marker(ContainerLayout.supersession(store: last), as: StoreSupersession.self) != nil {
+            let last = kind == .cloud && state.leaving == nil ? try lastStore() : nil
+            if let last, try await marker(ContainerLayout.supersession(store: last), as: StoreSupersession.self) != nil {
                 // Rebuilt while this device was away.
+                state.leaving = last
+                try Self.write(state, in: folder)
+            } else if let last, let active = try await marker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.store,
+                      active != last, try await replaced(last, by: active) {
+                // Another store became the active one while this device was away.
                 state.leaving = last
                 try Self.write(state, in: folder)
             }
@@ -576,7 +581,9 @@ public actor StoreManager {
                     var seeded = false
                     seedReport = nil
                     let bringsLocal = state.mergePending || state.overwritePending == true
-                    if bringsLocal || configuration.seedData != nil,
+                    // A device with a copy of a store puts that store back
+                    // (see Store.open) rather than starting another.
+                    if bringsLocal || configuration.seedData != nil, try lastStore() == nil,
                        try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil,
                        try await createFirstStore(bringingLocalData: bringsLocal) {
                         // The local records are in it already.
@@ -733,13 +740,40 @@ public actor StoreManager {
         }
         guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
               pointer.payload.store != storeID,
-              try await container.readMarker(ContainerLayout.supersession(store: storeID), as: StoreSupersession.self) != nil
+              try await replaced(storeID, by: pointer.payload.store)
         else { return false }
-        // Rebuilt as another store: move to it.
+        // Rebuilt as another store, or merged into the active one: move to it.
         state.leaving = storeID
         try Self.write(state, in: folder)
         try await unload()
         _ = try await load()
+        return true
+    }
+
+    /// Whether `store`, which is not the active store `active`, was replaced
+    /// by another: rebuilt (its supersession marker), or else merged into
+    /// `active`. A store that is not the active one and was neither rebuilt
+    /// nor deleted lost the active-store pointer to another store (one
+    /// created while its pointer was missing after the container lost
+    /// files, or beside it where exclusive create is not reliable): the
+    /// pointer decides, and this device writes the supersession marker that
+    /// sends every device of `store` to `active`, carrying its saves there.
+    /// False if `active` is not a store to join (deleted, rebuilt itself, or
+    /// still being seeded).
+    private func replaced(_ store: StoreID, by active: StoreID) async throws -> Bool {
+        let container = configuration.store.container
+        if try await container.readMarker(ContainerLayout.supersession(store: store), as: StoreSupersession.self) != nil { return true }
+        if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil { return false }
+        guard try await !Store.isWithdrawnOrTentative(active, in: container) else { return false }
+        let merged = StoreSupersession(store: active, device: try DeviceFolder.readIdentity(in: configuration.store.directory)?.device ?? DeviceID(index: 0),
+                                       milliseconds: configuration.store.clock.nowMilliseconds(), vector: [:])
+        do {
+            _ = try await container.createMarker(ContainerLayout.supersession(store: store), merged)
+            configuration.store.log.notice("the store lost the active-store pointer to another; merging into it",
+                                           metadata: ["chronicle.store": "\(store)", "chronicle.active": "\(active)"])
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            // Another device of the store wrote it first: follow theirs.
+        }
         return true
     }
 
@@ -1129,7 +1163,7 @@ public actor StoreManager {
         let container = configuration.store.container
         let supersession = try await container.readMarker(ContainerLayout.supersession(store: old), as: StoreSupersession.self)?.payload
         // What to carry, read while the old store is open (one store of a folder is open at a time).
-        var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>])?
+        var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>], clock: HybridTimestamp)?
         var unchanged: [Transaction] = []
         let oldPath = DeviceFolder.snapshotPath(old, in: configuration.store.directory)
         if FileManager.default.fileExists(atPath: oldPath) {
@@ -1155,7 +1189,8 @@ public actor StoreManager {
                 // changes nothing there: its later updates, if any, do.
                 for id in whole where fields[id] == nil { fields[id] = [] }
                 if !only.isEmpty {
-                    carry = (try await RecordCopy.extract(from: previous, schema: configuration.store.schema, only: only), only, fields)
+                    carry = (try await RecordCopy.extract(from: previous, schema: configuration.store.schema, only: only), only, fields,
+                             try previous.snapshot.latestClock())
                 }
                 try await previous.close()
             } catch {
@@ -1179,6 +1214,7 @@ public actor StoreManager {
                 if let carry {
                     var copy = RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .overwrite, only: carry.only)
                     copy.fields = carry.fields
+                    copy.sourceClock = carry.clock
                     report = try await copy.run(from: .rows(carry.rows), into: store)
                 }
             } catch {

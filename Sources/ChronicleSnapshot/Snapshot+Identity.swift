@@ -210,3 +210,30 @@ extension Snapshot {
         }
     }
 }
+
+extension Snapshot {
+    /// The newest clock this snapshot has seen: its saves', and those of
+    /// every log and baseline it applied.
+    package func latestClock() throws -> HybridTimestamp {
+        do {
+            return try pool.read { db in
+                HybridTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0))
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "reading the snapshot's clock failed")
+        }
+    }
+
+    /// Moves this snapshot's clock to at least `clock`, as a log from
+    /// another device would: records copied here from another store are
+    /// then saved after everything that store had seen, never tied with it.
+    package func observe(_ clock: HybridTimestamp) throws {
+        do {
+            try pool.write { db in
+                try db.execute(sql: "UPDATE _chronicle_identity SET value = max(value, ?) WHERE key = 'hlc'", arguments: [Int64(bitPattern: clock.rawValue)])
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "moving the snapshot's clock failed")
+        }
+    }
+}
