@@ -813,6 +813,9 @@ public actor StoreManager {
         if let open { cloud = open } else { cloud = try await Store.open(configuration(for: .cloud), exactly: storeID) }
         var carried = MergeReport()
         do {
+            // What the container lost of this device's uploaded saves goes
+            // back first: the deleted store's logs stay as what it held.
+            _ = try? await cloud.repairOwnLogs()
             let pending = try cloud.snapshot.pendingUploadTransactions(alsoFrom: from)
             let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })
             if !ids.isEmpty {
@@ -947,7 +950,15 @@ public actor StoreManager {
             // beyond the vector continue there unchanged, and merge with it
             // exactly as they would have in the old store. Published under
             // an ID of its own, so this device starts from it too.
-            try await old.publishBaseline(for: newID, into: container, publisher: DeviceID.drawn(&random))
+            let publisher = DeviceID.drawn(&random)
+            for attempt in 1...3 {
+                do {
+                    try await old.publishBaseline(for: newID, into: container, publisher: publisher)
+                    break
+                } catch let error as ChronicleError where error.code == .unavailable && attempt < 3 {
+                    configuration.store.log.notice("publishing the rebuilt store's baseline again", metadata: ["chronicle.error": "\(error)"])
+                }
+            }
         } else {
             try await seed(newID, strategy: .copyRecords)
         }
@@ -1001,11 +1012,7 @@ public actor StoreManager {
         let seeder = try await Store.open(seedConfiguration, exactly: id)
         do {
             try await body(seeder)
-            _ = try await seeder.upload()
-            let pending = try seeder.snapshot.pendingUploadCount()
-            guard pending == 0 else {
-                throw ChronicleError(.unavailable, "\(pending) seeding save(s) of the new store \(id) could not be uploaded")
-            }
+            try await confirmUploaded(seeder, "the new store \(id) is not published")
             if try seeder.snapshot.ownSequence() > 0 { _ = try await seeder.publishBaseline() }
             try await seeder.close()
         } catch {
@@ -1262,6 +1269,23 @@ public actor StoreManager {
         }
     }
 
+    /// Uploads the store's pending saves and checks that the container
+    /// holds every log of this device, putting back any it lost (a sync
+    /// service can drop a file after reporting it stored), before the
+    /// device gives up its copy of them.
+    ///
+    /// - Throws: ``ChronicleError/Code/unavailable`` (ending with
+    ///   `consequence`) if the container does not keep them.
+    private func confirmUploaded(_ store: Store, _ consequence: String) async throws {
+        _ = try await store.upload()
+        let pending = try store.snapshot.pendingUploadCount()
+        guard pending == 0 else {
+            throw ChronicleError(.unavailable, "\(pending) save(s) could not be uploaded; \(consequence)")
+        }
+        for _ in 0..<3 where try await store.repairOwnLogs().isEmpty { return }
+        throw ChronicleError(.unavailable, "the container does not keep this device's logs; \(consequence)")
+    }
+
     // MARK: Maintenance
 
     /// Deletes the cloud store.
@@ -1287,11 +1311,7 @@ public actor StoreManager {
         }
         let store = current.store
         if localOnly {
-            _ = try await store.upload()
-            let pending = try store.snapshot.pendingUploadCount()
-            guard pending == 0 else {
-                throw ChronicleError(.unavailable, "\(pending) save(s) could not be uploaded; the local copy of the cloud store is kept")
-            }
+            try await confirmUploaded(store, "the local copy of the cloud store is kept")
             try await unload()
             let path = DeviceFolder.snapshotPath(store.storeID, in: configuration.store.directory)
             let lock = try await DeviceFolder(configuration.store.directory, wait: configuration.store.lockWait)

@@ -23,6 +23,8 @@ final class SimulatedDevice {
     var eventCollector: Task<[StoreManager.Event], Never>?
     var events: [StoreManager.Event] = []
     var lifecycle = false
+    /// The device ID its cloud store last wrote under.
+    var cloudDeviceID: DeviceID?
     var online = true
     var account = 0
     /// The store it last opened, per account.

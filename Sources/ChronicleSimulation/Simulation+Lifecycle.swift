@@ -134,7 +134,15 @@ extension Simulation {
         }
         d.loadedKind = await manager.loadedKind
         await absorbIdentityChanges(d)
-        if let store, d.loadedKind == .cloud { d.knownStore[d.account] = store.storeID }
+        if let store, d.loadedKind == .cloud {
+            d.knownStore[d.account] = store.storeID
+            // A device ID the manager gave up (deleting its copy of the
+            // cloud store): no one puts back its logs any more.
+            if let previous = d.cloudDeviceID, previous != store.deviceID, !d.retiredIDs.contains(previous) {
+                d.retiredIDs.append(previous)
+            }
+            d.cloudDeviceID = store.deviceID
+        }
     }
 
     /// Runs a manager operation the way an app does: a simulated crash

@@ -348,6 +348,13 @@ package struct Replayer: Sendable {
             records += part.records
         }
         let prefix = ContainerLayout.baselinePrefix(store: store, clock: export.clock, device: publisher ?? snapshot.deviceID, vector: digest)
+        // A put that reported success may still not have arrived (a sync
+        // service can drop a file): a baseline is published only once every
+        // part is seen in the container.
+        let arrived = try await container.listAll(prefix: prefix).count
+        guard arrived == parts else {
+            throw ChronicleError(.unavailable, "baseline \(prefix): \(arrived) of its \(parts) parts arrived in the container; publish it again")
+        }
         logger.info("published baseline", metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(parts)", "chronicle.records": "\(records)"])
         return (prefix, parts, records)
     }

@@ -26,8 +26,15 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         let stores = state.stores
         let final = stores[0].storeID
         // The logs the container held of each store that went: a deleted
-        // store's as it was deleted, a rebuilt store's now.
+        // store's as it was deleted and now, a rebuilt store's now.
         var held = state.deletedStoreLogs
+        for (store, fate) in state.fates {
+            // A device leaving a deleted store first puts back what the
+            // container lost of its uploaded saves.
+            guard fate == .deleted else { continue }
+            let logs = try await StoreLogs.read(state.container.everything, store: store)
+            held[store, default: []].formUnion(logs.devices.flatMap { device in logs.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
+        }
         for case let (store, .superseded) in state.fates {
             let logs = try await StoreLogs.read(state.container.everything, store: store)
             held[store] = Set(logs.devices.flatMap { device in logs.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
