@@ -548,7 +548,17 @@ public actor StoreManager {
             if kind == .cloud, let token = try await accountToken(), let previous = state.account, previous != token {
                 try await switchAccount(from: previous, to: token)
             } else if kind == .cloud, state.account == nil, let token = try await accountToken() {
+                // A fallback store made before any account was known (a
+                // first launch without the container) is this account's.
+                let unknown = fallbackFolder
                 state.account = token
+                if FileManager.default.fileExists(atPath: unknown.path), !FileManager.default.fileExists(atPath: fallbackFolder.path) {
+                    do {
+                        try FileManager.default.moveItem(at: unknown, to: fallbackFolder)
+                    } catch {
+                        throw ChronicleError.file("cannot move the fallback store at \(unknown.path) to \(fallbackFolder.path)", error)
+                    }
+                }
                 try Self.write(state, in: folder)
             }
             if kind == .cloud, let deleted = try await lastStoreDeletedOnPurpose() {
@@ -624,6 +634,11 @@ public actor StoreManager {
                     try FileManager.default.removeItem(at: fallbackFolder)
                 } catch {
                     throw ChronicleError.file("cannot remove the fallback store at \(fallbackFolder.path)", error)
+                }
+                // The folder of fallback stores goes with its last one.
+                let parent = fallbackFolder.deletingLastPathComponent()
+                if (try? FileManager.default.contentsOfDirectory(atPath: parent.path))?.isEmpty == true {
+                    try? FileManager.default.removeItem(at: parent)
                 }
                 continuations.publish(.mergedFallbackStore(merged))
             }
@@ -1400,7 +1415,24 @@ public actor StoreManager {
     }
 
     /// Where the fallback store lives while it holds saves.
-    private var fallbackFolder: URL { configuration.store.directory.appendingPathComponent(Kind.fallback.rawValue) }
+    /// One per account (by the account token last seen), so that saves made
+    /// while one account's container could not be reached never join
+    /// another account's store: they wait for their own account.
+    private var fallbackFolder: URL {
+        configuration.store.directory.appendingPathComponent(Kind.fallback.rawValue).appendingPathComponent(Self.accountKey(state.account))
+    }
+
+    /// A folder name for an account token (any string an app supplies):
+    /// 16 hex digits of its FNV-1a hash, or `no-account` before any token was seen.
+    static func accountKey(_ token: String?) -> String {
+        guard let token else { return "no-account" }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in token.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100_0000_01b3
+        }
+        return hash.paddedHex
+    }
 
     /// Whether this device has a copy of a cloud store to work on offline.
     private func hasSnapshot() -> Bool {
@@ -1422,10 +1454,12 @@ public actor StoreManager {
         let root = configuration.store.directory
         config.directory = Self.deviceFolder(of: kind, in: root)
         guard kind != .cloud else { return config }
+        let base = kind == .fallback ? fallbackFolder : root.appendingPathComponent(kind.rawValue)
+        config.directory = base.appendingPathComponent("device")
         // An ID of its own: its records may seed the cloud store with a
         // baseline naming this ID, which must never write logs there.
         config.deviceID = nil
-        config.container = try DirectoryContainer(root: root.appendingPathComponent(kind.rawValue).appendingPathComponent("container"), create: true)
+        config.container = try DirectoryContainer(root: base.appendingPathComponent("container"), create: true)
         config.knownStore = nil
         return config
     }

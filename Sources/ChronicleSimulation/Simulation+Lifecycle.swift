@@ -234,15 +234,28 @@ extension Simulation {
         for _ in 0..<3 {
             clock.advance(byMilliseconds: 1_000)
             accounts[0].settle()
-            for d in devices where d.loadedKind != .cloud {
-                _ = try? await d.manager?.setCloudEnabled(true)
-                await refresh(d)
-                if d.loadedKind != .cloud {
-                    _ = try? await d.manager?.reload()
-                    await refresh(d)
-                }
-            }
+            for d in devices where d.loadedKind != .cloud { await bringToCloud(d) }
             if devices.allSatisfy({ $0.loadedKind == .cloud }) { break }
+        }
+    }
+
+    /// Turns the cloud on for a device that is not on it (merging its local
+    /// data), as its user would at the end of a run.
+    func bringToCloud(_ d: SimulatedDevice) async {
+        do {
+            note("device \(d.number) turns the cloud on to quiesce (\(d.loadedKind?.rawValue ?? "nothing") loaded)")
+            _ = try await d.manager?.setCloudEnabled(true)
+        } catch {
+            note("device \(d.number) turning the cloud on to quiesce failed: \(error)")
+        }
+        await refresh(d)
+        if d.loadedKind != .cloud {
+            do {
+                _ = try await d.manager?.reload()
+            } catch {
+                note("device \(d.number) reloading to quiesce failed: \(error)")
+            }
+            await refresh(d)
         }
     }
 

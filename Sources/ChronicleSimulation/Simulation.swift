@@ -344,6 +344,8 @@ package final class Simulation {
                 if let manager = d.manager {
                     _ = try? await manager.sync()
                     await refresh(d)
+                    // A deletion it learns of now sends it to its local store.
+                    if d.loadedKind != .cloud { await bringToCloud(d) }
                 } else {
                     _ = try? await d.store?.sync()
                 }
@@ -376,11 +378,11 @@ package final class Simulation {
         if options.lifecycle { try await recordFates() }
         let state = quiescedState
         var report = CheckReport()
-        let unloaded = devices.filter { $0.store == nil }
+        let unloaded = devices.filter { $0.store == nil || (options.lifecycle && $0.loadedKind != .cloud) }
         guard unloaded.isEmpty else {
             // Nothing to compare: that is the violation.
             for d in unloaded {
-                report.violation("device \(d.number) has no store loaded after quiescence: \(await d.manager?.loadError.map { "\($0)" } ?? "unknown")")
+                report.violation("device \(d.number) has no cloud store loaded after quiescence (\(d.loadedKind?.rawValue ?? "nothing") loaded): \(await d.manager?.loadError.map { "\($0)" } ?? "unknown")")
             }
             summary.violations = report.violations
             return

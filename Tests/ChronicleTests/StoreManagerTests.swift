@@ -689,6 +689,48 @@ import Testing
 
     // MARK: Fallback
 
+    /// Saves made on the fallback store while one account's container could
+    /// not be reached belong to that account: after a switch to another
+    /// account they wait, and join their own account's store when it is back.
+    @Test func fallbackSavesNeverJoinAnotherAccountsStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let bobsContainer = root.appendingPathComponent("container-bob")
+        let unmounted = root.appendingPathComponent("bob-unmounted")
+        func open(_ token: String, container: URL) async throws -> StoreManager {
+            var store = try storeConfiguration("a")
+            store.container = try DirectoryContainer(root: container, create: true)
+            return try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: token))
+        }
+        // Bob's share is not mounted: his saves go to the fallback store.
+        var store = try storeConfiguration("a")
+        store.container = try DirectoryContainer(root: bobsContainer, create: true)
+        try FileManager.default.moveItem(at: bobsContainer, to: unmounted)
+        var m = try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: "bob"))
+        #expect(await m.loadedKind == .fallback)
+        try await Self.saveNotes(try await m.store, folder: "Bob", titles: ["bob's, offline"])
+        try await m.close()
+
+        // Alice signs in, her share is there: none of Bob's saves join her store.
+        m = try await open("alice", container: containerURL)
+        #expect(await m.loadedKind == .cloud)
+        try await Self.saveNotes(try await m.store, folder: "Alice", titles: ["alice's"])
+        try await m.sync()
+        #expect(try await Self.titles(try await m.store) == ["alice's"])
+        try await m.close()
+        let reader = try await peer("c")
+        try await reader.sync()
+        #expect(try await Self.titles(reader) == ["alice's"])
+        try await reader.close()
+
+        // Bob again, his share mounted now: his offline save joins his store.
+        try FileManager.default.moveItem(at: unmounted, to: bobsContainer)
+        m = try await open("bob", container: bobsContainer)
+        #expect(await m.loadedKind == .cloud)
+        #expect(try await Self.titles(try await m.store) == ["bob's, offline"])
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("a/fallback").path), "no fallback store is left")
+        try await m.close()
+    }
+
     @Test func savesMadeWhileTheContainerIsAwayJoinTheCloudStoreWhenItComesBack() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let other = try await peer("b")
