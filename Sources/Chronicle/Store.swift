@@ -614,6 +614,8 @@ public actor Store {
         try Task.checkCancellation()
         var imported = try await replayer(reporting: progress).importOnce()
         if let repairFailure { imported.failures.append(repairFailure) }
+        if let prefix = imported.baselinePrefix { try snapshot.setHeldBaseline(prefix) }
+        try await republishLostBaseline()
         // What the move to a new ID imported counts as this sync's import.
         for moved in [change, uploaded.change].compactMap({ $0 }) {
             imported.appliedLogs += moved.importedLogs
@@ -621,6 +623,23 @@ public actor Store {
         }
         return SyncReport(uploadedLogs: uploaded.count, imported: imported, repairedLogs: repaired,
                           identityChange: uploaded.change ?? change)
+    }
+
+    /// A baseline can hold saves that no device keeps as logs: a store's
+    /// first records, saved by a seeding device that is gone, or a rebuilt
+    /// store's whole past. If the container lost the baseline this snapshot
+    /// started from (or last published), this device publishes its own, so
+    /// that a device joining later still gets that content.
+    private func republishLostBaseline() async throws {
+        guard let prefix = try snapshot.heldBaseline() else { return }
+        do {
+            guard try await configuration.container.list(prefix: prefix, after: nil, limit: 1).isEmpty else { return }
+            configuration.log.notice("the baseline this device holds content from is gone from the container; publishing one", metadata: ["chronicle.baseline": "\(prefix)"])
+            let published = try await replayer.publishBaseline()
+            try snapshot.setHeldBaseline(published.prefix)
+        } catch let error as ChronicleError where error.code.isTransient {
+            // Checked again at the next sync.
+        }
     }
 
     /// Uploads pending saves only.
@@ -668,7 +687,9 @@ public actor Store {
         defer { endOperation() }
         _ = try await ensureOwnHistory()
         _ = try await uploadMovingIfNeeded()
-        return try await replayer.publishBaseline(partBytes: partBytes)
+        let published = try await replayer.publishBaseline(partBytes: partBytes)
+        if try snapshot.heldBaseline() != nil { try snapshot.setHeldBaseline(published.prefix) }
+        return published
     }
 
     /// Publishes this store's whole state as a baseline of another store,

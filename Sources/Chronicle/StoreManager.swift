@@ -272,6 +272,8 @@ public actor StoreManager {
     private var firstSyncWaiters: [CheckedContinuation<Void, any Error>] = []
     /// What seeding the container's first store copied from the local store.
     private var seedReport: MergeReport?
+    /// The logs of the device that seeded a new store, for this device to keep.
+    private var seedLogs: (store: StoreID, device: DeviceID, logs: [(first: UInt64, last: UInt64, transactions: [Transaction])])?
     /// Set by ``close()``: every later call throws ``ChronicleError/Code/closed``.
     private var isClosed = false
 
@@ -603,6 +605,7 @@ public actor StoreManager {
                         seeded = true
                     }
                     store = try await Store.open(configuration(for: .cloud))
+                    try keepSeedLogs(store)
                     if seeded {
                         // Show the app its records at once.
                         do {
@@ -889,6 +892,8 @@ public actor StoreManager {
     /// this account's container; the next load takes the new account's
     /// active store, or seeds a new one from the local store.
     private func switchAccount(from previous: String, to token: String) async throws {
+        // Asked first: if the container cannot say, nothing has changed yet.
+        let noStore = try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil
         let directory = configuration.store.directory
         let lock = try await DeviceFolder(directory, wait: configuration.store.lockWait)
         defer { lock.release() }
@@ -910,7 +915,7 @@ public actor StoreManager {
         state.accountStores = stores
         state.account = token
         state.leaving = nil
-        state.mergePending = try await configuration.store.container.readMarker(ContainerLayout.activeStore) == nil
+        state.mergePending = noStore
         try Self.write(state, in: folder)
         configuration.store.log.notice("the container belongs to another account now", metadata: ["chronicle.account": "\(token)"])
         continuations.publish(.accountChanged(from: previous, to: token))
@@ -1029,6 +1034,16 @@ public actor StoreManager {
             try await body(seeder)
             try await confirmUploaded(seeder, "the new store \(id) is not published")
             if try seeder.snapshot.ownSequence() > 0 { _ = try await seeder.publishBaseline() }
+            // The seeding device is gone once this returns: this device
+            // keeps its logs' bodies, to put them back if the container
+            // loses them (see ``keepSeedLogs(_:)``).
+            var logs: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
+            for blob in try await configuration.store.container.listAll(prefix: ContainerLayout.logPrefix(store: id, device: seeder.deviceID)) {
+                guard let parsed = ContainerLayout.parseLog(blob.name),
+                      let transactions = try seeder.snapshot.ownTransactions(first: parsed.first, last: parsed.last) else { continue }
+                logs.append((parsed.first, parsed.last, transactions))
+            }
+            seedLogs = (id, seeder.deviceID, logs)
             try await seeder.close()
         } catch {
             try? await seeder.close()
@@ -1221,6 +1236,7 @@ public actor StoreManager {
             }
         }
         let store = try await Store.open(configuration(for: .cloud))
+        try keepSeedLogs(store)
         var report = MergeReport()
         if store.storeID != old, let supersession, supersession.fromBaseline, supersession.store == store.storeID {
             do {
@@ -1282,6 +1298,18 @@ public actor StoreManager {
         } catch {
             configuration.store.log.notice("carried saves wait for the next sync to upload", metadata: ["chronicle.error": "\(error)"])
         }
+    }
+
+    /// Keeps in `store`'s snapshot the bodies of the logs of the device
+    /// that seeded it here (if this device seeded it): that device's folder
+    /// is gone, and without them a container that lost those logs (a wiped
+    /// account) would lose the store's first records for every device that
+    /// does not start from a baseline. Repairs put them back like this
+    /// device's own.
+    private func keepSeedLogs(_ store: Store) throws {
+        guard let seed = seedLogs, seed.store == store.storeID else { return }
+        try store.snapshot.inherit(logs: seed.logs, of: seed.device)
+        seedLogs = nil
     }
 
     /// Uploads the store's pending saves and checks that the container

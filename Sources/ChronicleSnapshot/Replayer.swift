@@ -439,6 +439,7 @@ package struct Replayer: Sendable {
             // The last part was checked to be final, so it completed the application.
             guard let summary = application.summary else { continue }
             report.baseline = summary
+            report.baselinePrefix = names[0].rawValue.split(separator: "/").dropLast().joined(separator: "/") + "/"
             logger.info("started from baseline", metadata: ["chronicle.baseline": "\(names[0])", "chronicle.records": "\(summary.records)"])
             return .applied
         }
@@ -643,6 +644,8 @@ public struct ImportReport: Sendable {
     public var gaps: [Gap] = []
     /// The baseline the pass started from, if it applied one.
     package var baseline: Snapshot.BaselineSummary?
+    /// The container folder of that baseline's parts.
+    package var baselinePrefix: String?
     /// The incomplete baseline the pass is waiting for (see
     /// ``Store/Configuration/baselineWait``): it imported nothing else.
     public var waitingForBaseline: String?

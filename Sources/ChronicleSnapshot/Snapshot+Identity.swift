@@ -237,3 +237,28 @@ extension Snapshot {
         }
     }
 }
+
+extension Snapshot {
+    /// The container folder of the baseline this snapshot holds content
+    /// from: the one it started from, or the newest it published since.
+    package func heldBaseline() throws -> String? {
+        do {
+            return try pool.read { db in
+                try Data.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'held_baseline'").flatMap { String(data: $0, encoding: .utf8) }
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "reading the snapshot's baseline failed")
+        }
+    }
+
+    /// Records the baseline this snapshot holds content from (see ``heldBaseline()``).
+    package func setHeldBaseline(_ prefix: String) throws {
+        do {
+            try pool.write { db in
+                try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_identity (key, value) VALUES ('held_baseline', ?)", arguments: [Data(prefix.utf8)])
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "recording the snapshot's baseline failed")
+        }
+    }
+}
