@@ -344,6 +344,7 @@ extension Simulation {
             } else if marker == ContainerLayout.supersession(store: store), fates[store] == nil,
                       let next = try await container.readMarker(marker, as: StoreSupersession.self) {
                 fates[store] = .superseded(by: next.payload.store)
+                if next.payload.fromBaseline { rebuiltFromBaseline.insert(next.payload.store) }
             }
         }
     }

@@ -47,6 +47,8 @@ package final class Simulation {
     var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
     /// What became of account A's stores (see ``recordFates()``).
     var fates: [StoreID: StoreFate] = [:]
+    /// Stores a rebuild started from a baseline of the store they replaced.
+    var rebuiltFromBaseline: Set<StoreID> = []
     /// Records hidden in a copy of a store a rebuild or a move then replaced (see ``hiddenRecords(_:)``).
     var hiddenBeforeMoves: Set<RecordID> = []
     let crashes: CrashControl

@@ -52,6 +52,20 @@ struct StoreLogs {
         return run
     }
 
+    /// A device's transactions as runs of consecutive sequences.
+    func runs(_ device: DeviceID) -> [[Transaction]] {
+        guard let held = transactions[device] else { return [] }
+        var runs: [[Transaction]] = []
+        for sequence in held.keys.sorted() {
+            if let last = runs.last?.last, last.sequence + 1 == sequence {
+                runs[runs.count - 1].append(held[sequence]!)
+            } else {
+                runs.append([held[sequence]!])
+            }
+        }
+        return runs
+    }
+
     /// A device's sequences after the first gap.
     func stranded(_ device: DeviceID) -> Int { (transactions[device]?.count ?? 0) - contiguous(device).count }
 

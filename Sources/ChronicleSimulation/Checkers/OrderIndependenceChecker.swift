@@ -30,15 +30,28 @@ struct OrderIndependenceChecker: InvariantChecker {
     }
 
     /// The state hash of a fresh device importing `logs`.
+    ///
+    /// A store rebuilt from another's baseline holds that store's past only
+    /// in baselines, and its devices' logs start after it: with the
+    /// lifecycle, the store's baselines come along, each device's logs as
+    /// one log per run of sequences, and the fresh device starts from the
+    /// newest intact baseline.
     static func referenceHash(_ logs: StoreLogs, store storeID: StoreID, state: QuiescedState) async throws -> String {
         let pristine = InMemoryContainer()
         _ = try await pristine.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: storeID))
         for device in logs.devices {
-            let transactions = logs.contiguous(device)
-            guard let last = transactions.last?.sequence else { continue }
-            let bytes = try LogEncoder(storeID: storeID).encode(transactions)
-            try await pristine.put(ContainerLayout.log(store: storeID, device: device, first: 1, last: last), bytes)
+            let runs = state.fates.isEmpty ? [logs.contiguous(device)] : logs.runs(device)
+            for transactions in runs {
+                guard let first = transactions.first?.sequence, let last = transactions.last?.sequence else { continue }
+                let bytes = try LogEncoder(storeID: storeID).encode(transactions)
+                try await pristine.put(ContainerLayout.log(store: storeID, device: device, first: first, last: last), bytes)
+            }
             _ = try await pristine.createMarker(ContainerLayout.deviceRegistration(store: storeID, device: device), [])
+        }
+        if !state.fates.isEmpty {
+            for blob in try await state.container.everything.listAll(prefix: ContainerLayout.baselinesPrefix(store: storeID)) {
+                try await pristine.put(blob.name, try await state.container.everything.get(blob.name))
+            }
         }
         return try await state.withNewDevice(DeviceID(index: 999), container: pristine) { fresh in
             try await fresh.importLogs()

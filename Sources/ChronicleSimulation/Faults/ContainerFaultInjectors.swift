@@ -34,7 +34,18 @@ struct BaselineBitFlipFault: FaultInjector {
     let probability: Probability
 
     func step(_ run: Simulation) async throws {
-        if probability.draw(&run.baselineRandom), let name = try await run.accounts[0].flipRandomBit(suffix: ContainerLayout.baselinePartExtension) {
+        guard probability.draw(&run.baselineRandom) else { return }
+        // A store rebuilt from a baseline holds its past only there: damage
+        // to it is the health monitor's to repair (see docs/simulation.md,
+        // "Faults that wait").
+        var spared: Set<String> = []
+        if run.options.lifecycle {
+            try await run.recordFates()
+            spared = Set(run.rebuiltFromBaseline.map(\.description))
+        }
+        if let name = try await run.accounts[0].flipRandomBit(suffix: ContainerLayout.baselinePartExtension, where: { name in
+            !spared.contains(String(name.rawValue.prefix { $0 != "/" }))
+        }) {
             run.note("bit flip in baseline part \(name)")
         }
     }
