@@ -1037,13 +1037,7 @@ public actor StoreManager {
             // The seeding device is gone once this returns: this device
             // keeps its logs' bodies, to put them back if the container
             // loses them (see ``keepSeedLogs(_:)``).
-            var logs: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
-            for blob in try await configuration.store.container.listAll(prefix: ContainerLayout.logPrefix(store: id, device: seeder.deviceID)) {
-                guard let parsed = ContainerLayout.parseLog(blob.name),
-                      let transactions = try seeder.snapshot.ownTransactions(first: parsed.first, last: parsed.last) else { continue }
-                logs.append((parsed.first, parsed.last, transactions))
-            }
-            seedLogs = (id, seeder.deviceID, logs)
+            seedLogs = try await uploadedLogs(of: seeder)
             try await seeder.close()
         } catch {
             try? await seeder.close()
@@ -1283,8 +1277,11 @@ public actor StoreManager {
         _ = try await store.sync()
         let device = store.deviceID
         let covered = supersession.vector[device] ?? 0
-        let applied = try store.snapshot.vector()[device] ?? 0
-        guard applied >= covered else {
+        let vector = try store.snapshot.vector()
+        let applied = vector[device] ?? 0
+        // The whole baseline, not only this device's part of it: a snapshot
+        // that applied other devices' logs first would never start from it.
+        guard supersession.vector.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else {
             throw ChronicleError(.unavailable, "the baseline of the rebuilt store \(store.storeID) is not imported yet; the move finishes at the next sync")
         }
         // A move a crash interrupted saved some of them already.
@@ -1300,12 +1297,23 @@ public actor StoreManager {
         }
     }
 
-    /// Keeps in `store`'s snapshot the bodies of the logs of the device
-    /// that seeded it here (if this device seeded it): that device's folder
-    /// is gone, and without them a container that lost those logs (a wiped
-    /// account) would lose the store's first records for every device that
-    /// does not start from a baseline. Repairs put them back like this
-    /// device's own.
+    /// The bodies of every log `store`'s device has in the container, by log.
+    private func uploadedLogs(of store: Store) async throws -> (store: StoreID, device: DeviceID, logs: [(first: UInt64, last: UInt64, transactions: [Transaction])]) {
+        var logs: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
+        for blob in try await configuration.store.container.listAll(prefix: ContainerLayout.logPrefix(store: store.storeID, device: store.deviceID)) {
+            guard let parsed = ContainerLayout.parseLog(blob.name),
+                  let transactions = try store.snapshot.ownTransactions(first: parsed.first, last: parsed.last) else { continue }
+            logs.append((parsed.first, parsed.last, transactions))
+        }
+        return (store.storeID, store.deviceID, logs)
+    }
+
+    /// Keeps in `store`'s snapshot the bodies of the logs of a device ID
+    /// this device gave up: the device that seeded the store here, or its
+    /// own ID before it deleted its copy of the store. Nobody else has
+    /// them, and without them a container that lost those logs (a wiped
+    /// account) would lose their saves for every device that does not start
+    /// from a baseline. Repairs put them back like this device's own.
     private func keepSeedLogs(_ store: Store) throws {
         guard let seed = seedLogs, seed.store == store.storeID else { return }
         try store.snapshot.inherit(logs: seed.logs, of: seed.device)
@@ -1355,6 +1363,9 @@ public actor StoreManager {
         let store = current.store
         if localOnly {
             try await confirmUploaded(store, "the local copy of the cloud store is kept")
+            // The new copy keeps the bodies of the old ID's logs, to put
+            // them back if the container loses them: nobody else has them.
+            seedLogs = try await uploadedLogs(of: store)
             try await unload()
             let path = DeviceFolder.snapshotPath(store.storeID, in: configuration.store.directory)
             let lock = try await DeviceFolder(configuration.store.directory, wait: configuration.store.lockWait)

@@ -341,6 +341,9 @@ extension Simulation {
             guard parts.count == 2, let store = StoreID(string: String(parts[0])) else { continue }
             if marker == ContainerLayout.tombstone(store: store) {
                 fates[store] = .deleted
+                if deletedAt[store] == nil, let tombstone = try await container.readMarker(marker, as: StoreTombstone.self) {
+                    deletedAt[store] = tombstone.payload.milliseconds
+                }
             } else if marker == ContainerLayout.supersession(store: store), fates[store] == nil,
                       let next = try await container.readMarker(marker, as: StoreSupersession.self) {
                 fates[store] = .superseded(by: next.payload.store)

@@ -45,6 +45,10 @@ package final class Simulation {
     var steps = 0
     /// For each store deleted on purpose, the logs the container held when it was.
     var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
+    /// Records a store deleted on purpose held (on the deleting device), and when.
+    var deletedWithStore: [RecordID: UInt64] = [:]
+    /// When each store deleted on purpose was deleted (its tombstone's time).
+    var deletedAt: [StoreID: UInt64] = [:]
     /// What became of account A's stores (see ``recordFates()``).
     var fates: [StoreID: StoreFate] = [:]
     /// Stores a rebuild started from a baseline of the store they replaced.
@@ -373,7 +377,7 @@ package final class Simulation {
     var quiescedState: QuiescedState {
         QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
                       fates: fates, deletedStoreLogs: deletedStoreLogs, duplicates: options.lifecycle ? duplicates : [:],
-                      hiddenBeforeMoves: hiddenBeforeMoves)
+                      hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedAt: deletedAt)
     }
 
     func check() async throws {

@@ -51,6 +51,8 @@ struct QuiescedState {
     var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
     var duplicates: [RecordID: RecordID] = [:]
     var hiddenBeforeMoves: Set<RecordID> = []
+    var deletedWithStore: [RecordID: UInt64] = [:]
+    var deletedAt: [StoreID: UInt64] = [:]
 
     var stores: [Store] {
         devices.map { d in

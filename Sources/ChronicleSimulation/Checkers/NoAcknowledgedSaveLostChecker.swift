@@ -39,6 +39,17 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             let logs = try await StoreLogs.read(state.container.everything, store: store)
             held[store] = Set(logs.devices.flatMap { device in logs.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
         }
+        // Every record a store deleted on purpose held: on the deleting
+        // device, and in its logs (saves carried into it by moving devices).
+        var state = state
+        for (store, at) in state.deletedAt {
+            let logs = try await StoreLogs.read(state.container.everything, store: store)
+            for device in logs.devices {
+                for t in logs.transactions[device]!.values {
+                    for change in t.changes { state.deletedWithStore[change.recordID] = max(state.deletedWithStore[change.recordID] ?? at, at) }
+                }
+            }
+        }
         var localStores: [Int: Snapshot?] = [:]
         defer { for case let snapshot?? in localStores.values { try? snapshot.close() } }
         // A local store belongs to the device, whichever account it was on.
@@ -56,7 +67,7 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             case .localStore(let index, let orEveryDevice):
                 if localStores[index] == nil { localStores[index] = try Self.localStore(of: state.devices[index]) }
                 let local = localStores[index]!
-                let there = try local.map { try Self.problems(ack, in: $0, state, absentDeleteHolds: true) } ?? ["(no local store)"]
+                let there = try local.map { try Self.problems(ack, in: $0, state, absentDeleteHolds: true, inLocalStore: true) } ?? ["(no local store)"]
                 if there.isEmpty { continue }
                 if orEveryDevice, try stores.allSatisfy({ try Self.problems(ack, in: $0.snapshot, state, absentDeleteHolds: true).isEmpty }) { continue }
                 for problem in there {
@@ -99,7 +110,7 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
 
     /// What `snapshot` lacks of the save.
     static func problems(_ ack: AcknowledgementLedger.Entry, in snapshot: Snapshot, _ state: QuiescedState,
-                         absentDeleteHolds: Bool) throws -> [String] {
+                         absentDeleteHolds: Bool, inLocalStore: Bool = false) throws -> [String] {
         let none = Version(clock: .zero, device: DeviceID(index: 0))
         var id = ack.id
         var versions = try snapshot.recordVersions(entity: ack.entity, id: id)
@@ -118,6 +129,9 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             // show (merged into a record of the same unique key, or hidden by
             // a cascade).
             if absentDeleteHolds, state.hiddenBeforeMoves.contains(ack.id) { return [] }
+            // A record a cloud store held when it was deleted on purpose went
+            // with it (what its devices had not uploaded is in their local stores).
+            if absentDeleteHolds, !inLocalStore, let deletedAt = state.deletedWithStore[ack.id], ack.clock.milliseconds <= deletedAt { return [] }
             return ["knows nothing of \(ack.entity) \(ack.id) (\(ack.kind) at \(ack.version))"]
         }
         var problems: [String] = []

@@ -43,6 +43,8 @@ struct CloudDeletionFault: FaultInjector {
         // What the container holds of the store as it goes: saves it never
         // got must reach their devices' local stores.
         let held = try await StoreLogs.read(run.accounts[0].everything, store: deleted)
+        let records = try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_records") }
+        let now = run.clock.nowMilliseconds()
         let keys = Set(held.devices.flatMap { device in held.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
         let done = try await run.managing(d, "deleting the cloud store") { manager in
             if migrateFirst {
@@ -54,6 +56,7 @@ struct CloudDeletionFault: FaultInjector {
         // Deleted even if a crash stopped the call after the tombstone.
         if try await run.accounts[0].everything.readMarker(ContainerLayout.tombstone(store: deleted)) != nil {
             run.deletedStoreLogs[deleted] = keys
+            for id in records { run.deletedWithStore[id] = now }
             if done {
                 run.lifecycleCounts.cloudDeletions += 1
                 if migrateFirst { run.lifecycleCounts.migrationsThenDeletions += 1 }
