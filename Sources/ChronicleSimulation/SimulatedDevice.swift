@@ -54,6 +54,10 @@ final class SimulatedDevice {
         self.root = root
     }
 
+    /// What a manager's folder holds besides the cloud store's files: the
+    /// local and fallback stores, the manager's state and lock, seeding folders.
+    static let deviceOnlyEntries: Set<String> = ["local", "fallback", "rebuild", "manager.json", "manager.lock"]
+
     /// The device's number in messages.
     var number: Int { index + 1 }
 

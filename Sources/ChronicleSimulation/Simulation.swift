@@ -268,7 +268,8 @@ package final class Simulation {
             d.syncs += 1
             do {
                 let report = try await managerSync(d)
-                d.behindOn.remove(d.account)
+                // Only the cloud store meets the container.
+                if report != nil, d.loadedKind == .cloud { d.behindOn.remove(d.account) }
                 note("device \(d.number) synced its \(d.loadedKind?.rawValue ?? "unloaded") store" + (report.map { ": up \($0.uploadedLogs), in \($0.imported.appliedLogs)" } ?? ""))
                 return d.loadedKind == .cloud
             } catch let error as ChronicleError where error.code == .simulatedCrash {
@@ -348,7 +349,13 @@ package final class Simulation {
             for d in devices {
                 if options.devicesRepairTheirLogs { _ = try? await d.store?.repairOwnLogs() }
                 if let manager = d.manager {
-                    _ = try? await manager.sync()
+                    do {
+                        if let report = try await manager.sync(), report.status != .upToDate, round >= 8 {
+                            note("device \(d.number) quiescing: \(report.status), gaps \(report.imported.gaps.map { "\($0.device) \($0.expected)→\($0.found)" }), failures \(report.imported.failures.map { "\($0.name) \($0.error.code)" })")
+                        }
+                    } catch {
+                        if round >= 8 { note("device \(d.number) quiescing: sync failed: \(error)") }
+                    }
                     await refresh(d)
                     // A deletion it learns of now sends it to its local store.
                     if d.loadedKind != .cloud { await bringToCloud(d) }

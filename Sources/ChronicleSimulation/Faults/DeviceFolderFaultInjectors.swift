@@ -29,6 +29,12 @@ struct FolderRestoreFault: FaultInjector {
                 try? FileManager.default.removeItem(at: url)
                 try FileManager.default.createDirectory(at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
                 try FileManager.default.copyItem(at: d.folder, to: url)
+                // With the lifecycle, only the cloud store's files go back in
+                // time: the local store never reaches the container, so a
+                // restore of it would destroy saves by itself.
+                if d.lifecycle {
+                    for entry in SimulatedDevice.deviceOnlyEntries { try? FileManager.default.removeItem(at: url.appendingPathComponent(entry)) }
+                }
             }
             d.folderCopy = (d.account, url)
             run.note("device \(d.number)'s folder copied (a backup)")
@@ -39,8 +45,19 @@ struct FolderRestoreFault: FaultInjector {
             return
         }
         try await run.reopen(d) {
-            try FileManager.default.removeItem(at: d.folder)
-            try FileManager.default.moveItem(at: copy.url, to: d.folder)
+            if d.lifecycle {
+                let fm = FileManager.default
+                for entry in try fm.contentsOfDirectory(atPath: d.folder.path) where !SimulatedDevice.deviceOnlyEntries.contains(entry) {
+                    try fm.removeItem(at: d.folder.appendingPathComponent(entry))
+                }
+                for entry in try fm.contentsOfDirectory(atPath: copy.url.path) {
+                    try fm.moveItem(at: copy.url.appendingPathComponent(entry), to: d.folder.appendingPathComponent(entry))
+                }
+                try fm.removeItem(at: copy.url)
+            } else {
+                try FileManager.default.removeItem(at: d.folder)
+                try FileManager.default.moveItem(at: copy.url, to: d.folder)
+            }
         }
         d.folderCopy = nil
         d.behindOn.insert(d.account)
