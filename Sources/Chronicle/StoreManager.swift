@@ -360,6 +360,12 @@ public actor StoreManager {
         return (path, store, identity.device)
     }
 
+    /// The device ID the cloud store of the manager's folder `directory`
+    /// writes under (nil before it was first opened).
+    package static func cloudDeviceID(in directory: URL) throws -> DeviceID? {
+        try DeviceFolder.readIdentity(in: deviceFolder(of: .cloud, in: directory))?.device
+    }
+
     /// `manager.json` of the manager's folder `directory`, or nil if there is none yet.
     static func readState(in directory: URL) throws -> State? {
         let path = directory.appendingPathComponent(stateFile).path

@@ -79,6 +79,13 @@ final class SimulatedDevice {
         }
     }
 
+    /// The device ID it writes to the container under: its store's, or with
+    /// the lifecycle its cloud store's (whichever store is loaded).
+    var containerID: DeviceID? {
+        guard lifecycle else { return store.map(Self.deviceID(of:)) }
+        return (try? StoreManager.cloudDeviceID(in: folder)) ?? nil
+    }
+
     /// The device ID its store writes under now.
     var currentID: DeviceID { store.map(Self.deviceID(of:)) ?? initialID }
 

@@ -11,7 +11,7 @@ struct AllOrNothingImportsChecker: InvariantChecker {
     let invariant = "all-or-nothing imports"
 
     func check(_ state: QuiescedState, _ report: inout CheckReport) async throws {
-        if try await !state.fullyApplied() { report.violation("imports: some device did not apply every sequence of every device") }
+        if let missing = try await state.unapplied() { report.violation("imports: not every device applied every sequence of every device: \(missing)") }
         for (i, s) in state.stores.enumerated() {
             let pending = try s.snapshot.pendingUploadCount()
             if pending > 0 { report.violation("imports: device \(i + 1) still has \(pending) saves not uploaded") }

@@ -87,6 +87,12 @@ struct QuiescedState {
     /// the devices made under their current IDs and every log the container
     /// holds (under any ID, current or past).
     func fullyApplied() async throws -> Bool {
+        try await unapplied() == nil
+    }
+
+    /// The first device, device ID and sequences it lacks, if any device
+    /// did not apply every sequence (see ``fullyApplied()``).
+    func unapplied() async throws -> String? {
         let stores = self.stores
         var latest = try await StoreLogs.latest(container.everything, store: stores[0].storeID)
         for s in stores {
@@ -95,9 +101,11 @@ struct QuiescedState {
         }
         for s in stores {
             let vector = try s.snapshot.vector()
-            for (device, sequence) in latest where (vector[device] ?? 0) != sequence { return false }
+            for (device, sequence) in latest where (vector[device] ?? 0) != sequence {
+                return "device \(stores.firstIndex { $0 === s }! + 1) has \(vector[device] ?? 0) of \(device)'s sequences, the container and devices \(sequence)"
+            }
         }
-        return true
+        return nil
     }
 }
 

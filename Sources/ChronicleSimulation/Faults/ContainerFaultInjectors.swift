@@ -17,7 +17,7 @@ struct LogBitFlipFault: FaultInjector {
         // A device whose files went back in time holds none of the bodies its
         // ID uploaded after its copy was made: its ID has no owner either
         // until it moves on.
-        let owned = Set(run.devices.filter { !$0.wentBackInTime }.compactMap { $0.store.map(SimulatedDevice.deviceID(of:)) })
+        let owned = Set(run.devices.filter { !$0.wentBackInTime }.compactMap(\.containerID))
         let unowned = !run.devices.flatMap(\.retiredIDs).isEmpty || run.devices.contains(where: \.wentBackInTime)
         if let name = try await run.accounts[0].flipRandomBit(where: { name in
             guard unowned, let device = ContainerLayout.parseLog(name)?.device else { return true }
@@ -76,7 +76,7 @@ struct WipeFault: FaultInjector {
         // live copy of a folder) learns it must move to a new ID. Until such
         // a device has met the container, the wipe waits: a known limit,
         // see docs/simulation.md ("Faults that wait").
-        let ids = run.devices.compactMap { $0.store.map(SimulatedDevice.deviceID(of:)) }
+        let ids = run.devices.compactMap(\.containerID)
         if Set(ids).count < ids.count || run.devices.contains(where: \.wentBackInTime) {
             run.note("container wipe waits: a device's files went back in time, or two copies share a device ID")
             return

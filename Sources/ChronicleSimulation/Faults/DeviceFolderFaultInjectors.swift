@@ -81,6 +81,7 @@ struct FolderTwinFault: FaultInjector {
         guard run.deviceFaults.folderTwins < Self.maxTwins else { return }
         let twin = SimulatedDevice(index: run.devices.count, initialID: d.initialID,
                                    root: run.root.appendingPathComponent("device-\(run.devices.count + 1)"))
+        twin.lifecycle = d.lifecycle
         try await run.reopen(d) { try FileManager.default.copyItem(at: d.root, to: twin.root) }
         twin.account = d.account
         twin.knownStore = d.knownStore
