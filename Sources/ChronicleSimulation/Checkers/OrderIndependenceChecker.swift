@@ -19,8 +19,11 @@ struct OrderIndependenceChecker: InvariantChecker {
         let stores = state.stores
         let expected = try await stores[0].stateHash()
         let logs = try await StoreLogs.read(state.container.everything, store: stores[0].storeID)
-        let reference = try await Self.referenceHash(logs, store: stores[0].storeID, state: state)
+        let (reference, records) = try await Self.reference(logs, store: stores[0].storeID, state: state)
         if reference != expected {
+            let held = try await ConvergenceChecker.visibleRecords(stores[0])
+            let onlyDevices = held.subtracting(records).sorted().prefix(3), onlyFresh = records.subtracting(held).sorted().prefix(3)
+            report.violation("order independence: the devices alone show \(onlyDevices.isEmpty ? "nothing" : onlyDevices.joined(separator: ", ")); the fresh replay alone shows \(onlyFresh.isEmpty ? "nothing" : onlyFresh.joined(separator: ", "))")
             var details: [String] = logs.conflicts
             details += logs.devices.compactMap { d in logs.stranded(d) > 0 ? "\(logs.stranded(d)) saves of device \(d) after a gap" : nil }
             if !logs.damaged.isEmpty { details.append("\(logs.damaged.count) logs do not verify") }
@@ -33,14 +36,17 @@ struct OrderIndependenceChecker: InvariantChecker {
     ///
     /// A store rebuilt from another's baseline holds that store's past only
     /// in baselines, and its devices' logs start after it: with the
-    /// lifecycle, the store's baselines come along, each device's logs as
-    /// one log per run of sequences, and the fresh device starts from the
-    /// newest intact baseline.
-    static func referenceHash(_ logs: StoreLogs, store storeID: StoreID, state: QuiescedState) async throws -> String {
+    /// lifecycle, the store's baselines come along, each device's saves as
+    /// one log each, and the fresh device starts from the newest intact
+    /// baseline.
+    /// The state hash of a fresh device importing `logs`, and the records it shows.
+    static func reference(_ logs: StoreLogs, store storeID: StoreID, state: QuiescedState) async throws -> (hash: String, records: Set<String>) {
         let pristine = InMemoryContainer()
         _ = try await pristine.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: storeID))
         for device in logs.devices {
-            let runs = state.fates.isEmpty ? [logs.contiguous(device)] : logs.runs(device)
+            // After a rebuild, one log per save: the fresh device starts
+            // from a baseline and takes each log after its vector.
+            let runs = state.fates.isEmpty ? [logs.contiguous(device)] : logs.runs(device).flatMap { $0.map { [$0] } }
             for transactions in runs {
                 guard let first = transactions.first?.sequence, let last = transactions.last?.sequence else { continue }
                 let bytes = try LogEncoder(storeID: storeID).encode(transactions)
@@ -54,8 +60,8 @@ struct OrderIndependenceChecker: InvariantChecker {
             }
         }
         return try await state.withNewDevice(DeviceID(index: 999), container: pristine) { fresh in
-            try await fresh.importLogs()
-            return try await fresh.stateHash()
+            _ = try await fresh.importLogs()
+            return (try await fresh.stateHash(), try await ConvergenceChecker.visibleRecords(fresh))
         }
     }
 }
