@@ -980,6 +980,7 @@ public actor StoreManager {
             for attempt in 1...3 {
                 do {
                     try await old.publishBaseline(for: newID, into: container, publisher: publisher)
+                    _ = try await container.createMarker(ContainerLayout.origin(store: newID), StoreOrigin(milliseconds: clock.nowMilliseconds()))
                     break
                 } catch let error as ChronicleError where error.code == .unavailable && attempt < 3 {
                     configuration.store.log.notice("publishing the rebuilt store's baseline again", metadata: ["chronicle.error": "\(error)"])
@@ -1075,6 +1076,8 @@ public actor StoreManager {
                     case .fileCopy:
                         // The local snapshot's whole state, as the new store's baseline.
                         try await local.publishBaseline(for: id, into: self.configuration.store.container)
+                        _ = try await self.configuration.store.container.createMarker(
+                            ContainerLayout.origin(store: id), StoreOrigin(milliseconds: self.configuration.store.clock.nowMilliseconds()))
                         var report = MergeReport()
                         report.copied = try local.snapshot.recordCounts().values.reduce(0, +)
                         self.seedReport = report

@@ -67,7 +67,7 @@ public enum ContainerLayout {
         if name == activeStore || name == account { return true }
         let parts = name.rawValue.split(separator: "/")
         guard parts.count >= 2, StoreID(string: String(parts[0])) != nil else { return false }
-        if parts.count == 2 { return ["election", "tombstone", "superseded", "tentative"].contains(parts[1]) }
+        if parts.count == 2 { return ["election", "tombstone", "superseded", "tentative", "origin"].contains(parts[1]) }
         return parts.count == 3 && (parts[1] == "devices" || parts[1] == "corruption") && DeviceID(string: String(parts[2])) != nil
     }
 
@@ -228,6 +228,13 @@ public enum ContainerLayout {
         try! ContainerName("\(store)/tentative")
     }
 
+    /// Marks `store` as starting from a baseline, which holds saves no log
+    /// has: a device that has imported nothing waits for it (it holds a
+    /// ``StoreOrigin``).
+    public static func origin(store: StoreID) -> ContainerName {
+        try! ContainerName("\(store)/origin")
+    }
+
     /// The supersession of `store`: it was rebuilt as another store, which
     /// every device moves to (see ``StoreSupersession``).
     public static func supersession(store: StoreID) -> ContainerName {
@@ -243,7 +250,7 @@ public enum ContainerLayout {
         guard let first = parts.first, let store = StoreID(string: String(first)) else { return false }
         if parts.count == 2 {
             return name == election(store: store) || name == tombstone(store: store) || name == supersession(store: store)
-                || name == tentative(store: store)
+                || name == tentative(store: store) || name == origin(store: store)
         }
         guard parts.count == 3, let device = DeviceID(string: String(parts[2])) else { return false }
         return name == deviceRegistration(store: store, device: device) || name == corruptionMark(store: store, device: device)

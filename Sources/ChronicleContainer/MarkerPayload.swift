@@ -211,3 +211,25 @@ public struct TentativeStore: MarkerPayload, Hashable {
         self.milliseconds = milliseconds
     }
 }
+
+/// What a store's origin marker (``ContainerLayout/origin(store:)``) holds:
+/// the store starts from a baseline (a rebuild from another store's state,
+/// or a first store seeded from a snapshot file), which holds saves no log
+/// has. A device that has imported nothing of it waits for that baseline
+/// instead of starting from the logs alone.
+///
+/// ```json
+/// {"milliseconds": 1790000000000}
+/// ```
+public struct StoreOrigin: MarkerPayload, Hashable {
+    /// "a store's origin marker".
+    public static let markerDescription = "a store's origin marker"
+
+    /// When the baseline was published, in milliseconds since 1970 by the publishing device's clock.
+    public var milliseconds: UInt64
+
+    /// Creates an origin marker's payload.
+    public init(milliseconds: UInt64) {
+        self.milliseconds = milliseconds
+    }
+}

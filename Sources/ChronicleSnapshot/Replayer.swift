@@ -307,7 +307,19 @@ package struct Replayer: Sendable {
             switch try await applyNewestBaseline(into: &report) {
             case .applied: vector = try snapshot.vector()
             case .waiting: return report
-            case .none: break
+            case .none:
+                // A store that starts from a baseline cannot be built from
+                // its logs: wait for the baseline (still arriving through a
+                // sync service, say) rather than start without it for good.
+                do {
+                    if try await container.readMarker(ContainerLayout.origin(store: snapshot.storeID)) != nil {
+                        report.waitingForBaseline = ContainerLayout.origin(store: snapshot.storeID).rawValue
+                        return report
+                    }
+                } catch let error as ChronicleError where error.code.isTransient {
+                    report.failures.append(.init(name: ContainerLayout.origin(store: snapshot.storeID).rawValue, device: snapshot.deviceID, error: error))
+                    return report
+                }
             }
         }
         for device in try await devices() {

@@ -21,14 +21,14 @@ struct OrderIndependenceChecker: InvariantChecker {
         let logs = try await StoreLogs.read(state.container.everything, store: stores[0].storeID)
         let (reference, records) = try await Self.reference(logs, store: stores[0].storeID, state: state)
         if reference != expected {
-            let held = try await ConvergenceChecker.visibleRecords(stores[0])
-            let onlyDevices = held.subtracting(records).sorted().prefix(3), onlyFresh = records.subtracting(held).sorted().prefix(3)
-            report.violation("order independence: the devices alone show \(onlyDevices.isEmpty ? "nothing" : onlyDevices.joined(separator: ", ")); the fresh replay alone shows \(onlyFresh.isEmpty ? "nothing" : onlyFresh.joined(separator: ", "))")
             var details: [String] = logs.conflicts
             details += logs.devices.compactMap { d in logs.stranded(d) > 0 ? "\(logs.stranded(d)) saves of device \(d) after a gap" : nil }
             if !logs.damaged.isEmpty { details.append("\(logs.damaged.count) logs do not verify") }
             report.violation("order independence: a fresh replay gives \(reference), devices \(expected)"
                              + (details.isEmpty ? "" : " (\(details.prefix(5).joined(separator: "; ")))"))
+            let held = try await ConvergenceChecker.visibleRecords(stores[0])
+            let onlyDevices = held.subtracting(records).sorted().prefix(3), onlyFresh = records.subtracting(held).sorted().prefix(3)
+            report.violation("order independence: the devices alone show \(onlyDevices.isEmpty ? "nothing" : onlyDevices.joined(separator: ", ")); the fresh replay alone shows \(onlyFresh.isEmpty ? "nothing" : onlyFresh.joined(separator: ", "))")
         }
     }
 
