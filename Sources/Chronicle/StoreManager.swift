@@ -248,6 +248,9 @@ public actor StoreManager {
         /// For each other account this device used, the store it last used
         /// there (see ``switchAccount(from:to:)``).
         var accountStores: [String: StoreID]? = nil
+        /// While moving: this device's last sequence in the new store before
+        /// it saved its carried saves there.
+        var moveBase: UInt64? = nil
         /// The cloud was turned on with ``LocalDataPolicy/overwriteCloudWithLocal``
         /// and the rebuild from the local store has not finished.
         var overwritePending: Bool? = nil
@@ -921,6 +924,7 @@ public actor StoreManager {
         state.accountStores = stores
         state.account = token
         state.leaving = nil
+        state.moveBase = nil
         state.mergePending = noStore
         try Self.write(state, in: folder)
         configuration.store.log.notice("the container belongs to another account now", metadata: ["chronicle.account": "\(token)"])
@@ -1211,7 +1215,7 @@ public actor StoreManager {
             do {
                 let covered = supersession?.vector[previous.deviceID] ?? 0
                 let saves = try previous.snapshot.pendingUploadTransactions(alsoFrom: supersession == nil ? nil : covered + 1)
-                if supersession?.fromBaseline == true { unchanged = saves.filter { $0.sequence > covered } }
+                if let supersession, supersession.continuesUnchanged { unchanged = saves.filter { $0.sequence > covered } }
                 var only: Set<RecordID> = []
                 var fields: [RecordID: Set<String>] = [:]
                 var whole: Set<RecordID> = []
@@ -1241,7 +1245,7 @@ public actor StoreManager {
         let store = try await Store.open(configuration(for: .cloud))
         try keepSeedLogs(store)
         var report = MergeReport()
-        if store.storeID != old, let supersession, supersession.fromBaseline, supersession.store == store.storeID {
+        if store.storeID != old, let supersession, supersession.continuesUnchanged, supersession.store == store.storeID {
             do {
                 try await continueUnchanged(unchanged, in: store, supersession: supersession, &report)
             } catch {
@@ -1264,6 +1268,7 @@ public actor StoreManager {
             }
         }
         state.leaving = nil
+        state.moveBase = nil
         try Self.write(state, in: folder)
         if store.storeID != old {
             DeviceFolder.removeSnapshotFiles(oldPath)
@@ -1272,12 +1277,12 @@ public actor StoreManager {
         return store
     }
 
-    /// Moving to a store rebuilt from a baseline of the old one: imports
-    /// that baseline, then saves this device's saves beyond it again,
+    /// Moving to a store rebuilt from a baseline of the old one (or to the
+    /// store the old one was merged into): imports that baseline, then
+    /// saves this device's saves beyond it (every save, for a merge) again,
     /// unchanged (same clocks, same changes, the next sequence numbers), so
-    /// they merge with the old store's state exactly as they did there: a
-    /// record another device deleted later stays deleted, a duplicate stays
-    /// one.
+    /// they merge exactly as they did in the old store: a record another
+    /// device deleted later stays deleted, whichever device moves first.
     ///
     /// - Throws: ``ChronicleError/Code/unavailable`` while the baseline is
     ///   not imported (the move is finished at the next sync or load).
@@ -1285,7 +1290,6 @@ public actor StoreManager {
                                    _ report: inout MergeReport) async throws {
         _ = try await store.sync()
         let device = store.deviceID
-        let covered = supersession.vector[device] ?? 0
         let vector = try store.snapshot.vector()
         let applied = vector[device] ?? 0
         // The whole baseline, not only this device's part of it: a snapshot
@@ -1293,8 +1297,13 @@ public actor StoreManager {
         guard supersession.vector.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else {
             throw ChronicleError(.unavailable, "the baseline of the rebuilt store \(store.storeID) is not imported yet; the move finishes at the next sync")
         }
-        // A move a crash interrupted saved some of them already.
-        let remaining = Array(saves.dropFirst(Int(applied - covered)))
+        // Where this device's saves in the new store stood before the move
+        // (kept, so a move a crash interrupted skips what it saved already).
+        if state.moveBase == nil {
+            state.moveBase = applied
+            try Self.write(state, in: folder)
+        }
+        let remaining = Array(saves.dropFirst(Int(applied - min(applied, state.moveBase ?? applied))))
         guard !remaining.isEmpty else { return }
         _ = try store.snapshot.adopt(remaining)
         report.copied += Set(remaining.flatMap { $0.changes.map(\.recordID) }).count

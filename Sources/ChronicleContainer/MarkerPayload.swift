@@ -134,6 +134,11 @@ public struct StoreSupersession: MarkerPayload, Hashable {
     /// so that saves beyond it continue there unchanged.
     public var fromBaseline: Bool
 
+    /// Whether devices carry their saves beyond `vector` into the new store
+    /// unchanged: after a rebuild from a baseline, and when the old store was
+    /// merged into the new one (an empty vector: every save is carried).
+    public var continuesUnchanged: Bool { fromBaseline || vector.isEmpty }
+
     /// Creates a supersession marker's payload.
     public init(store: StoreID, device: DeviceID, milliseconds: UInt64, vector: [DeviceID: UInt64], fromBaseline: Bool = false) {
         self.store = store

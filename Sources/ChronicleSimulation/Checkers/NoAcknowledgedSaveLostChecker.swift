@@ -2,6 +2,7 @@ import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import ChronicleSnapshot
+import Foundation
 import GRDB
 
 /// No acknowledged save lost: for every save on account A that returned
@@ -49,6 +50,9 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
                     for change in t.changes { state.deletedWithStore[change.recordID] = max(state.deletedWithStore[change.recordID] ?? at, at) }
                 }
             }
+        }
+        if let wanted = ProcessInfo.processInfo.environment["DEBUG_RECORD"] {
+            print("DEBUG", state.deletedAt, state.fates, state.deletedWithStore.filter { "\($0.key)" == wanted }, state.ledger.entries.filter { "\($0.id)" == wanted }.map { "\($0.kind) \($0.place) \($0.store) \($0.device) \($0.sequence)" })
         }
         var localStores: [Int: Snapshot?] = [:]
         defer { for case let snapshot?? in localStores.values { try? snapshot.close() } }
@@ -115,7 +119,8 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         var id = ack.id
         var versions = try snapshot.recordVersions(entity: ack.entity, id: id)
         var hops = 0
-        while versions == nil, let other = state.duplicates[id], hops < 16 {
+        // A record a merge found under another ID was never inserted under its own.
+        while versions == nil || versions?.inserted == false, let other = state.duplicates[id], hops < 16 {
             id = other
             versions = try snapshot.recordVersions(entity: ack.entity, id: id)
             hops += 1
