@@ -320,8 +320,15 @@ public actor Store {
             try finishIdentitySwitch(folder, store: storeID, identity: identity)
             let path = folder.snapshotPath(storeID)
             let snapshot: Snapshot
+            // A snapshot written under an ID this folder later gave up for
+            // another store (its copy of that store was deleted and rebuilt)
+            // keeps that ID: in this store it was never retired.
+            var device = identity.device
+            if let owner = try? Snapshot.identity(at: path).device, owner != device, (identity.retired ?? []).contains(owner) {
+                device = owner
+            }
             do {
-                snapshot = try openSnapshot(path, storeID: storeID, device: identity.device, configuration)
+                snapshot = try openSnapshot(path, storeID: storeID, device: device, configuration)
             } catch let error as ChronicleError where Self.isDamage(error) {
                 // Whatever the damaged file held that the container lacks
                 // cannot be read back; keep it aside, start afresh under a new ID.

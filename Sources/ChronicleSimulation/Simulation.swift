@@ -400,7 +400,7 @@ package final class Simulation {
             summary.violations = report.violations
             return
         }
-        for checker in checkers {
+        for checker in checkers where options.lifecycle || !(checker is LocalDataReachesCloudChecker) {
             summary.invariantsChecked.append(checker.invariant)
             try await checker.check(state, &report)
         }

@@ -687,6 +687,41 @@ import Testing
         try await b.close()
     }
 
+    /// Deleting the local copy of one account's store gives the folder a
+    /// new device ID; the other account's store, whose snapshot has the old
+    /// ID, still opens under it when that account comes back, with its
+    /// saves not uploaded yet.
+    @Test func anotherAccountsSnapshotOpensAfterTheFolderMovedToANewID() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        func open(_ token: String) async throws -> StoreManager {
+            var store = try storeConfiguration("a")
+            store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
+            return try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: token))
+        }
+        var m = try await open("alice")
+        try await Self.saveNotes(try await m.store, folder: "Alice", titles: ["alice's, synced"])
+        try await m.sync()
+        // A pending save, and Bob signs in.
+        let unplugged = root.appendingPathComponent("container-alice-away")
+        try FileManager.default.moveItem(at: root.appendingPathComponent("container-alice"), to: unplugged)
+        try await Self.saveNotes(try await m.store, folder: "Later", titles: ["alice's, pending"])
+        try FileManager.default.moveItem(at: unplugged, to: root.appendingPathComponent("container-alice"))
+        try await m.close()
+        m = try await open("bob")
+        try await Self.saveNotes(try await m.store, folder: "Bob", titles: ["bob's"])
+        try await m.deleteCloudStore(localOnly: true)
+        let bobsID = try await m.store.deviceID
+        try await m.close()
+
+        m = try await open("alice")
+        let store = try await m.store
+        #expect(store.deviceID != bobsID, "Alice's store keeps the ID its snapshot was written under")
+        try await m.sync()
+        #expect(try await Self.titles(store) == ["alice's, pending", "alice's, synced"])
+        #expect(try await m.syncStatus().pendingUploads == 0)
+        try await m.close()
+    }
+
     // MARK: Fallback
 
     /// Saves made on the fallback store while one account's container could

@@ -27,6 +27,7 @@ enum InvariantCheckers {
         ConvergenceChecker(),
         OrderIndependenceChecker(),
         NoAcknowledgedSaveLostChecker(),
+        LocalDataReachesCloudChecker(),
         AllOrNothingImportsChecker(),
         AccountsStayApartChecker(),
         NewDeviceFromBaselineChecker(),
