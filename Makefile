@@ -47,6 +47,9 @@ demo: deps
 	@echo "==> the multi-device simulation: seeded faults, crashes and account switches, then the invariant checks"
 	$$($(SWIFT) build --show-bin-path)/chronicle simulate --seed 4
 	$$($(SWIFT) build --show-bin-path)/chronicle simulate --seed 1 --seeds 20
+	@echo
+	@echo "==> the same with every device under a store manager: two turn the cloud on at the same moment, then toggles, deletions and rebuilds"
+	$$($(SWIFT) build --show-bin-path)/chronicle simulate --lifecycle --first-enables 2 --seed 2
 
 bench: deps
 	$(SWIFT) build -c release --product chronicle

@@ -1215,7 +1215,13 @@ public actor StoreManager {
             do {
                 let covered = supersession?.vector[previous.deviceID] ?? 0
                 let saves = try previous.snapshot.pendingUploadTransactions(alsoFrom: supersession == nil ? nil : covered + 1)
-                if let supersession, supersession.continuesUnchanged { unchanged = saves.filter { $0.sequence > covered } }
+                if let supersession, supersession.continuesUnchanged {
+                    unchanged = saves.filter { $0.sequence > covered }
+                    // Merged into another store: the saves whose logs this
+                    // device keeps for a seeding device or an earlier ID of
+                    // its own go too (nobody else carries them).
+                    if supersession.vector.isEmpty { unchanged = try previous.snapshot.inheritedSaves() + unchanged }
+                }
                 var only: Set<RecordID> = []
                 var fields: [RecordID: Set<String>] = [:]
                 var whole: Set<RecordID> = []

@@ -49,6 +49,9 @@ package final class Simulation {
     var deletedWithStore: [RecordID: UInt64] = [:]
     /// When each store deleted on purpose was deleted (its tombstone's time).
     var deletedAt: [StoreID: UInt64] = [:]
+    /// The records each device's local store held when it turned the cloud
+    /// on at the first enables (and the enable went through).
+    var firstEnableRecords: [Int: [(entity: String, id: RecordID)]] = [:]
     /// What became of account A's stores (see ``recordFates()``).
     var fates: [StoreID: StoreFate] = [:]
     /// Stores a rebuild started from a baseline of the store they replaced.
@@ -384,7 +387,8 @@ package final class Simulation {
     var quiescedState: QuiescedState {
         QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
                       fates: fates, deletedStoreLogs: deletedStoreLogs, duplicates: options.lifecycle ? duplicates : [:],
-                      hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedAt: deletedAt)
+                      hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedAt: deletedAt,
+                      firstEnableRecords: firstEnableRecords)
     }
 
     func check() async throws {

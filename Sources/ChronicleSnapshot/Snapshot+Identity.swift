@@ -262,3 +262,18 @@ extension Snapshot {
         }
     }
 }
+
+extension Snapshot {
+    /// Every save whose log body this snapshot keeps for another device ID
+    /// (a seeding device, an earlier ID of this device), oldest first.
+    package func inheritedSaves() throws -> [Transaction] {
+        var saves: [Transaction] = []
+        for device in try inheritedDevices() {
+            for (first, last) in try inheritedGroups(of: device) {
+                guard let encoded = try inheritedTransactions(of: device, first: first, last: last) else { continue }
+                saves += try Self.transactions(encoded, device: device, schema: schema, storeID: storeID)
+            }
+        }
+        return saves.sorted { $0.clock < $1.clock }
+    }
+}

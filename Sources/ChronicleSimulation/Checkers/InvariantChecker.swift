@@ -54,6 +54,7 @@ struct QuiescedState {
     var hiddenBeforeMoves: Set<RecordID> = []
     var deletedWithStore: [RecordID: UInt64] = [:]
     var deletedAt: [StoreID: UInt64] = [:]
+    var firstEnableRecords: [Int: [(entity: String, id: RecordID)]] = [:]
 
     var stores: [Store] {
         devices.map { d in

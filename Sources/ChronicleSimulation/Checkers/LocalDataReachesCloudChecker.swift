@@ -4,27 +4,22 @@ import ChronicleCore
 import ChronicleSnapshot
 import GRDB
 
-/// With the lifecycle: every device ends with the cloud on, having merged
-/// its local store into it, so every record its local store shows is known
-/// to the store they all end on: under its own ID, or under the record a
-/// merge found with the same unique key, or gone with a store deleted on
-/// purpose. This is where several devices that turned the cloud on at the
-/// same moment, each with its own data, are seen to end on one store that
-/// holds everyone's.
+/// With the lifecycle: the devices that turned the cloud on at the same
+/// moment, first, each brought its local data (merged, the default), so
+/// every record its local store held then is known to the store every
+/// device ends on: under its own ID, or under the record a merge found with
+/// the same unique key, or removed since by an acknowledged save, or gone
+/// with a store deleted on purpose. This is where several devices turning
+/// the cloud on at once, each with its own data, are seen to end on one
+/// store that holds everyone's.
 struct LocalDataReachesCloudChecker: InvariantChecker {
     let invariant = "local data reaches the cloud store"
 
     func check(_ state: QuiescedState, _ report: inout CheckReport) async throws {
-        guard state.devices.contains(where: \.lifecycle) else { return }
         let final = state.stores[0].snapshot
-        for (i, d) in state.devices.enumerated() {
-            guard let local = try NoAcknowledgedSaveLostChecker.localStore(of: d) else { continue }
-            defer { try? local.close() }
-            for entity in Workload.schema.entities {
-                let ids = try await local.databasePool.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)") }
-                for id in ids where try !Self.known(id, entity: entity.name, in: final, state) {
-                    report.violation("local data: device \(i + 1)'s local \(entity.name) \(id) is not in the cloud store every device ends on")
-                }
+        for (index, records) in state.firstEnableRecords.sorted(by: { $0.key < $1.key }) {
+            for (entity, id) in records where try !Self.known(id, entity: entity, in: final, state) {
+                report.violation("local data: device \(index + 1)'s local \(entity) \(id), brought when it turned the cloud on, is not in the store every device ends on")
             }
         }
     }
@@ -36,6 +31,6 @@ struct LocalDataReachesCloudChecker: InvariantChecker {
             guard let other = state.duplicates[id] else { break }
             id = other
         }
-        return state.deletedWithStore[id] != nil || state.hiddenBeforeMoves.contains(id)
+        return state.ledger.removed[id] != nil || state.deletedWithStore[id] != nil || state.hiddenBeforeMoves.contains(id)
     }
 }
