@@ -211,13 +211,16 @@ struct RecordCopy {
             }
             report.transactions += 1
         }
-        if !deletes.isEmpty {
-            let toDelete = deletes
-            try await destination.write { tx in
-                for d in toDelete { tx.delete(d.entity, id: d.id) }
+        // One save each: deleting a record can remove others by cascade (a
+        // folder its notes), and a delete of a record already gone is moot.
+        for d in deletes {
+            do {
+                try await destination.write { tx in tx.delete(d.entity, id: d.id) }
+                report.deleted += 1
+                report.transactions += 1
+            } catch let error as ChronicleError where error.code == .recordNotFound {
+                continue
             }
-            report.deleted = deletes.count
-            report.transactions += 1
         }
         return report
     }

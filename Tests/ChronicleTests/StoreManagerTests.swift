@@ -423,6 +423,43 @@ import Testing
         try await m.close()
     }
 
+    /// A device leaves a cloud store deleted on purpose, carrying a pending
+    /// delete of a folder (which took its note with it) into its local
+    /// store, where both are: the folder's delete removes the note, and the
+    /// note's own delete is then moot, not a failed load.
+    @Test func carryingADeleteThatCascadesIntoTheLocalStoreLoads() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        // Notes go with their folder.
+        let cascading = try Schema(version: 1, entities: [
+            Entity("Note", attributes: [Attribute("title", .string)],
+                   relationships: [.toOne("folder", to: "Folder", inverse: "notes", deleteRule: .cascade)]),
+            Entity("Folder", attributes: [Attribute("name", .string)],
+                   relationships: [.toMany("notes", to: "Note", inverse: "folder")], unique: [["name"]]),
+        ])
+        func manager(_ device: String) async throws -> StoreManager {
+            var store = try storeConfiguration(device)
+            store.schema = cascading
+            return try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true))
+        }
+        let a = try await manager("a")
+        let b = try await manager("b")
+        let folder = try await Self.saveNotes(try await b.store, folder: "Doomed", titles: ["doomed note"])
+        try await Self.saveNotes(try await b.store, folder: "Kept", titles: ["kept note"])
+        try await b.sync()
+        try await b.migrateCloudToLocal()
+        try await b.setCloudEnabled(true)
+        let note = try await b.store.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Note WHERE title = 'doomed note'")! }
+        try await b.store.write { tx in tx.update("Note", id: note, ["title": "doomed note, edited"]) }
+        try await b.store.write { tx in tx.delete("Folder", id: folder) }
+        try await a.sync()
+        try await a.deleteCloudStore(localOnly: false)
+        try await b.sync()
+        #expect(await b.loadedKind == .local, "b left the deleted store for its local store")
+        #expect(try await Self.notesWithFolders(try await b.store) == ["kept note@Kept"])
+        try await a.close()
+        try await b.close()
+    }
+
     // MARK: Rebuilding
 
     /// A device carries into the rebuilt store an update it made to a note
