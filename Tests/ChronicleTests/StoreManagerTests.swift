@@ -430,11 +430,12 @@ import Testing
     @Test func carryingADeleteThatCascadesIntoTheLocalStoreLoads() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         // Notes go with their folder.
+        // Folders first: their deletes come before their notes'.
         let cascading = try Schema(version: 1, entities: [
-            Entity("Note", attributes: [Attribute("title", .string)],
-                   relationships: [.toOne("folder", to: "Folder", inverse: "notes", deleteRule: .cascade)]),
             Entity("Folder", attributes: [Attribute("name", .string)],
                    relationships: [.toMany("notes", to: "Note", inverse: "folder")], unique: [["name"]]),
+            Entity("Note", attributes: [Attribute("title", .string)],
+                   relationships: [.toOne("folder", to: "Folder", inverse: "notes", deleteRule: .cascade)]),
         ])
         func manager(_ device: String) async throws -> StoreManager {
             var store = try storeConfiguration(device)
