@@ -392,7 +392,20 @@ package final class Simulation {
     }
 
     func check() async throws {
-        if options.lifecycle { try await recordFates() }
+        if options.lifecycle {
+            try await recordFates()
+            // Every record a store deleted on purpose held: on the deleting
+            // device (recorded then), and in its logs (saves carried into it
+            // by moving devices, seeded records).
+            for (store, at) in deletedAt {
+                let logs = try await StoreLogs.read(accounts[0].everything, store: store)
+                for device in logs.devices {
+                    for t in logs.transactions[device]!.values {
+                        for change in t.changes { deletedWithStore[change.recordID] = max(deletedWithStore[change.recordID] ?? at, at) }
+                    }
+                }
+            }
+        }
         let state = quiescedState
         var report = CheckReport()
         let unloaded = devices.filter { $0.store == nil || (options.lifecycle && $0.loadedKind != .cloud) }

@@ -2,7 +2,6 @@ import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import ChronicleSnapshot
-import Foundation
 import GRDB
 
 /// No acknowledged save lost: for every save on account A that returned
@@ -39,20 +38,6 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         for case let (store, .superseded) in state.fates {
             let logs = try await StoreLogs.read(state.container.everything, store: store)
             held[store] = Set(logs.devices.flatMap { device in logs.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
-        }
-        // Every record a store deleted on purpose held: on the deleting
-        // device, and in its logs (saves carried into it by moving devices).
-        var state = state
-        for (store, at) in state.deletedAt {
-            let logs = try await StoreLogs.read(state.container.everything, store: store)
-            for device in logs.devices {
-                for t in logs.transactions[device]!.values {
-                    for change in t.changes { state.deletedWithStore[change.recordID] = max(state.deletedWithStore[change.recordID] ?? at, at) }
-                }
-            }
-        }
-        if let wanted = ProcessInfo.processInfo.environment["DEBUG_RECORD"] {
-            print("DEBUG", state.deletedAt, state.fates, state.deletedWithStore.filter { "\($0.key)" == wanted }, state.ledger.entries.filter { "\($0.id)" == wanted }.map { "\($0.kind) \($0.place) \($0.store) \($0.device) \($0.sequence)" })
         }
         var localStores: [Int: Snapshot?] = [:]
         defer { for case let snapshot?? in localStores.values { try? snapshot.close() } }
