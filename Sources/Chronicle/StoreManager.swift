@@ -251,6 +251,10 @@ public actor StoreManager {
         /// While moving: this device's last sequence in the new store before
         /// it saved its carried saves there.
         var moveBase: UInt64? = nil
+        /// Accounts whose store still has to receive the local store's
+        /// records: the cloud was turned on (merging) under them, and the
+        /// account changed before the merge was done.
+        var mergesWaiting: [String]? = nil
         /// The cloud was turned on with ``LocalDataPolicy/overwriteCloudWithLocal``
         /// and the rebuild from the local store has not finished.
         var overwritePending: Bool? = nil
@@ -860,7 +864,8 @@ public actor StoreManager {
             if open == nil { try? await cloud.close() }
             throw error
         }
-        state = State(cloudEnabled: false, mergePending: false, leaving: nil, account: state.account, accountStores: state.accountStores)
+        state = State(cloudEnabled: false, mergePending: false, leaving: nil, account: state.account, accountStores: state.accountStores,
+                      mergesWaiting: state.mergesWaiting)
         try Self.write(state, in: folder)
         loaded = nil
         settleFirstSync(ChronicleError(.storeNotLoaded, "the cloud store \(storeID) was deleted before its first sync"))
@@ -925,7 +930,13 @@ public actor StoreManager {
         state.account = token
         state.leaving = nil
         state.moveBase = nil
-        state.mergePending = noStore
+        // A merge asked for under the previous account waits for it (the
+        // user turned the cloud on for that account's store); one asked for
+        // under this account before it switched away is due again.
+        var waiting = Set(state.mergesWaiting ?? [])
+        if state.mergePending { waiting.insert(previous) }
+        state.mergePending = noStore || waiting.remove(token) != nil
+        state.mergesWaiting = waiting.isEmpty ? nil : waiting.sorted()
         try Self.write(state, in: folder)
         configuration.store.log.notice("the container belongs to another account now", metadata: ["chronicle.account": "\(token)"])
         continuations.publish(.accountChanged(from: previous, to: token))

@@ -760,6 +760,36 @@ import Testing
         try await m.close()
     }
 
+    /// The cloud turned on (merging) while the account's container could not
+    /// be reached, then another account before the merge was done: the
+    /// local records still reach the first account's store when it is back.
+    @Test func aMergeAskedForUnderOneAccountWaitsForIt() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let alices = root.appendingPathComponent("container-alice"), away = root.appendingPathComponent("alice-away")
+        func configuration(_ token: String) throws -> StoreManager.Configuration {
+            var store = try storeConfiguration("a")
+            store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
+            return StoreManager.Configuration(store: store, accountToken: token)
+        }
+        let aliceConfiguration = try configuration("alice")
+        try FileManager.default.moveItem(at: alices, to: away)
+        var m = try await StoreManager.open(aliceConfiguration)
+        try await Self.saveNotes(try await m.store, folder: "Mine", titles: ["local note"])
+        try await m.setCloudEnabled(true)
+        #expect(await m.loadedKind == .fallback, "Alice's share is not mounted")
+        try await m.close()
+
+        m = try await StoreManager.open(try configuration("bob"))
+        #expect(await m.loadedKind == .cloud)
+        try await m.close()
+
+        try FileManager.default.moveItem(at: away, to: alices)
+        m = try await StoreManager.open(aliceConfiguration)
+        #expect(await m.loadedKind == .cloud)
+        #expect(try await Self.titles(try await m.store) == ["local note"], "the merge asked for under Alice's account happened there")
+        try await m.close()
+    }
+
     // MARK: Fallback
 
     /// Saves made on the fallback store while one account's container could

@@ -9,7 +9,8 @@ import GRDB
 /// every record its local store held then is known to the store every
 /// device ends on: under its own ID, or under the record a merge found with
 /// the same unique key, or removed since by an acknowledged save, or gone
-/// with a store deleted on purpose. This is where several devices turning
+/// with a store deleted on purpose (or carried back from it to the local
+/// store, when the container never got it). This is where several devices turning
 /// the cloud on at once, each with its own data, are seen to end on one
 /// store that holds everyone's.
 struct LocalDataReachesCloudChecker: InvariantChecker {
@@ -19,7 +20,16 @@ struct LocalDataReachesCloudChecker: InvariantChecker {
         let final = state.stores[0].snapshot
         for (index, records) in state.firstEnableRecords.sorted(by: { $0.key < $1.key }) {
             for (entity, id) in records where try !Self.known(id, entity: entity, in: final, state) {
-                report.violation("local data: device \(index + 1)'s local \(entity) \(id), brought when it turned the cloud on, is not in the store every device ends on")
+                let local = try NoAcknowledgedSaveLostChecker.localStore(of: state.devices[index])
+                let there = try local?.recordVersions(entity: entity, id: id)
+                try local?.close()
+                // Brought into a store that was then deleted on purpose before
+                // the container had it: carried back to the local store, where
+                // it stays if the device later turned the cloud on leaving its
+                // local data local.
+                if !state.deletedAt.isEmpty, let there, there.inserted, there.deleteVersion == nil { continue }
+                report.violation("local data: device \(index + 1)'s local \(entity) \(id), brought when it turned the cloud on, is not in the store every device ends on"
+                                 + (there.map { " (its local store \($0.deleteVersion != nil ? "deleted it" : "still has it"))" } ?? " (its local store no longer knows it)"))
             }
         }
     }
