@@ -783,10 +783,18 @@ import Testing
         #expect(await m.loadedKind == .cloud)
         try await m.close()
 
+        // Alice's share is back, and her other device made her store meanwhile.
         try FileManager.default.moveItem(at: away, to: alices)
+        var other = try storeConfiguration("c")
+        other.container = try DirectoryContainer(root: alices)
+        let peer = try await Store.open(other)
+        try await Self.saveNotes(peer, folder: "Theirs", titles: ["from her other device"])
+        try await peer.sync()
+        try await peer.close()
         m = try await StoreManager.open(aliceConfiguration)
         #expect(await m.loadedKind == .cloud)
-        #expect(try await Self.titles(try await m.store) == ["local note"], "the merge asked for under Alice's account happened there")
+        try await m.sync()
+        #expect(try await Self.titles(try await m.store) == ["from her other device", "local note"], "the merge asked for under Alice's account happened there")
         try await m.close()
     }
 
