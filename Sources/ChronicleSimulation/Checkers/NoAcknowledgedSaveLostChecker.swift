@@ -112,16 +112,21 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         }
         guard let v = versions else {
             if ack.kind == .delete && absentDeleteHolds { return [] }
-            // A merge, a move or a rebuild copies only the records a store
-            // still has: a record a later save removed is not copied at all.
-            if absentDeleteHolds, let removed = state.ledger.removed[ack.id], removed >= ack.clock { return [] }
-            // Nor does a rebuild or a move copy records the old store did not
-            // show (merged into a record of the same unique key, or hidden by
-            // a cascade).
-            if absentDeleteHolds, state.hiddenBeforeMoves.contains(ack.id) { return [] }
-            // A record a cloud store held when it was deleted on purpose went
-            // with it (what its devices had not uploaded is in their local stores).
-            if absentDeleteHolds, !inLocalStore, let deletedAt = state.deletedWithStore[ack.id], ack.clock.milliseconds <= deletedAt { return [] }
+            // The record, and the one a merge found in its place.
+            var chain = [ack.id]
+            while let other = state.duplicates[chain.last!], chain.count < 16, !chain.contains(other) { chain.append(other) }
+            for id in chain where absentDeleteHolds {
+                // A merge, a move or a rebuild copies only the records a store
+                // still has: a record a later save removed is not copied at all.
+                if let removed = state.ledger.removed[id], removed >= ack.clock { return [] }
+                // Nor does a rebuild or a move copy records the old store did not
+                // show (merged into a record of the same unique key, or hidden by
+                // a cascade).
+                if state.hiddenBeforeMoves.contains(id) { return [] }
+                // A record a cloud store held when it was deleted on purpose went
+                // with it (what its devices had not uploaded is in their local stores).
+                if !inLocalStore, let deletedAt = state.deletedWithStore[id], ack.clock.milliseconds <= deletedAt { return [] }
+            }
             return ["knows nothing of \(ack.entity) \(ack.id) (\(ack.kind) at \(ack.version))"]
         }
         var problems: [String] = []
