@@ -255,6 +255,9 @@ public actor StoreManager {
         /// records: the cloud was turned on (merging) under them, and the
         /// account changed before the merge was done.
         var mergesWaiting: [String]? = nil
+        /// The last cloud store deleted on purpose while this device used it
+        /// (see ``SyncStatus/lastCloudDeletion``).
+        var lastDeletion: CloudDeletion? = nil
         /// The cloud was turned on with ``LocalDataPolicy/overwriteCloudWithLocal``
         /// and the rebuild from the local store has not finished.
         var overwritePending: Bool? = nil
@@ -426,7 +429,7 @@ public actor StoreManager {
         try checkOpen()
         var status = SyncStatus(kind: loaded?.kind, storeID: loaded?.store.storeID, firstSyncComplete: firstSyncComplete,
                                 pendingUploads: 0, waitingForLogs: lastReport?.imported.gaps.count ?? 0,
-                                lastStatus: lastReport?.status, lastError: lastError)
+                                lastStatus: lastReport?.status, lastError: lastError, lastCloudDeletion: state.lastDeletion)
         // The local and fallback stores upload nothing.
         if let loaded, loaded.kind == .cloud { status.pendingUploads = try loaded.store.snapshot.pendingUploadCount() }
         return status
@@ -664,6 +667,11 @@ public actor StoreManager {
                 try Self.write(state, in: folder)
                 continuations.publish(.mergedLocalData(report!))
             }
+            if kind == .cloud, state.lastDeletion != nil {
+                // The cloud store is back: the deletion is history.
+                state.lastDeletion = nil
+                try Self.write(state, in: folder)
+            }
             didLoad(kind, store)
             await delegate?.storeManager(self, didLoad: store, kind: kind)
             return report
@@ -865,7 +873,9 @@ public actor StoreManager {
             throw error
         }
         state = State(cloudEnabled: false, mergePending: false, leaving: nil, account: state.account, accountStores: state.accountStores,
-                      mergesWaiting: state.mergesWaiting)
+                      mergesWaiting: state.mergesWaiting,
+                      lastDeletion: CloudDeletion(store: storeID, by: device, milliseconds: configuration.store.clock.nowMilliseconds(),
+                                                  carried: carried.copied + carried.deleted))
         try Self.write(state, in: folder)
         loaded = nil
         settleFirstSync(ChronicleError(.storeNotLoaded, "the cloud store \(storeID) was deleted before its first sync"))

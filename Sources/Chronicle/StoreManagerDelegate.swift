@@ -74,5 +74,24 @@ extension StoreManager {
         public var lastStatus: Store.SyncReport.Status?
         /// The last sync's error, if it failed; cleared by the next success.
         public var lastError: ChronicleError?
+        /// The last cloud store deleted on purpose while this device used
+        /// it, kept until the cloud store is loaded again: where its data
+        /// went (see ``CloudDeletion``).
+        public var lastCloudDeletion: CloudDeletion?
+    }
+
+    /// A cloud store deleted on purpose (``deleteCloudStore(localOnly:)``
+    /// on some device) while this device used it: the store's data is
+    /// gone everywhere, except what this device had not uploaded, which it
+    /// carried into its local store.
+    public struct CloudDeletion: Sendable, Hashable, Codable {
+        /// The store deleted.
+        public var store: StoreID
+        /// The device that deleted it.
+        public var by: DeviceID
+        /// When this device left it, in milliseconds since 1970.
+        public var milliseconds: UInt64
+        /// Records this device carried into its local store.
+        public var carried: Int
     }
 }

@@ -251,6 +251,12 @@ struct StatusValue {
             "pendingUploads": .int(Int64(status.pendingUploads)),
         ]
         if let merge { object["merged"] = merge }
+        if let deletion = status.lastCloudDeletion {
+            object["cloudStoreDeleted"] = .object([
+                "store": .string(deletion.store.description), "by": .string(deletion.by.description),
+                "carriedToLocal": .int(Int64(deletion.carried)),
+            ])
+        }
         return .object(object)
     }
 }
@@ -262,7 +268,12 @@ private func statusValue(_ manager: StoreManager) async throws -> StatusValue {
 
 private func statusText(_ v: StatusValue) -> String {
     let loaded = v.status.kind.map { "the \($0.rawValue) store \(v.status.storeID.map(\.description) ?? "")" } ?? "nothing"
-    return "cloud \(v.cloudEnabled ? "on" : "off"); loaded: \(loaded); \(v.status.pendingUploads) save(s) waiting to upload"
+    var text = "cloud \(v.cloudEnabled ? "on" : "off"); loaded: \(loaded); \(v.status.pendingUploads) save(s) waiting to upload"
+    if let deletion = v.status.lastCloudDeletion {
+        text += "\nthe cloud store \(deletion.store) was deleted everywhere by device \(deletion.by): its data is gone from the container; "
+            + "\(deletion.carried) record(s) this device had not uploaded were carried into its local store, which holds everything saved here with the cloud off"
+    }
+    return text
 }
 
 private func mergeValue(_ r: StoreManager.MergeReport) -> JSONValue {

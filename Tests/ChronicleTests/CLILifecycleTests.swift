@@ -48,6 +48,10 @@ struct CLILifecycleTests {
         #expect(try Self.run(w, "store", "b", "delete-cloud", ["--yes"]).status == 0)
         let b = try Self.object(try Self.run(w, "cloud", "b", "status", ["--json"]).stdout)
         #expect(b["cloudEnabled"] as? Bool == false && b["loaded"] as? String == "local")
+        let deleted = try #require(b["cloudStoreDeleted"] as? [String: Any], "the status says the cloud store was deleted")
+        #expect(deleted["carriedToLocal"] as? Int == 1, "\(deleted)")
+        let text = try Self.run(w, "cloud", "b", "status").stdout
+        #expect(text.contains("was deleted everywhere") && text.contains("carried into its local store"), "\(text)")
         #expect(try w.titles("b") == ["b local", "b unsynced"], "b's unsynced save is carried to its local store")
 
         // a turns the cloud on again: its unsynced save comes out of the deleted store, into a new one.

@@ -30,6 +30,14 @@ import Testing
                                                                mergeBatchSize: batch))
     }
 
+    /// A manager whose container is account `token`'s (`container-<token>`),
+    /// with the app supplying the token and the cloud on.
+    func accountConfiguration(_ device: String, token: String) throws -> StoreManager.Configuration {
+        var store = try storeConfiguration(device)
+        store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
+        return StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: token)
+    }
+
     /// A plain device on the cloud store, to see what others see.
     func peer(_ device: String) async throws -> Store {
         try await Store.open(storeConfiguration(device))
@@ -453,10 +461,16 @@ import Testing
         try await b.store.write { tx in tx.update("Note", id: note, ["title": "doomed note, edited"]) }
         try await b.store.write { tx in tx.delete("Folder", id: folder) }
         try await a.sync()
+        let deleter = try await a.store.deviceID
         try await a.deleteCloudStore(localOnly: false)
         try await b.sync()
         #expect(await b.loadedKind == .local, "b left the deleted store for its local store")
         #expect(try await Self.notesWithFolders(try await b.store) == ["kept note@Kept"])
+        // The status says what happened, and where the data is, until the cloud is back.
+        let deletion = try #require(try await b.syncStatus().lastCloudDeletion)
+        #expect(deletion.by == deleter && deletion.carried >= 1, "\(deletion)")
+        try await b.setCloudEnabled(true)
+        #expect(try await b.syncStatus().lastCloudDeletion == nil)
         try await a.close()
         try await b.close()
     }
@@ -650,9 +664,7 @@ import Testing
     @Test func anAppSuppliedAccountTokenDecides() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         func open(_ token: String) async throws -> StoreManager {
-            var store = try storeConfiguration("a")
-            store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
-            return try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: token))
+            try await StoreManager.open(try accountConfiguration("a", token: token))
         }
         var m = try await open("alice")
         try await Self.saveNotes(try await m.store, folder: "Alice", titles: ["alice's, synced"])
@@ -686,9 +698,7 @@ import Testing
     @Test(arguments: [false, true]) func aStoreRebuiltOrDeletedWhileTheDeviceWasOnAnotherAccountStillGetsItsSaves(deleted: Bool) async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         func open(_ device: String, _ token: String) async throws -> StoreManager {
-            var store = try storeConfiguration(device)
-            store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
-            return try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: token))
+            try await StoreManager.open(try accountConfiguration(device, token: token))
         }
         var m = try await open("a", "alice")
         try await Self.saveNotes(try await m.store, folder: "Alice", titles: ["alice's, synced"])
@@ -732,9 +742,7 @@ import Testing
     @Test func anotherAccountsSnapshotOpensAfterTheFolderMovedToANewID() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         func open(_ token: String) async throws -> StoreManager {
-            var store = try storeConfiguration("a")
-            store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
-            return try await StoreManager.open(StoreManager.Configuration(store: store, cloudEnabledByDefault: true, accountToken: token))
+            try await StoreManager.open(try accountConfiguration("a", token: token))
         }
         var m = try await open("alice")
         try await Self.saveNotes(try await m.store, folder: "Alice", titles: ["alice's, synced"])
@@ -767,9 +775,9 @@ import Testing
         defer { try? FileManager.default.removeItem(at: root) }
         let alices = root.appendingPathComponent("container-alice"), away = root.appendingPathComponent("alice-away")
         func configuration(_ token: String) throws -> StoreManager.Configuration {
-            var store = try storeConfiguration("a")
-            store.container = try DirectoryContainer(root: root.appendingPathComponent("container-\(token)"), create: true)
-            return StoreManager.Configuration(store: store, accountToken: token)
+            var configuration = try accountConfiguration("a", token: token)
+            configuration.cloudEnabledByDefault = false
+            return configuration
         }
         let aliceConfiguration = try configuration("alice")
         try FileManager.default.moveItem(at: alices, to: away)
