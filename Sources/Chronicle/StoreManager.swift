@@ -1612,16 +1612,16 @@ final class EventContinuations<Element: Sendable>: Sendable {
         continuation.onTermination = { [weak self] _ in
             _ = self?.state.withLock { $0.continuations.removeValue(forKey: id) }
         }
-        // Under the lock, so that no event published meanwhile comes before the early ones.
-        state.withLock { s in
+        // Under the lock, so that no event published meanwhile comes before
+        // the early ones; finished outside it (finishing runs onTermination,
+        // which takes the lock).
+        let finished = state.withLock { s in
             for element in s.early ?? [] { continuation.yield(element) }
             s.early = nil
-            if s.finished {
-                continuation.finish()
-            } else {
-                s.continuations[id] = continuation
-            }
+            if !s.finished { s.continuations[id] = continuation }
+            return s.finished
         }
+        if finished { continuation.finish() }
         return stream
     }
 

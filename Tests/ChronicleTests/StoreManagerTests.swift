@@ -131,6 +131,17 @@ import Testing
         #expect(seen == ["will local", "did local", "unload local", "will cloud", "merged 4", "did cloud", "unload cloud"])
     }
 
+    /// Events asked for after close: the stream holds what happened and
+    /// ends, at once.
+    @Test(.timeLimit(.minutes(1))) func anEventStreamAskedForAfterCloseEnds() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let m = try await manager("a")
+        try await m.close()
+        var seen = 0
+        for await _ in m.events() { seen += 1 }
+        #expect(seen >= 2, "willLoad, didLoad and didUnload were published before it")
+    }
+
     /// What open did is not lost to an app that subscribes afterwards: the
     /// first stream replays it (here, the merge open finished and the
     /// fallback store it loaded); a later stream starts from its own moment.
