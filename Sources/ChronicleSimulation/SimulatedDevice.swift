@@ -25,6 +25,8 @@ final class SimulatedDevice {
     var lifecycle = false
     /// The device ID its cloud store last wrote under.
     var cloudDeviceID: DeviceID?
+    /// Whether it deleted its local store on purpose (what it held is gone).
+    var deletedLocalStore = false
     var online = true
     var account = 0
     /// The store it last opened, per account.

@@ -10,7 +10,8 @@ import GRDB
 /// device ends on: under its own ID, or under the record a merge found with
 /// the same unique key, or removed since by an acknowledged save, or gone
 /// with a store deleted on purpose (or carried back from it to the local
-/// store, when the container never got it). This is where several devices turning
+/// store, when the container never got it), or gone with the local store
+/// when the device deleted that on purpose before the merge was done. This is where several devices turning
 /// the cloud on at once, each with its own data, are seen to end on one
 /// store that holds everyone's.
 struct LocalDataReachesCloudChecker: InvariantChecker {
@@ -28,6 +29,9 @@ struct LocalDataReachesCloudChecker: InvariantChecker {
                 // it stays if the device later turned the cloud on leaving its
                 // local data local.
                 if !state.deletedAt.isEmpty, let there, there.inserted, there.deleteVersion == nil { continue }
+                // The device deleted its local store on purpose before the
+                // merge reached the store: what it held went with it.
+                if there == nil, state.devices[index].deletedLocalStore { continue }
                 report.violation("local data: device \(index + 1)'s local \(entity) \(id), brought when it turned the cloud on, is not in the store every device ends on"
                                  + (there.map { " (its local store \($0.deleteVersion != nil ? "deleted it" : "still has it"))" } ?? " (its local store no longer knows it)"))
             }

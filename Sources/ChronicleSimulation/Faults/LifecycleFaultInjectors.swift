@@ -96,6 +96,7 @@ struct MaintenanceFault: FaultInjector {
         case 7:
             // What it saved locally goes with the store, on purpose.
             run.ledger.discardLocal(deviceIndex: d.index)
+            d.deletedLocalStore = true
             if try await run.managing(d, "deleting its local store", { try await $0.deleteLocalStore() }) {
                 run.lifecycleCounts.localStoreDeletions += 1
                 run.note("device \(d.number) deleted its local store")
