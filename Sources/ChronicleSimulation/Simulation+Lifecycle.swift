@@ -201,11 +201,8 @@ extension Simulation {
         // No time passes between them.
         for d in chosen where d.account == 0 {
             // What it brings: its local store's records as it turns the cloud on.
-            let local = d.loadedKind == .local ? try await d.store?.read { db in
-                try Workload.schema.entities.flatMap { entity in
-                    try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)").map { (entity.name, $0) }
-                }
-            } : nil
+            var local: [(entity: String, id: RecordID)]?
+            if d.loadedKind == .local, let store = d.store { local = try await ConvergenceChecker.visibleRecordIDs(store) }
             if try await managing(d, "turning the cloud on", { _ = try await $0.setCloudEnabled(true) }) {
                 if let local { firstEnableRecords[d.index] = local }
                 lifecycleCounts.firstEnables += 1

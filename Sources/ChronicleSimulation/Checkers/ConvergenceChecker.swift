@@ -27,12 +27,15 @@ struct ConvergenceChecker: InvariantChecker {
 
     /// "Entity id" of every record a store shows.
     static func visibleRecords(_ store: Store) async throws -> Set<String> {
+        Set(try await visibleRecordIDs(store).map { "\($0.entity) \($0.id)" })
+    }
+
+    /// Every record a store shows, by entity.
+    static func visibleRecordIDs(_ store: Store) async throws -> [(entity: String, id: RecordID)] {
         try await store.read { db in
-            var all = Set<String>()
-            for entity in Workload.schema.entities {
-                for id in try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)") { all.insert("\(entity.name) \(id)") }
+            try Workload.schema.entities.flatMap { entity in
+                try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)").map { (entity.name, $0) }
             }
-            return all
         }
     }
 }
