@@ -1,4 +1,17 @@
 import Foundation
+import Synchronization
+
+/// Foundation's `Process.run()` on Linux has crashed (a bad memory read
+/// mid-launch) when tests started processes from several threads at once;
+/// every test launch goes through here, one at a time.
+private let launches = Mutex(())
+
+extension Process {
+    /// Starts the process, one launch at a time across the test run.
+    package func runAlone() throws {
+        try launches.withLock { _ in try run() }
+    }
+}
 
 /// Processes for tests of what a container does about other processes.
 package enum TestProcesses {
@@ -7,7 +20,7 @@ package enum TestProcesses {
     package static func pidOfAnEndedProcess() throws -> Int32 {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/true")
-        try process.run()
+        try process.runAlone()
         process.waitUntilExit()
         return process.processIdentifier
     }

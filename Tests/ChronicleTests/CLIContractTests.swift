@@ -2,6 +2,7 @@ import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import ChronicleSnapshot
+import ChronicleTestSupport
 import Foundation
 import GRDB
 import Logging
@@ -484,7 +485,7 @@ struct CLIContractTests {
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle(fileDescriptor: terminal, closeOnDealloc: true)
-        try process.run()
+        try process.runAlone()
         var output = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
         _ = fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK)

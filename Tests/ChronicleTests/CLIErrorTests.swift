@@ -1,3 +1,4 @@
+import ChronicleTestSupport
 import Foundation
 import Testing
 
@@ -51,7 +52,7 @@ import Glibc
         process.standardOutput = handles[0]
         process.standardError = handles[1]
         let started = Date()
-        try process.run()
+        try process.runAlone()
         stdin.fileHandleForWriting.write(inputBytes)
         try stdin.fileHandleForWriting.close()
         while process.isRunning && Date().timeIntervalSince(started) < timeLimitSeconds { usleep(10_000) }

@@ -1,3 +1,4 @@
+import ChronicleTestSupport
 import Foundation
 import Testing
 
@@ -219,7 +220,7 @@ struct CLIInputTests {
         let errors = Pipe()
         process.standardError = errors
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try process.runAlone()
         let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "\(stderr)")

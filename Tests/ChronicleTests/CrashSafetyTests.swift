@@ -2,6 +2,7 @@ import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import ChronicleSnapshot
+import ChronicleTestSupport
 import Foundation
 import GRDB
 import Testing
@@ -40,7 +41,7 @@ import Glibc
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = FileHandle.nullDevice
-        try process.run()
+        try process.runAlone()
         stdin.fileHandleForWriting.write(Data(input.utf8))
         try stdin.fileHandleForWriting.close()
         if let delay = killAfterMicroseconds {
