@@ -901,8 +901,10 @@ public actor Store {
         var missing: [Transaction] = []
         var gaps = IndexSet(integersIn: 1...Int(own))
         gaps.subtract(present)
+        // A gap may hold sequences these files imported rather than saved
+        // (another copy's logs of the same ID): carry the saves they made.
         for range in gaps.rangeView {
-            missing += try old.ownTransactions(first: UInt64(range.lowerBound), last: UInt64(range.upperBound - 1)) ?? []
+            missing += try old.ownTransactions(within: UInt64(range.lowerBound), UInt64(range.upperBound - 1))
         }
         return (missing, own, ours)
     }

@@ -394,6 +394,19 @@ extension Simulation {
 }
 
 extension Simulation {
+    /// Every record a store knows, shown or not: those with merge state of
+    /// their own, and those whose state lives compactly in their row (an
+    /// independent entity's first inserts have no `_chronicle_records` row).
+    func allRecords(_ store: Store) async throws -> Set<RecordID> {
+        try await store.read { db in
+            var all = Set(try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_records"))
+            for entity in Workload.schema.entities {
+                all.formUnion(try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)"))
+            }
+            return all
+        }
+    }
+
     /// Before an operation that may rebuild or move the device's cloud
     /// store: what its copy does not show (see ``hiddenRecords(_:)``).
     func noteHidden(_ d: SimulatedDevice) async throws {

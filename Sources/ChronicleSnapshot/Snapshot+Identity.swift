@@ -69,6 +69,14 @@ extension Snapshot {
         return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
     }
 
+    /// This device's saves with sequences in `first...last` that its outbox
+    /// holds, skipping the sequences it does not (logs of its ID it
+    /// imported, written by another copy of its files).
+    package func ownTransactions(within first: UInt64, _ last: UInt64) throws -> [Transaction] {
+        guard first <= last else { return [] }
+        return try Self.transactions(try outboxTransactions(presentIn: first, last), device: deviceID, schema: schema, storeID: storeID)
+    }
+
     /// Decodes pre-encoded bodies of `device` into transactions.
     static func transactions(_ encoded: [LogEncoder.EncodedTransaction], device: DeviceID, schema: Schema, storeID: StoreID) throws -> [Transaction] {
         guard !encoded.isEmpty else { return [] }

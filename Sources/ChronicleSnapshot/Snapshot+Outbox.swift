@@ -57,11 +57,16 @@ extension Snapshot {
 
     /// The outbox's transactions `first...last`, or nil if any is missing.
     package func outboxTransactions(first: UInt64, last: UInt64) throws -> [LogEncoder.EncodedTransaction]? {
+        let rows = try outboxTransactions(presentIn: first, last)
+        return rows.count == Int(last - first + 1) ? rows : nil
+    }
+
+    /// The outbox's bodies with sequences in `first...last`, in order,
+    /// whichever of them it holds.
+    package func outboxTransactions(presentIn first: UInt64, _ last: UInt64) throws -> [LogEncoder.EncodedTransaction] {
         try pool.read { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE sequence BETWEEN ? AND ? ORDER BY sequence",
-                                        arguments: [Int64(first), Int64(last)])
-            guard rows.count == Int(last - first + 1) else { return nil }
-            return rows.map {
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE sequence BETWEEN ? AND ? ORDER BY sequence",
+                             arguments: [Int64(first), Int64(last)]).map {
                 LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
                                               body: [UInt8]($0[2] as Data))
             }

@@ -6,6 +6,8 @@ import Testing
     /// Every bug the harness (or the demo) found, as a seed that once failed.
     static let regressionSeeds: [(seed: UInt64, what: String)] = [
         (4, "a device restarting during a container outage could not open its store (Store.open needed the active-store pointer)"),
+        (0x28, "a device that imported its copy's logs of their shared ID moved to a new ID without its own later saves"),
+        (0x47, "the same, with the copy's logs imported while the original was offline"),
     ]
 
     @Test(arguments: regressionSeeds.map(\.seed))

@@ -160,6 +160,35 @@ import Testing
         for s in [a, twin] { try await s.close() }
     }
 
+    /// Two live copies of one folder, where the original first imports the
+    /// copy's logs of their shared ID, then saves again while the copy
+    /// uploads the same next sequence: the original moves to a new ID and
+    /// carries every save it made, around the sequences it only imported.
+    @Test func aCopyWhoseLogsTheOriginalImportedStillLosesNothing() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        var notes = try await world.save(a, "a", 3)
+        try await a.sync()
+        try await a.close()
+        try world.copy("a", to: "twin")
+        a = try await world.open("a")
+        let twin = try await world.open("twin")
+        // The original checks its history before the copy uploads anything.
+        try await a.sync()
+        notes += try await world.save(twin, "twin", 2)
+        try await twin.sync()
+        // The original takes the copy's sequences 4 and 5 as its own past.
+        try await a.sync()
+        notes += try await world.save(a, "a-after", 2)
+        notes += try await world.save(twin, "twin-after", 1)
+        try await twin.sync()
+        let moved = try #require(try await a.sync().identityChange)
+        #expect(moved.carriedOver.map(\.old) == [6, 7], "the original's two saves after the import are carried")
+        #expect(a.deviceID != twin.deviceID)
+        try await Self.expectConverged(world, [a, twin], notes: notes)
+        for s in [a, twin] { try await s.close() }
+    }
+
     /// A snapshot that lost its `-wal` (here: the main file copied while the
     /// store was open, so it holds none of what the WAL held) is behind the
     /// container for its ID.

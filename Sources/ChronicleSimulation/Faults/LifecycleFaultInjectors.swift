@@ -43,7 +43,7 @@ struct CloudDeletionFault: FaultInjector {
         // What the container holds of the store as it goes: saves it never
         // got must reach their devices' local stores.
         let held = try await StoreLogs.read(run.accounts[0].everything, store: deleted)
-        let records = try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_records") }
+        let records = try await run.allRecords(store)
         let now = run.clock.nowMilliseconds()
         let keys = Set(held.devices.flatMap { device in held.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
         let done = try await run.managing(d, "deleting the cloud store") { manager in
