@@ -1237,11 +1237,18 @@ public actor StoreManager {
                 let covered = supersession?.vector[previous.deviceID] ?? 0
                 let saves = try previous.snapshot.pendingUploadTransactions(alsoFrom: supersession == nil ? nil : covered + 1)
                 if let supersession, supersession.continuesUnchanged {
-                    unchanged = saves.filter { $0.sequence > covered }
-                    // Merged into another store: the saves whose logs this
-                    // device keeps for a seeding device or an earlier ID of
-                    // its own go too (nobody else carries them).
-                    if supersession.vector.isEmpty { unchanged = try previous.snapshot.inheritedSaves() + unchanged }
+                    // A save the vector covers but this device never marked
+                    // uploaded is covered only if the old store holds it as
+                    // it was made: another copy of these files may have put
+                    // other saves under the same sequences.
+                    let held = try await heldAsMade(saves.filter { $0.sequence <= covered }, device: previous.deviceID, in: old)
+                    unchanged = saves.filter { $0.sequence > covered || !held.contains($0.sequence) }
+                    // The saves whose logs this device keeps for a seeding
+                    // device or an earlier ID of its own go too, where the
+                    // new store does not cover them (all of them, for a
+                    // merge): nobody else carries them.
+                    let inherited = try previous.snapshot.inheritedSaves().filter { $0.sequence > supersession.vector[$0.deviceID] ?? 0 }
+                    unchanged = inherited + unchanged
                 }
                 var only: Set<RecordID> = []
                 var fields: [RecordID: Set<String>] = [:]
@@ -1302,6 +1309,24 @@ public actor StoreManager {
             continuations.publish(.movedToStore(store.storeID, from: old, carried: report))
         }
         return store
+    }
+
+    /// The sequences of `saves` (of `device`) that `store`'s logs in the
+    /// container hold exactly as they were made. A log that does not
+    /// verify holds none of them.
+    private func heldAsMade(_ saves: [Transaction], device: DeviceID, in store: StoreID) async throws -> Set<UInt64> {
+        guard let low = saves.first?.sequence, let high = saves.last?.sequence else { return [] }
+        let container = configuration.store.container
+        let decoder = LogDecoder(schema: configuration.store.schema, limits: configuration.store.limits)
+        let made = Dictionary(saves.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
+        var held = Set<UInt64>()
+        for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {
+            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.last >= low, parsed.first <= high,
+                  let transactions = try? decoder.open(try await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)).transactions()
+            else { continue }
+            for t in transactions where made[t.sequence] == t { held.insert(t.sequence) }
+        }
+        return held
     }
 
     /// Moving to a store rebuilt from a baseline of the old one (or to the

@@ -23,6 +23,8 @@ import Testing
         (0x6e, "a move to a rebuilt store waited forever for a baseline part that a bit flip had damaged"),
         (0x6f, "a carried save got a new clock, so the order in which devices moved decided the result"),
         (0x7a, "after a local-only deletion and a wipe, the old device ID's logs were gone for good"),
+        (0x79, "a copy of a device's folder uploaded a save under their shared ID before a rebuild: the original's own save of that sequence was taken as covered, and lost"),
+        (0xf2, "a device that deleted its copy of the cloud store did not carry its earlier ID's last save into a store rebuilt without it"),
         (0x78, "the checker did not count records kept compactly in their rows among those a deleted store took with it"),
     ]
 

@@ -2,6 +2,7 @@ import Chronicle
 import ChronicleContainer
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 /// The local and the cloud store, the persisted choice between them, and
@@ -566,6 +567,65 @@ import Testing
         #expect(try await d.store.storeID == new)
         #expect(try await Self.notesWithFolders(try await d.store) == expected)
         try await d.close()
+    }
+
+    /// A copy of a device's folder runs beside it and uploads a save under
+    /// their shared ID; the rebuilding device imported it, so the rebuilt
+    /// store's vector covers that sequence. The original's own save with
+    /// the same sequence (never uploaded) is not the one covered: it is
+    /// carried into the new store all the same.
+    @Test func aRebuildCoveringACopysSequenceStillCarriesTheOriginalsSave() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        var b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b synced"])
+        for m in [b, a] { try await m.sync() }
+        try await b.close()
+        try FileManager.default.copyItem(at: root.appendingPathComponent("b"), to: root.appendingPathComponent("twin"))
+        b = try await manager("b")
+        let twin = try await manager("twin")
+        #expect(try await b.store.deviceID == (try await twin.store.deviceID))
+        try await Self.saveNotes(try await twin.store, folder: "T", titles: ["twin pending"])
+        try await twin.sync()
+        try await Self.saveNotes(try await b.store, folder: "B2", titles: ["b pending"])
+        try await a.sync()
+        let new = try await a.rebuildCloudStore()
+        for m in [b, twin, a, b, twin, a] { try await m.sync() }
+        let expected = ["b pending@B2", "b synced@B", "twin pending@T"]
+        for m in [a, b, twin] {
+            #expect(try await m.store.storeID == new)
+            #expect(try await Self.notesWithFolders(try await m.store) == expected)
+        }
+        for m in [a, b, twin] { try await m.close() }
+    }
+
+    /// A device deletes its copy of the cloud store (uploading its pending
+    /// save under its old ID first) just before another device rebuilds
+    /// the store without having seen that upload. The deleting device
+    /// keeps its old ID's logs, so it carries that save into the new store.
+    @Test func aRebuildThatMissedAnEarlierIDsLastLogLosesNothing() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let hidden = Mutex<String?>(nil)
+        var rebuilding = try storeConfiguration("a")
+        rebuilding.container = HidingContainer(base: try container()) { name in
+            hidden.withLock { prefix in prefix.map { name.rawValue.hasPrefix($0) } ?? false }
+        }
+        let a = try await StoreManager.open(StoreManager.Configuration(store: rebuilding, cloudEnabledByDefault: true))
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
+        for m in [a, b] { try await m.sync() }
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b pending"])
+        let old = try await b.store.storeID
+        let earlierID = try await b.store.deviceID
+        hidden.withLock { $0 = ContainerLayout.logPrefix(store: old, device: earlierID) }
+        try await b.deleteCloudStore(localOnly: true)
+        _ = try await a.rebuildCloudStore()
+        hidden.withLock { $0 = nil }
+        for m in [b, a, b, a] { try await m.sync() }
+        for m in [a, b] {
+            #expect(try await Self.notesWithFolders(try await m.store) == ["a synced@A", "b pending@B"])
+        }
+        for m in [a, b] { try await m.close() }
     }
 
     @Test func aRebuildThatLosesTheRaceLeavesTheActiveStoreAlone() async throws {
@@ -1167,4 +1227,31 @@ import Testing
         try await other.close()
         try await m.close()
     }
+}
+
+/// A container that hides the blobs a predicate names from lists and reads,
+/// as a sync service does before they reach this machine.
+struct HidingContainer: Container {
+    let base: any Container
+    let hides: @Sendable (ContainerName) -> Bool
+
+    var capabilities: ContainerCapabilities { base.capabilities }
+    func put(_ name: ContainerName, _ bytes: [UInt8]) async throws { try await base.put(name, bytes) }
+    func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
+        if hides(name) { throw ChronicleError(.notFound, "\(name) is not here yet") }
+        return try await base.get(name, maxBytes: maxBytes)
+    }
+    func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
+        try await base.list(prefix: prefix, after: after, limit: limit).filter { !hides($0.name) }
+    }
+    func listChildren(prefix: String) async throws -> [String] { try await base.listChildren(prefix: prefix) }
+    func delete(_ name: ContainerName) async throws { try await base.delete(name) }
+    func readMarker(_ name: ContainerName) async throws -> Marker? { try await base.readMarker(name) }
+    func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker { try await base.createMarker(name, bytes) }
+    func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
+        try await base.replaceMarker(name, bytes, expected: expected)
+    }
+    func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws { try await base.deleteMarker(name, expected: expected) }
+    func listMarkers(prefix: String) async throws -> [ContainerName] { try await base.listMarkers(prefix: prefix) }
+    func foreignEntries(prefix: String) async throws -> [ForeignEntry] { try await base.foreignEntries(prefix: prefix) }
 }
