@@ -314,8 +314,13 @@ public actor Store {
             if let wanted {
                 storeID = wanted
             } else {
+                // The store device.json names counts only while this folder
+                // has a copy of it: a device that left a store (deleted on
+                // purpose, say) must not put it back if the container lost
+                // the marks of its deletion.
+                let copy = identity.store.flatMap { FileManager.default.fileExists(atPath: folder.snapshotPath($0)) ? $0 : nil }
                 storeID = try await activeStore(in: configuration.container, seed: configuration.seed, clock: configuration.clock,
-                                                known: configuration.knownStore ?? identity.store)
+                                                known: configuration.knownStore ?? copy)
             }
             try finishIdentitySwitch(folder, store: storeID, identity: identity)
             let path = folder.snapshotPath(storeID)

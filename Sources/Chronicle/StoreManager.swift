@@ -1279,9 +1279,18 @@ public actor StoreManager {
         let store = try await Store.open(configuration(for: .cloud))
         try keepSeedLogs(store)
         var report = MergeReport()
-        if store.storeID != old, let supersession, supersession.continuesUnchanged, supersession.store == store.storeID {
+        // The store may have been replaced again meanwhile (rebuilt twice,
+        // or merged after a rebuild): follow the chain to the store opened.
+        // Where every step continues unchanged, the saves go on unchanged
+        // into the last one, as if the device had moved at each step.
+        var last = supersession
+        var seen: Set<StoreID> = [old]
+        while let step = last, step.continuesUnchanged, step.store != store.storeID, seen.insert(step.store).inserted {
+            last = try await container.readMarker(ContainerLayout.supersession(store: step.store), as: StoreSupersession.self)?.payload
+        }
+        if store.storeID != old, let supersession, supersession.continuesUnchanged, let last, last.continuesUnchanged, last.store == store.storeID {
             do {
-                try await continueUnchanged(unchanged, in: store, supersession: supersession, &report)
+                try await continueUnchanged(unchanged, in: store, supersession: last, &report)
             } catch {
                 try? await store.close()
                 throw error

@@ -65,6 +65,9 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "With --lifecycle: how many devices turn the cloud on at the same moment, first (default: drawn from the seed, 2 to --devices).")
     var firstEnables: Int?
 
+    @Option(help: ArgumentHelp("With --lifecycle: whether creating the container's active-store pointer is exclusive: reliable, or unreliable as in a folder a sync service shares, where two devices can both create it and the later one stays (default: drawn from the seed, half the seeds each).", valueName: "reliable|unreliable"))
+    var exclusiveCreate: ExclusiveCreate?
+
     @Flag(help: "Print the run's timeline.")
     var verbose = false
 
@@ -81,6 +84,8 @@ struct Simulate: AsyncParsableCommand {
         guard saves >= 0, seeds >= 1 else { throw ValidationError("--saves and --seeds must be positive") }
         guard !(swarm && calm) else { throw ValidationError("--swarm draws the rates and --calm turns them off: give one of them") }
         if firstEnables != nil && !lifecycle { throw ValidationError("--first-enables needs --lifecycle") }
+        if exclusiveCreate != nil && !lifecycle { throw ValidationError("--exclusive-create needs --lifecycle") }
+        if exclusiveCreate == .drawn { throw ValidationError("--exclusive-create takes reliable or unreliable") }
         if processes != nil && (swarm || calm || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
             throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves and --verbose")
         }
@@ -110,6 +115,7 @@ struct Simulate: AsyncParsableCommand {
         base.savesPerDevice = saves
         base.lifecycle = lifecycle
         base.firstEnables = firstEnables ?? 0
+        base.exclusiveCreate = exclusiveCreate ?? .drawn
         var options = swarm ? SimulationOptions.swarm(seed: seed, base: base) : base
         overrides.apply(to: &options)
         return options
@@ -118,6 +124,7 @@ struct Simulate: AsyncParsableCommand {
     func reproduce(_ seed: UInt64, _ overrides: SimulationOverrides) -> String {
         (["chronicle", "simulate", "--seed", "0x\(String(seed, radix: 16))"] + (swarm ? ["--swarm"] : []) + (calm ? ["--calm"] : [])
             + (lifecycle ? ["--lifecycle"] : []) + (firstEnables.map { ["--first-enables", String($0)] } ?? [])
+            + (exclusiveCreate.map { ["--exclusive-create", $0.rawValue] } ?? [])
             + ["--devices", String(devices), "--saves", String(saves)] + overrides.arguments + ["--verbose"]).joined(separator: " ")
     }
 
@@ -297,3 +304,5 @@ struct Simulate: AsyncParsableCommand {
             """
     }
 }
+
+extension ExclusiveCreate: ExpressibleByArgument {}

@@ -18,6 +18,13 @@ package struct ContainerFaults: Sendable, Hashable, Codable {
     /// too, so that not even its owner can put it back. Off in every real
     /// run; on, it is the control that shows the checkers catch lost saves.
     package var lostUploadsStayLost = false
+    /// Whether creating the active-store pointer is exclusive. When false,
+    /// the container behaves like a folder a sync service shares: a device
+    /// sees another's pointer only after a visibility delay, can create its
+    /// own meanwhile, and the later write is the one that stays (the
+    /// service keeps one file under the name). The container then reports
+    /// ``ContainerCapabilities/reliableExclusiveCreate`` false.
+    package var reliableExclusiveCreate = true
 
     /// Creates fault options.
     package init() {}
@@ -44,8 +51,19 @@ package final class SimulatedContainer: Sendable {
         var unavailableUntil: UInt64 = 0
         /// Names whose uploads were lost (kept only when ``ContainerFaults/lostUploadsStayLost``).
         var swallowed: Set<ContainerName> = []
+        /// Writes of the active-store pointer not yet seen by every device
+        /// (only without reliable exclusive create), oldest first.
+        var pointerWrites: [PointerWrite] = []
         var random: SeededRandom
         var counts = FaultCounts()
+    }
+
+    /// One write of the active-store pointer: what it left (nil for a
+    /// deletion), by whom, and from when the other devices see it.
+    struct PointerWrite {
+        var device: DeviceID
+        var marker: Marker?
+        var visibleAt: UInt64
     }
 
     let base = InMemoryContainer()
@@ -103,6 +121,7 @@ package final class SimulatedContainer: Sendable {
         state.withLock { s in
             s.visibleAt = [:]
             s.torn = [:]
+            s.pointerWrites = []
             s.counts.wipes += 1
         }
     }
@@ -113,6 +132,7 @@ package final class SimulatedContainer: Sendable {
             s.visibleAt = [:]
             s.torn = [:]
             s.unavailableUntil = 0
+            s.pointerWrites = []
         }
     }
 
@@ -124,7 +144,40 @@ package final class SimulatedContainer: Sendable {
         let container: SimulatedContainer
         let device: DeviceID
 
-        package var capabilities: ContainerCapabilities { container.base.capabilities }
+        package var capabilities: ContainerCapabilities {
+            ContainerCapabilities(reliableExclusiveCreate: container.faults.reliableExclusiveCreate)
+        }
+
+        /// Whether `name` is the active-store pointer of a container whose
+        /// exclusive create is not reliable.
+        private func sharedByService(_ name: ContainerName) -> Bool {
+            !container.faults.reliableExclusiveCreate && name == ContainerLayout.activeStore
+        }
+
+        /// The pointer as this device sees it: the latest write that reached
+        /// it (its own, or another's after its delay).
+        private func seenPointer() async throws -> Marker? {
+            let now = container.clock.nowMilliseconds()
+            let seen = container.state.withLock { s -> PointerWrite? in
+                // A write every device sees by now stands; what came before it is history.
+                if let settled = s.pointerWrites.lastIndex(where: { $0.visibleAt <= now }) { s.pointerWrites.removeFirst(settled) }
+                return s.pointerWrites.last { $0.device == device || $0.visibleAt <= now }
+            }
+            if let seen { return seen.marker }
+            return try await container.base.readMarker(ContainerLayout.activeStore)
+        }
+
+        /// Records a write of the pointer (`before` is what it replaced),
+        /// which the other devices see after a delay.
+        private func notePointerWrite(before: Marker?, after: Marker?) {
+            let now = container.clock.nowMilliseconds()
+            let maxDelay = container.faults.maxVisibilityDelay.wholeMilliseconds
+            container.state.withLock { s in
+                // What every device saw until now heads the list.
+                if s.pointerWrites.isEmpty { s.pointerWrites.append(PointerWrite(device: DeviceID(index: 0), marker: before, visibleAt: 0)) }
+                s.pointerWrites.append(PointerWrite(device: device, marker: after, visibleAt: now + 1 + s.random.next() % (maxDelay + 1)))
+            }
+        }
 
         private func checkAvailable() throws {
             let now = container.clock.nowMilliseconds()
@@ -221,22 +274,55 @@ package final class SimulatedContainer: Sendable {
 
         package func readMarker(_ name: ContainerName) async throws -> Marker? {
             try checkAvailable()
+            if sharedByService(name) { return try await seenPointer() }
             return try await container.base.readMarker(name)
         }
 
         package func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker {
             try checkAvailable()
-            return try await container.base.createMarker(name, bytes)
+            guard sharedByService(name) else { return try await container.base.createMarker(name, bytes) }
+            // Exclusive only against what this device sees: another
+            // device's pointer on its way is overwritten, the later write stays.
+            if try await seenPointer() != nil { throw ChronicleError(.markerConflict, "marker \(name) already exists") }
+            let before = try await container.base.readMarker(name)
+            let created: Marker
+            if let before {
+                created = try await container.base.replaceMarker(name, bytes, expected: before.version)
+                container.count { $0.pointerOverwrites += 1 }
+            } else {
+                created = try await container.base.createMarker(name, bytes)
+            }
+            notePointerWrite(before: before, after: created)
+            return created
         }
 
         package func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
             try checkAvailable()
-            return try await container.base.replaceMarker(name, bytes, expected: expected)
+            guard sharedByService(name) else { return try await container.base.replaceMarker(name, bytes, expected: expected) }
+            guard let seen = try await seenPointer(), seen.version == expected else {
+                throw ChronicleError(.markerConflict, "marker \(name) is not at version \(expected)")
+            }
+            let before = try await container.base.readMarker(name)
+            let replaced: Marker
+            if let before {
+                replaced = try await container.base.replaceMarker(name, bytes, expected: before.version)
+            } else {
+                replaced = try await container.base.createMarker(name, bytes)
+            }
+            notePointerWrite(before: before, after: replaced)
+            return replaced
         }
 
         package func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws {
             try checkAvailable()
-            try await container.base.deleteMarker(name, expected: expected)
+            guard sharedByService(name) else { return try await container.base.deleteMarker(name, expected: expected) }
+            let seen = try await seenPointer()
+            if let expected, seen?.version != expected {
+                throw ChronicleError(.markerConflict, "marker \(name) is not at version \(expected)")
+            }
+            let before = try await container.base.readMarker(name)
+            if before != nil { try await container.base.deleteMarker(name, expected: nil) }
+            notePointerWrite(before: before, after: nil)
         }
 
         package func listMarkers(prefix: String) async throws -> [ContainerName] {
@@ -262,6 +348,9 @@ package struct FaultCounts: Sendable, Hashable, Codable {
     package var folderRestores = 0
     package var folderTwins = 0
     package var lostWALs = 0
+    /// Writes of the active-store pointer that replaced another device's
+    /// pointer that had not reached them (without reliable exclusive create).
+    package var pointerOverwrites = 0
 
     /// Creates zero counts.
     package init() {}
@@ -282,11 +371,13 @@ package struct FaultCounts: Sendable, Hashable, Codable {
         c.folderRestores = a.folderRestores + b.folderRestores
         c.folderTwins = a.folderTwins + b.folderTwins
         c.lostWALs = a.lostWALs + b.lostWALs
+        c.pointerOverwrites = a.pointerOverwrites + b.pointerOverwrites
         return c
     }
 
     /// One line naming every count.
     package var summary: String {
         "\(delayedBlobs) delayed, \(tornBlobs) torn, \(lostUploads) lost uploads, \(bitFlips) bit flips, \(outages) outages (\(unavailableErrors) failed calls), \(wipes) wipes, \(crashes) crashes, \(offlinePeriods) offline periods, \(accountSwitches) account switches, \(folderRestores) folder restores, \(folderTwins) folder twins, \(lostWALs) lost WALs"
+            + (pointerOverwrites > 0 ? ", \(pointerOverwrites) pointers written twice" : "")
     }
 }

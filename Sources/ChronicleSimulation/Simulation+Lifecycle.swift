@@ -31,6 +31,8 @@ package struct LifecycleCounts: Sendable, Hashable, Codable {
     package var accountChanges = 0
     /// Distinct cloud stores the run's account A went through.
     package var storesUsed = 0
+    /// Runs on a container whose exclusive create is not reliable.
+    package var unreliableCreateSeeds = 0
 
     package init() {}
 
@@ -41,6 +43,7 @@ package struct LifecycleCounts: Sendable, Hashable, Codable {
             + "\(localOnlyDeletions) local-only deletions, \(migrationsToLocal) migrations to local, \(localStoreDeletions) local store deletions, "
             + "\(rebuilds) rebuilds, \(failedOperations) failed operations; seen: \(fallbackLoads) fallback loads, \(fallbackMerges) fallback merges, "
             + "\(deletionsSeen) deletions, \(moves) moves, \(accountChanges) account changes; \(storesUsed) stores"
+            + (unreliableCreateSeeds == 0 ? "" : "; exclusive create not reliable" + (unreliableCreateSeeds > 1 ? " in \(unreliableCreateSeeds) runs" : ""))
     }
 
     /// The sum of two runs' counts.
@@ -64,6 +67,7 @@ package struct LifecycleCounts: Sendable, Hashable, Codable {
         c.moves = a.moves + b.moves
         c.accountChanges = a.accountChanges + b.accountChanges
         c.storesUsed = a.storesUsed + b.storesUsed
+        c.unreliableCreateSeeds = a.unreliableCreateSeeds + b.unreliableCreateSeeds
         return c
     }
 }

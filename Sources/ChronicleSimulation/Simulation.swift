@@ -118,6 +118,7 @@ package final class Simulation {
             var faults = options.container
             // Without repair, what is lost stays lost: every sync would otherwise put it back.
             faults.lostUploadsStayLost = !options.devicesRepairTheirLogs
+            faults.reliableExclusiveCreate = faults.reliableExclusiveCreate && options.exclusiveCreate.isReliable(seed: seed, lifecycle: options.lifecycle)
             accounts.append(SimulatedContainer(clock: clock, faults: faults, seed: seed &+ UInt64(account) &* 7919))
         }
         for i in 0..<options.devices {
@@ -137,6 +138,7 @@ package final class Simulation {
         if let beforeChecks { try await beforeChecks(self) }
         try await check()
         summary.faults = faultCounts()
+        if !accounts[0].faults.reliableExclusiveCreate { lifecycleCounts.unreliableCreateSeeds = 1 }
         summary.lifecycle = options.lifecycle ? lifecycleCounts : nil
         for d in devices {
             if d.manager != nil { try? await closeManager(d) } else { try? await d.store?.close() }

@@ -63,6 +63,9 @@ package struct SimulationOptions: Sendable, Hashable, Codable {
     /// moment, first, each with its own local data (0 draws it from the
     /// seed, 2 to ``devices``).
     package var firstEnables = 0
+    /// Whether the container's exclusive create of the active-store pointer
+    /// is reliable (``ContainerFaults/reliableExclusiveCreate``).
+    package var exclusiveCreate: ExclusiveCreate = .drawn
     /// With ``lifecycle``: chance per step that a device turns the cloud on
     /// (merging its local data, or leaving it local) or off.
     package var cloudToggleProbability: Probability = 0.01
@@ -244,5 +247,29 @@ extension Duration {
         let (seconds, attoseconds) = components
         guard seconds >= 0 else { return 0 }
         return UInt64(seconds) * 1_000 + UInt64(attoseconds / 1_000_000_000_000_000)
+    }
+}
+
+/// How reliable a simulated container's exclusive create is.
+package enum ExclusiveCreate: String, Sendable, Hashable, Codable, CaseIterable {
+    /// Exclusive: one device creates a marker, the others see it at once.
+    case reliable
+    /// A folder a sync service shares: two devices can both create the
+    /// active-store pointer, and the later one stays.
+    case unreliable
+    /// Drawn from the seed with the lifecycle (half the seeds unreliable);
+    /// reliable without it.
+    case drawn
+
+    /// Whether a run of `seed` has a reliable exclusive create.
+    package func isReliable(seed: UInt64, lifecycle: Bool) -> Bool {
+        switch self {
+        case .reliable: return true
+        case .unreliable: return false
+        case .drawn:
+            guard lifecycle else { return true }
+            var random = SeededRandom(seed: seed ^ 0xE8C1_0517_C4EA_7E00)
+            return random.next() % 2 == 0
+        }
     }
 }

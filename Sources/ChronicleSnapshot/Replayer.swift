@@ -91,7 +91,11 @@ package struct Replayer: Sendable {
                try holds(verified, device: snapshot.deviceID, mine) {
                 return
             }
-            if existing == nil || verified != nil {
+            // A blob that does not verify is this device's own log only if
+            // it is these bytes torn or rotted: another copy of these files
+            // may have put other saves there, and other devices may have
+            // applied them before they were damaged.
+            guard let existing, verified == nil, Self.isDamagedCopy(existing, of: bytes) else {
                 throw ChronicleError(.identityConflict, "the container already holds other saves where this device's log \(name.lastComponent) belongs", underlying: error)
             }
             try await container.delete(name)
@@ -227,6 +231,7 @@ package struct Replayer: Sendable {
         }
         // Damaged: read back what the byte budget allows, and put back what does not verify.
         var verified = 0
+        let uploaded = inherited == nil ? Set(try snapshot.uploadedGroups().map { LogKey(first: $0.0, last: $0.1) }) : []
         for blob in page where verified < budget.verifiedBytes {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device,
                   let transactions = try bodies(parsed.first, parsed.last) else { continue }
@@ -242,12 +247,40 @@ package struct Replayer: Sendable {
                 if inherited != nil { continue }
                 throw ChronicleError(.identityConflict, "the container holds other saves where this device's log \(blob.name.lastComponent) belongs")
             }
+            // Damaged. This device's own only if it put this very log, or
+            // the blob is these bytes torn or rotted: a log another copy of
+            // these files put there (which others may have applied) is not
+            // this device's to replace.
+            if inherited == nil, !uploaded.contains(LogKey(first: parsed.first, last: parsed.last)),
+               !(stored.map { Self.isDamagedCopy($0, of: bytes) } ?? false) {
+                continue
+            }
             try await container.delete(blob.name)
             try await container.put(blob.name, bytes)
             logger.notice("repaired own log", metadata: ["chronicle.log": "\(blob.name)"])
             repaired.append(blob.name)
         }
         return (repaired, reachedEnd ? nil : page.last?.name)
+    }
+
+    /// One log's range of sequences.
+    private struct LogKey: Hashable {
+        var first: UInt64
+        var last: UInt64
+    }
+
+    /// Whether `stored` is `bytes` damaged in transit or at rest: a prefix
+    /// of them (a torn copy), or the same length with a few bits flipped.
+    /// Another device's log under the same name differs far more.
+    package static func isDamagedCopy(_ stored: [UInt8], of bytes: [UInt8]) -> Bool {
+        if stored.count < bytes.count { return bytes.starts(with: stored) }
+        guard stored.count == bytes.count else { return false }
+        var flipped = 0
+        for (a, b) in zip(stored, bytes) where a != b {
+            flipped += (a ^ b).nonzeroBitCount
+            if flipped > 8 { return false }
+        }
+        return true
     }
 
     /// Makes sure this device is listed in the store's device registrations,

@@ -78,3 +78,20 @@ import Testing
     }
 }
 
+
+/// What a device takes for its own log damaged in transit or at rest.
+@Suite struct DamagedCopyTests {
+    @Test func aTornOrRottedCopyIsOwnAndAnotherLogIsNot() {
+        let bytes = (0..<256).map { UInt8(truncatingIfNeeded: $0 &* 37) }
+        #expect(Replayer.isDamagedCopy(Array(bytes.prefix(100)), of: bytes), "a torn copy")
+        var rotted = bytes
+        rotted[10] ^= 0x01
+        rotted[200] ^= 0x81
+        #expect(Replayer.isDamagedCopy(rotted, of: bytes), "three flipped bits")
+        var other = bytes
+        for i in 16..<other.count { other[i] ^= 0x5A }
+        #expect(!Replayer.isDamagedCopy(other, of: bytes), "other bytes throughout")
+        #expect(!Replayer.isDamagedCopy(bytes + [0], of: bytes), "longer")
+        #expect(!Replayer.isDamagedCopy([1] + Array(bytes.dropFirst(2)), of: bytes), "shorter, not a prefix")
+    }
+}

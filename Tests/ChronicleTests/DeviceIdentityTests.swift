@@ -189,6 +189,65 @@ import Testing
         for s in [a, twin] { try await s.close() }
     }
 
+    /// A folder whose copy of its store is gone (the store was deleted on
+    /// purpose and the device left it) does not put that store back when
+    /// the container lost everything, the marks of the deletion included:
+    /// `device.json` still names the store, but only a copy counts.
+    @Test func aFolderWithoutACopyOfItsStoreDoesNotPutItBack() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        _ = try await world.save(a, "a", 2)
+        try await a.sync()
+        let old = a.storeID
+        let path = a.snapshot.path
+        try await a.close()
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        for folder in ["blobs", "markers"] {
+            let url = world.root.appendingPathComponent("container/\(folder)")
+            for item in try FileManager.default.contentsOfDirectory(at: url, includingPropertiesForKeys: nil) {
+                try FileManager.default.removeItem(at: item)
+            }
+        }
+        a = try await world.open("a")
+        #expect(a.storeID != old, "the store \(old) came back from device.json alone")
+        try await a.close()
+    }
+
+    /// A log of the shared ID that a copy of the folder uploaded, which a
+    /// third device applied, is then damaged beyond a torn or rotted copy
+    /// of the original's own bytes. The original does not replace it with
+    /// its own saves (the third device would never see them): it moves to
+    /// a new ID, and every device converges.
+    @Test func aDamagedLogOfACopyIsNotReplacedWithOtherSaves() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        var notes = try await world.save(a, "a", 3)
+        try await a.sync()
+        try await a.close()
+        try world.copy("a", to: "twin")
+        a = try await world.open("a")
+        let twin = try await world.open("twin")
+        let c = try await world.open("c")
+        try await a.sync()
+        notes += try await world.save(twin, "twin", 2)
+        try await twin.sync()
+        try await c.sync()
+        #expect(try await c.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note")! } == 5, "c applied the copy's log")
+        // The copy's log 4-5 is damaged in the container: every byte after its header changed.
+        let name = ContainerLayout.log(store: a.storeID, device: a.deviceID, first: 4, last: 5)
+        let path = world.root.appendingPathComponent("container/blobs").appendingPathComponent(name.rawValue)
+        var bytes = try [UInt8](Data(contentsOf: path))
+        for i in 16..<bytes.count { bytes[i] ^= 0x5A }
+        try Data(bytes).write(to: path)
+        notes += try await world.save(a, "a-after", 2)
+        let moved = try #require(try await a.sync().identityChange, "the original moves instead of replacing the copy's log")
+        #expect(moved.carriedOver.map(\.old) == [4, 5])
+        // The copy puts its own log back, and everyone converges.
+        _ = try await twin.sync()
+        try await Self.expectConverged(world, [a, twin, c], notes: notes)
+        for s in [a, twin, c] { try await s.close() }
+    }
+
     /// A snapshot that lost its `-wal` (here: the main file copied while the
     /// store was open, so it holds none of what the WAL held) is behind the
     /// container for its ID.

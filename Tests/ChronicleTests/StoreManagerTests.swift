@@ -514,6 +514,36 @@ import Testing
         try await b.close()
     }
 
+    /// The same, with the store rebuilt twice while the updating device is
+    /// away: it moves straight to the second new store, and its update
+    /// still merges there with its own clock (the later delete wins).
+    @Test func aSaveCarriedAcrossTwoRebuildsMergesAsItDidInTheOldStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "Inbox", titles: ["doomed", "kept"])
+        for m in [a, b] { try await m.sync() }
+        let doomed = try await b.store.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Note WHERE title = 'doomed'")! }
+        let kept = try await b.store.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Note WHERE title = 'kept'")! }
+        try await b.store.write { tx in tx.update("Note", id: doomed, ["title": .string("doomed, edited on b")]) }
+        try await b.store.write { tx in tx.update("Note", id: kept, ["title": .string("kept, edited on b")]) }
+        let edit = try #require(try await b.store.snapshot.recordVersions(entity: "Note", id: kept)?.fields["title"])
+        try await a.store.write { tx in tx.delete("Note", id: doomed) }
+        try await a.sync()
+        let first = try await a.rebuildCloudStore()
+        let second = try await a.rebuildCloudStore()
+        #expect(first != second)
+        for m in [b, a, b] { try await m.sync() }
+        for m in [a, b] {
+            #expect(try await m.store.storeID == second)
+            #expect(try await Self.titles(try await m.store) == ["kept, edited on b"], "the later delete wins, as it did in the old store")
+            #expect(try await m.store.snapshot.recordVersions(entity: "Note", id: kept)?.fields["title"] == edit, "the edit keeps the version it was made with")
+        }
+        #expect(try await a.store.stateHash() == (try await b.store.stateHash()))
+        try await a.close()
+        try await b.close()
+    }
+
     @Test func aRebuildMovesEveryDeviceToANewStoreWithNothingLost() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a", cloudByDefault: true)
