@@ -1248,7 +1248,11 @@ public actor StoreManager {
                     // new store does not cover them (all of them, for a
                     // merge): nobody else carries them.
                     let inherited = try previous.snapshot.inheritedSaves().filter { $0.sequence > supersession.vector[$0.deviceID] ?? 0 }
-                    unchanged = inherited + unchanged
+                    // Saves of this device beyond the vector that only the
+                    // old store's logs still hold (its files went back in
+                    // time: a lost -wal, a restored copy) go too.
+                    let forgotten = try await savesOnlyInLogs(of: previous.deviceID, in: old, after: covered, besides: unchanged)
+                    unchanged = inherited + (unchanged + forgotten).sorted { $0.sequence < $1.sequence }
                 }
                 var only: Set<RecordID> = []
                 var fields: [RecordID: Set<String>] = [:]
@@ -1336,6 +1340,24 @@ public actor StoreManager {
             for t in transactions where made[t.sequence] == t { held.insert(t.sequence) }
         }
         return held
+    }
+
+    /// The saves of `device` after `covered` that `store`'s logs in the
+    /// container hold and `besides` does not: saves these files no longer
+    /// know, or made again under the same sequence after going back in
+    /// time. Logs that do not verify are left out.
+    private func savesOnlyInLogs(of device: DeviceID, in store: StoreID, after covered: UInt64, besides: [Transaction]) async throws -> [Transaction] {
+        let container = configuration.store.container
+        let decoder = LogDecoder(schema: configuration.store.schema, limits: configuration.store.limits)
+        let known = Dictionary(besides.filter { $0.deviceID == device }.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
+        var found: [Transaction] = []
+        for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {
+            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.last > covered,
+                  let transactions = try? decoder.open(try await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)).transactions()
+            else { continue }
+            found += transactions.filter { $0.sequence > covered && known[$0.sequence] != $0 }
+        }
+        return found
     }
 
     /// Moving to a store rebuilt from a baseline of the old one (or to the

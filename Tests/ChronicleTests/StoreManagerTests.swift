@@ -658,6 +658,42 @@ import Testing
         for m in [a, b] { try await m.close() }
     }
 
+    /// A device's folder goes back in time (restored from a copy taken
+    /// before its last save) while another device rebuilds the store
+    /// without having seen that save. The old store's logs still hold it:
+    /// the device carries it from there into the new store.
+    @Test func aRebuildLosesNothingOfADeviceWhoseFilesWentBackInTime() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let hidden = Mutex<String?>(nil)
+        var rebuilding = try storeConfiguration("a")
+        rebuilding.container = HidingContainer(base: try container()) { name in
+            hidden.withLock { prefix in prefix.map { name.rawValue.hasPrefix($0) } ?? false }
+        }
+        let a = try await StoreManager.open(StoreManager.Configuration(store: rebuilding, cloudEnabledByDefault: true))
+        var b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
+        for m in [a, b, a] { try await m.sync() }
+        let old = try await b.store.storeID
+        let bID = try await b.store.deviceID
+        try await b.close()
+        try FileManager.default.copyItem(at: root.appendingPathComponent("b"), to: root.appendingPathComponent("b-backup"))
+        b = try await manager("b")
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b forgotten"])
+        try await b.sync()
+        try await b.close()
+        hidden.withLock { $0 = ContainerLayout.logPrefix(store: old, device: bID) }
+        _ = try await a.rebuildCloudStore()
+        hidden.withLock { $0 = nil }
+        try FileManager.default.removeItem(at: root.appendingPathComponent("b"))
+        try FileManager.default.copyItem(at: root.appendingPathComponent("b-backup"), to: root.appendingPathComponent("b"))
+        b = try await manager("b")
+        for m in [b, a, b, a] { try await m.sync() }
+        for m in [a, b] {
+            #expect(try await Self.notesWithFolders(try await m.store) == ["a synced@A", "b forgotten@B"])
+        }
+        for m in [a, b] { try await m.close() }
+    }
+
     @Test func aRebuildThatLosesTheRaceLeavesTheActiveStoreAlone() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a", cloudByDefault: true)
