@@ -1458,8 +1458,15 @@ public actor StoreManager {
     ///   store is loaded.
     public func deleteCloudStore(localOnly: Bool) async throws {
         try checkOpen()
-        guard let current = loaded, current.kind == .cloud else {
+        guard var current = loaded, current.kind == .cloud else {
             throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: turn the cloud on first")
+        }
+        // A store replaced or deleted since this device last looked is left
+        // first, as a sync leaves it (carrying this device's saves): what
+        // is deleted then is the store the device is on now.
+        if try await checkCloudContent() {
+            guard let now = loaded, now.kind == .cloud else { return }
+            current = now
         }
         let store = current.store
         if localOnly {

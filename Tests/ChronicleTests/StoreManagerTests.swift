@@ -694,6 +694,26 @@ import Testing
         for m in [a, b] { try await m.close() }
     }
 
+    /// A device that has not seen a rebuild yet deletes its copy of the
+    /// cloud store: it first moves to the new store (carrying its pending
+    /// save), and the copy it deletes is the new store's.
+    @Test func deletingTheCopyOfAStoreRebuiltMeanwhileLosesNothing() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
+        for m in [a, b] { try await m.sync() }
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b pending"])
+        let new = try await a.rebuildCloudStore()
+        try await b.deleteCloudStore(localOnly: true)
+        #expect(try await b.store.storeID == new)
+        for m in [b, a, b, a] { try await m.sync() }
+        for m in [a, b] {
+            #expect(try await Self.notesWithFolders(try await m.store) == ["a synced@A", "b pending@B"])
+        }
+        for m in [a, b] { try await m.close() }
+    }
+
     @Test func aRebuildThatLosesTheRaceLeavesTheActiveStoreAlone() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a", cloudByDefault: true)
