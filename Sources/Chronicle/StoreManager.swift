@@ -581,7 +581,7 @@ public actor StoreManager {
             }
             if kind == .cloud, let deleted = try await lastStoreDeletedOnPurpose() {
                 // The store this device used was deleted while it was away.
-                try await leaveDeletedStore(deleted.store, by: deleted.tombstone.device, open: nil)
+                try await leaveDeletedStore(deleted.store, by: deleted.tombstone, open: nil)
                 return nil
             }
             let store: Store
@@ -599,7 +599,7 @@ public actor StoreManager {
             if kind == .cloud, let leaving = state.leaving,
                let deleted = try await deletedSuccessor(of: leaving) {
                 // Rebuilt, and the store it became was then deleted on purpose.
-                try await leaveDeletedStore(leaving, by: deleted.device, open: nil)
+                try await leaveDeletedStore(leaving, by: deleted, open: nil)
                 return nil
             }
             if kind == .cloud, let leaving = state.leaving {
@@ -774,9 +774,10 @@ public actor StoreManager {
             return true
         }
         if let tombstone = try await container.readMarker(ContainerLayout.tombstone(store: storeID), as: StoreTombstone.self) {
-            try await leaveDeletedStore(storeID, by: tombstone.payload.device, open: current.store, carryingFrom: from)
+            try await leaveDeletedStore(storeID, by: tombstone.payload, open: current.store, carryingFrom: from)
             return true
         }
+        try await restoreLineage(current.store)
         guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
               pointer.payload.store != storeID,
               try await replaced(storeID, by: pointer.payload.store)
@@ -803,7 +804,32 @@ public actor StoreManager {
         let container = configuration.store.container
         if try await container.readMarker(ContainerLayout.supersession(store: store), as: StoreSupersession.self) != nil { return true }
         if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil { return false }
-        guard try await !Store.isWithdrawnOrTentative(active, in: container) else { return false }
+        guard try await !Store.isWithdrawnOrTentative(active, in: container) else {
+            // The pointer names the store this one replaced (put back by a
+            // device still on it after the container lost files): it goes
+            // to this store.
+            if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
+               pointer.payload.store == active,
+               try await container.readMarker(ContainerLayout.supersession(store: active), as: StoreSupersession.self)?.payload.store == store {
+                _ = try? await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store), expected: pointer.version)
+            }
+            return false
+        }
+        if try await outranks(store, active) {
+            // This store wins: the pointer goes back to it, and the other
+            // store's devices merge into it when they see the pointer.
+            if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
+               pointer.payload.store == active {
+                do {
+                    _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store), expected: pointer.version)
+                    configuration.store.log.notice("two stores were active; the pointer goes back to this one, which the other merges into",
+                                                   metadata: ["chronicle.store": "\(store)", "chronicle.other": "\(active)"])
+                } catch let error as ChronicleError where error.code == .markerConflict {
+                    // Moved meanwhile: the next check looks again.
+                }
+            }
+            return false
+        }
         let merged = StoreSupersession(store: active, device: try DeviceFolder.readIdentity(in: configuration.store.directory)?.device ?? DeviceID(index: 0),
                                        milliseconds: configuration.store.clock.nowMilliseconds(), vector: [:])
         do {
@@ -814,6 +840,19 @@ public actor StoreManager {
             // Another device of the store wrote it first: follow theirs.
         }
         return true
+    }
+
+    /// Which of two active stores the other merges into: a store rebuilt
+    /// from a baseline (its `origin` marker) first, since merging carries
+    /// saves and such a store's past is in its baseline, not in saves; then
+    /// the one created first (store IDs are time-ordered). Every device
+    /// ranks the same two stores alike, so merges never go both ways.
+    private func outranks(_ store: StoreID, _ other: StoreID) async throws -> Bool {
+        let container = configuration.store.container
+        let mine = try await container.readMarker(ContainerLayout.origin(store: store)) != nil
+        let theirs = try await container.readMarker(ContainerLayout.origin(store: other)) != nil
+        if mine != theirs { return mine }
+        return store < other
     }
 
     /// The store `device.json` last named, if this device still has its snapshot.
@@ -847,7 +886,8 @@ public actor StoreManager {
     /// store, turns the cloud off, removes the store's snapshot, loads the
     /// local store. Every step can be repeated, so a crash anywhere is
     /// finished by the next load.
-    private func leaveDeletedStore(_ storeID: StoreID, by device: DeviceID, open: Store?, carryingFrom from: UInt64? = nil) async throws {
+    private func leaveDeletedStore(_ storeID: StoreID, by tombstone: StoreTombstone, open: Store?, carryingFrom from: UInt64? = nil) async throws {
+        let device = tombstone.device
         let cloud: Store
         if let open { cloud = open } else { cloud = try await Store.open(configuration(for: .cloud), exactly: storeID) }
         var carried = MergeReport()
@@ -855,7 +895,11 @@ public actor StoreManager {
             // What the container lost of this device's uploaded saves goes
             // back first: the deleted store's logs stay as what it held.
             _ = try? await cloud.repairOwnLogs()
+            // Saves made after the deletion go too, even if something
+            // uploaded them since (a baseline, a maintenance operation):
+            // nobody chose to delete them.
             let pending = try cloud.snapshot.pendingUploadTransactions(alsoFrom: from)
+                + cloud.snapshot.ownTransactions(since: HybridTimestamp(milliseconds: tombstone.milliseconds, counter: 0))
             let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })
             if !ids.isEmpty {
                 let local = try await Store.open(configuration(for: .local))
@@ -1288,10 +1332,13 @@ public actor StoreManager {
         // Where every step continues unchanged, the saves go on unchanged
         // into the last one, as if the device had moved at each step.
         var last = supersession
+        var predecessor = old
         var seen: Set<StoreID> = [old]
         while let step = last, step.continuesUnchanged, step.store != store.storeID, seen.insert(step.store).inserted {
+            predecessor = step.store
             last = try await container.readMarker(ContainerLayout.supersession(store: step.store), as: StoreSupersession.self)?.payload
         }
+        if let last, last.store == store.storeID { try keepLineage(store, predecessor: predecessor, last) }
         if store.storeID != old, let supersession, supersession.continuesUnchanged, let last, last.continuesUnchanged, last.store == store.storeID {
             do {
                 try await continueUnchanged(unchanged, in: store, supersession: last, &report)
@@ -1322,6 +1369,53 @@ public actor StoreManager {
             continuations.publish(.movedToStore(store.storeID, from: old, carried: report))
         }
         return store
+    }
+
+    /// What a store replaced: the store before it and that store's
+    /// supersession marker, kept in the snapshot so that the markers can
+    /// be put back if the container loses them.
+    struct Lineage: Codable {
+        var predecessor: StoreID
+        var supersession: StoreSupersession
+    }
+
+    private static let lineageKey = "lineage"
+
+    private func keepLineage(_ store: Store, predecessor: StoreID, _ supersession: StoreSupersession) throws {
+        let bytes: Data
+        do { bytes = try JSONEncoder().encode(Lineage(predecessor: predecessor, supersession: supersession)) } catch {
+            throw ChronicleError(.invalidValue, "cannot encode the store's lineage", underlying: error)
+        }
+        try store.snapshot.setIdentityValue(Self.lineageKey, [UInt8](bytes))
+    }
+
+    /// Puts back what the container lost of how the loaded store came to
+    /// be: its predecessor's supersession marker (without it, a device still
+    /// on the predecessor would take it for a live store and put its pointer
+    /// back) and, for a store rebuilt from a baseline, its origin marker
+    /// (without it, a new device would start from logs that lack the past).
+    /// One marker read per check when nothing is lost.
+    private func restoreLineage(_ store: Store) async throws {
+        guard let bytes = try store.snapshot.identityValue(Self.lineageKey),
+              let lineage = try? JSONDecoder().decode(Lineage.self, from: Data(bytes)) else { return }
+        let container = configuration.store.container
+        let marker = ContainerLayout.supersession(store: lineage.predecessor)
+        guard try await container.readMarker(marker) == nil else { return }
+        guard try await container.readMarker(ContainerLayout.tombstone(store: lineage.predecessor)) == nil else { return }
+        do {
+            _ = try await container.createMarker(marker, lineage.supersession)
+            configuration.store.log.notice("the container lost the marker that says which store this one replaced; put it back",
+                                           metadata: ["chronicle.store": "\(store.storeID)", "chronicle.predecessor": "\(lineage.predecessor)"])
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            // Another device put it back first.
+        }
+        if lineage.supersession.fromBaseline, try await container.readMarker(ContainerLayout.origin(store: store.storeID)) == nil {
+            do {
+                _ = try await container.createMarker(ContainerLayout.origin(store: store.storeID), StoreOrigin(milliseconds: lineage.supersession.milliseconds))
+            } catch let error as ChronicleError where error.code == .markerConflict {
+                // Another device put it back first.
+            }
+        }
     }
 
     /// The sequences of `saves` (of `device`) that `store`'s logs in the
@@ -1501,7 +1595,7 @@ public actor StoreManager {
            pointer.payload.store == store.storeID {
             try await container.deleteMarker(ContainerLayout.activeStore, expected: pointer.version)
         }
-        try await leaveDeletedStore(store.storeID, by: store.deviceID, open: store)
+        try await leaveDeletedStore(store.storeID, by: tombstone, open: store)
     }
 
     /// Deletes the local store: with the cloud store loaded, its files go;

@@ -67,6 +67,15 @@ struct AcknowledgementLedger {
         }
     }
 
+    /// The device deleted its local store after leaving cloud stores deleted
+    /// on purpose: what it saved in those stores that the container never
+    /// held was carried into that local store, and is gone with it too.
+    mutating func discardCarried(deviceIndex: Int, leftDeleted: (StoreID) -> Bool) {
+        for i in entries.indices where entries[i].place == .cloud && entries[i].deviceIndex == deviceIndex && leftDeleted(entries[i].store) {
+            entries[i].discarded = true
+        }
+    }
+
     /// The saves of device `old` listed in `sequences` were re-submitted by
     /// device `new` (same clocks, new sequences) in `store` (every store
     /// when nil): from now on they are expected at their new version.

@@ -411,6 +411,20 @@ extension Simulation {
         }
     }
 
+    /// The versions a store holds of each record it knows (see
+    /// ``Snapshot/recordVersions(entity:id:)``).
+    func recordVersions(_ store: Store) async throws -> [RecordID: Snapshot.RecordVersions] {
+        var result: [RecordID: Snapshot.RecordVersions] = [:]
+        for (index, entity) in Workload.schema.entities.enumerated() {
+            let ids = try await store.read { db in
+                try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_records WHERE entity = ? UNION SELECT id FROM \(entity.name.quotedDatabaseIdentifier)",
+                                      arguments: [index])
+            }
+            for id in ids { result[id] = try store.snapshot.recordVersions(entity: entity.name, id: id) }
+        }
+        return result
+    }
+
     /// Before an operation that may rebuild or move the device's cloud
     /// store: what its copy does not show (see ``hiddenRecords(_:)``).
     func noteHidden(_ d: SimulatedDevice) async throws {

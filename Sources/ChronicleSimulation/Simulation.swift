@@ -47,6 +47,9 @@ package final class Simulation {
     var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
     /// Records a store deleted on purpose held (on the deleting device), and when.
     var deletedWithStore: [RecordID: UInt64] = [:]
+    /// What each store deleted on purpose held of each record on the
+    /// deleting device: the versions of its fields, insert and delete.
+    var deletedStoreVersions: [StoreID: [RecordID: Snapshot.RecordVersions]] = [:]
     /// When each store deleted on purpose was deleted (its tombstone's time).
     var deletedAt: [StoreID: UInt64] = [:]
     /// The records each device's local store held when it turned the cloud
@@ -389,7 +392,7 @@ package final class Simulation {
     var quiescedState: QuiescedState {
         QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
                       fates: fates, deletedStoreLogs: deletedStoreLogs, duplicates: options.lifecycle ? duplicates : [:],
-                      hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedAt: deletedAt,
+                      hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedStoreVersions: deletedStoreVersions, deletedAt: deletedAt,
                       firstEnableRecords: firstEnableRecords)
     }
 

@@ -73,6 +73,18 @@ extension Snapshot {
         }
     }
 
+    /// This device's saves made at `clock` or later, uploaded or not, in order.
+    package func ownTransactions(since clock: HybridTimestamp) throws -> [Transaction] {
+        let encoded = try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE clock >= ? ORDER BY sequence",
+                             arguments: [Int64(bitPattern: clock.rawValue)]).map {
+                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
+                                              body: [UInt8]($0[2] as Data))
+            }
+        }
+        return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
+    }
+
     /// The sequence ranges of the logs the outbox has uploaded.
     package func uploadedGroups() throws -> [(UInt64, UInt64)] {
         try pool.read { db in

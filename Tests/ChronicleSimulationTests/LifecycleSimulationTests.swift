@@ -28,6 +28,39 @@ import Testing
         (0x78, "the checker did not count records kept compactly in their rows among those a deleted store took with it"),
     ]
 
+    /// Seeds that failed on a container whose exclusive create is not
+    /// reliable (`chronicle simulate --lifecycle --exclusive-create unreliable --seed N`).
+    static let unreliableCreateSeeds: [(seed: UInt64, what: String)] = [
+        (0x64, "a device away while its store was rebuilt twice carried its saves as copies with new clocks"),
+        (0xd1, "a device that had left a deleted store put it back after a wipe took its tombstone"),
+        (0x17e, "a device whose -wal was lost moved to a rebuilt store without the saves only the old store's logs held"),
+    ]
+
+    @Test(arguments: unreliableCreateSeeds.map(\.seed))
+    func pinnedUnreliableCreateSeeds(seed: UInt64) async throws {
+        var options = Self.options()
+        options.exclusiveCreate = .unreliable
+        let summary = try await Simulation(seed: seed, options: options).run()
+        #expect(summary.passed, "seed \(seed): \(summary.violations)")
+        #expect(summary.lifecycle?.unreliableCreateSeeds == 1)
+    }
+
+    /// Seeds that failed in a swarm sweep (`chronicle simulate --lifecycle --swarm --seed N`).
+    static let swarmSeeds: [(seed: UInt64, what: String)] = [
+        (0x35, "the checker expected local data at the cloud after the user turned the cloud off before it merged"),
+        (0x3b, "deleting the copy of a store rebuilt meanwhile dropped the saves beyond the rebuild's vector"),
+        (0x72, "a save made after its store was deleted, then uploaded by a baseline, was not carried to the local store"),
+        (0x75, "a rebuilt store lost the pointer after a wipe and was merged into a fresh one, without its past"),
+        (0xc9, "after a wipe the store a rebuild replaced came back as a live store, and the rebuilt one merged into it"),
+        (0xd5, "the checker expected carried saves in a local store the device had since deleted on purpose"),
+    ]
+
+    @Test(arguments: swarmSeeds.map(\.seed))
+    func pinnedSwarmSeeds(seed: UInt64) async throws {
+        let summary = try await Simulation(seed: seed, options: SimulationOptions.swarm(seed: seed, base: Self.options())).run()
+        #expect(summary.passed, "seed \(seed): \(summary.violations)")
+    }
+
     @Test(arguments: regressionSeeds.map(\.seed))
     func pinnedRegressionSeeds(seed: UInt64) async throws {
         let summary = try await Simulation(seed: seed, options: Self.options()).run()

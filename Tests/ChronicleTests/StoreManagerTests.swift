@@ -487,6 +487,27 @@ import Testing
         try await b.close()
     }
 
+    /// A device that has not seen the deletion yet saves, and something
+    /// uploads that save into the deleted store (here: publishing a
+    /// baseline). Made after the deletion, it is carried to the local store
+    /// all the same when the device leaves.
+    @Test func aSaveMadeAfterTheDeletionIsCarriedEvenIfUploaded() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
+        for m in [a, b] { try await m.sync() }
+        try await a.deleteCloudStore(localOnly: false)
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b after the deletion"])
+        _ = try await b.store.publishBaseline()
+        #expect(try await b.syncStatus().pendingUploads == 0, "the baseline uploaded it")
+        try await b.sync()
+        #expect(await b.loadedKind == .local)
+        #expect(try await Self.notesWithFolders(try await b.store) == ["b after the deletion@B"])
+        try await a.close()
+        try await b.close()
+    }
+
     // MARK: Rebuilding
 
     /// A device carries into the rebuilt store an update it made to a note
@@ -501,6 +522,8 @@ import Testing
         let doomed = try await b.store.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Note WHERE title = 'doomed'")! }
         // b updates it and does not sync; a deletes it afterwards, and rebuilds.
         try await b.store.write { tx in tx.update("Note", id: doomed, ["title": .string("doomed, edited on b")]) }
+        // Later by the clock, not only in program order.
+        try await Task.sleep(for: .milliseconds(5))
         try await a.store.write { tx in tx.delete("Note", id: doomed) }
         try await a.sync()
         try await a.rebuildCloudStore()
@@ -528,6 +551,8 @@ import Testing
         try await b.store.write { tx in tx.update("Note", id: doomed, ["title": .string("doomed, edited on b")]) }
         try await b.store.write { tx in tx.update("Note", id: kept, ["title": .string("kept, edited on b")]) }
         let edit = try #require(try await b.store.snapshot.recordVersions(entity: "Note", id: kept)?.fields["title"])
+        // Later by the clock, not only in program order.
+        try await Task.sleep(for: .milliseconds(5))
         try await a.store.write { tx in tx.delete("Note", id: doomed) }
         try await a.sync()
         let first = try await a.rebuildCloudStore()
@@ -712,6 +737,50 @@ import Testing
             #expect(try await Self.notesWithFolders(try await m.store) == ["a synced@A", "b pending@B"])
         }
         for m in [a, b] { try await m.close() }
+    }
+
+    /// The container loses everything after a rebuild, while a device that
+    /// was away still has a copy of the old store and puts it back. The
+    /// devices of the new store put back the markers that say it replaced
+    /// the old one: the device that was away moves there, and nothing of
+    /// either store is lost.
+    @Test func aRebuildSurvivesTheContainerLosingItsMarkers() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        // The app names the account, so an emptied container is still Alice's.
+        func open(_ device: String) async throws -> StoreManager {
+            try await StoreManager.open(try accountConfiguration(device, token: "alice"))
+        }
+        let a = try await open("a")
+        let b = try await open("b")
+        var c = try await open("c")
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a before"])
+        try await Self.saveNotes(try await c.store, folder: "C", titles: ["c before"])
+        for m in [a, c, b, a, c] { try await m.sync() }
+        try await c.close()
+        let new = try await a.rebuildCloudStore()
+        try await b.sync()
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b after"])
+        for m in [b, a] { try await m.sync() }
+        for folder in ["blobs", "markers"] {
+            let url = root.appendingPathComponent("container-alice/\(folder)")
+            for item in try FileManager.default.contentsOfDirectory(at: url, includingPropertiesForKeys: nil) {
+                try FileManager.default.removeItem(at: item)
+            }
+        }
+        // The device that was away comes back first, with its copy of the old store.
+        c = try await open("c")
+        try await Self.saveNotes(try await c.store, folder: "C2", titles: ["c after"])
+        for _ in 0..<3 { for m in [c, a, b] { try await m.sync() } }
+        let expected = ["a before@A", "b after@B", "c after@C2", "c before@C"]
+        for m in [a, b, c] {
+            #expect(try await m.store.storeID == new)
+            #expect(try await Self.notesWithFolders(try await m.store) == expected)
+        }
+        // A new device joins the store and gets its whole past.
+        let d = try await open("d")
+        try await d.sync()
+        #expect(try await Self.notesWithFolders(try await d.store) == expected)
+        for m in [a, b, c, d] { try await m.close() }
     }
 
     @Test func aRebuildThatLosesTheRaceLeavesTheActiveStoreAlone() async throws {

@@ -53,6 +53,7 @@ struct QuiescedState {
     var duplicates: [RecordID: RecordID] = [:]
     var hiddenBeforeMoves: Set<RecordID> = []
     var deletedWithStore: [RecordID: UInt64] = [:]
+    var deletedStoreVersions: [StoreID: [RecordID: Snapshot.RecordVersions]] = [:]
     var deletedAt: [StoreID: UInt64] = [:]
     var firstEnableRecords: [Int: [(entity: String, id: RecordID)]] = [:]
 

@@ -85,8 +85,11 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         while store != final, seen.insert(store).inserted {
             switch state.fates[store] {
             case .deleted?:
-                // Deleted on purpose: with it went what the container held.
+                // Deleted on purpose: with it went what the container held,
+                // in the store's logs, or (for a store reached by rebuilds)
+                // in what the deleting device's copy held.
                 if held[ack.store]?.contains(LogKey(device: ack.device, sequence: ack.sequence)) == true { return .gone }
+                if let versions = state.deletedStoreVersions[store]?[ack.id], Self.holds(versions, ack) { return .gone }
                 return .localStore(ack.deviceIndex, orEveryDevice: true)
             case .superseded(let next)?:
                 store = next
@@ -95,6 +98,16 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             }
         }
         return .everyDevice
+    }
+
+    /// Whether `versions` hold the save, or a write that wins over it.
+    static func holds(_ versions: Snapshot.RecordVersions, _ ack: AcknowledgementLedger.Entry) -> Bool {
+        let none = Version(clock: .zero, device: DeviceID(index: 0))
+        switch ack.kind {
+        case .insert: return versions.inserted && ack.fields.allSatisfy { (versions.fields[$0] ?? none) >= ack.version }
+        case .update: return ack.fields.allSatisfy { (versions.fields[$0] ?? none) >= ack.version }
+        case .delete: return (versions.deleteVersion ?? none) >= ack.version
+        }
     }
 
     /// What `snapshot` lacks of the save.

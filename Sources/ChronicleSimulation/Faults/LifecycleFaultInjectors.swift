@@ -19,8 +19,12 @@ struct CloudToggleFault: FaultInjector {
         guard let manager = d.manager else { return }
         let policy: StoreManager.LocalDataPolicy = run.lifecycleRandom.next() % 5 == 0 ? .useCloud : .merge
         if await manager.cloudEnabled {
+            // Turned on, but the cloud store never loaded (a fallback store
+            // meanwhile): turning it off cancels the merge of the local data.
+            let mergeWaiting = d.loadedKind != .cloud
             if try await run.managing(d, "turning the cloud off", { _ = try await $0.setCloudEnabled(false) }) {
                 run.lifecycleCounts.cloudDisabled += 1
+                if mergeWaiting { run.firstEnableRecords[d.index] = nil }
             }
         } else if try await run.managing(d, "turning the cloud on", { _ = try await $0.setCloudEnabled(true, localData: policy) }) {
             run.lifecycleCounts.cloudEnabled += 1
@@ -44,6 +48,7 @@ struct CloudDeletionFault: FaultInjector {
         // got must reach their devices' local stores.
         let held = try await StoreLogs.read(run.accounts[0].everything, store: deleted)
         let records = try await run.allRecords(store)
+        let versions = try await run.recordVersions(store)
         let now = run.clock.nowMilliseconds()
         let keys = Set(held.devices.flatMap { device in held.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
         let done = try await run.managing(d, "deleting the cloud store") { manager in
@@ -57,6 +62,7 @@ struct CloudDeletionFault: FaultInjector {
         if try await run.accounts[0].everything.readMarker(ContainerLayout.tombstone(store: deleted)) != nil {
             run.deletedStoreLogs[deleted] = keys
             for id in records { run.deletedWithStore[id] = now }
+            run.deletedStoreVersions[deleted] = versions
             if done {
                 run.lifecycleCounts.cloudDeletions += 1
                 if migrateFirst { run.lifecycleCounts.migrationsThenDeletions += 1 }
@@ -96,6 +102,16 @@ struct MaintenanceFault: FaultInjector {
         case 7:
             // What it saved locally goes with the store, on purpose.
             run.ledger.discardLocal(deviceIndex: d.index)
+            // So do the saves it carried there from cloud stores deleted on
+            // purpose that it has left (a store rebuilt into one: followed).
+            try await run.recordFates()
+            let onStore = try? StoreManager.snapshotLocation(of: .cloud, in: d.folder)?.store
+            run.ledger.discardCarried(deviceIndex: d.index) { store in
+                var current = store
+                var seen: Set<StoreID> = []
+                while case .superseded(let next)? = run.fates[current], seen.insert(current).inserted { current = next }
+                return run.fates[current] == .deleted && onStore != current
+            }
             d.deletedLocalStore = true
             if try await run.managing(d, "deleting its local store", { try await $0.deleteLocalStore() }) {
                 run.lifecycleCounts.localStoreDeletions += 1
