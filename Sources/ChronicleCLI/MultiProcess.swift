@@ -17,9 +17,16 @@ struct SimulateWorker: AsyncParsableCommand {
     @Option var journal: String
     @Option var saves: Int
     @Option var seed: UInt64
+    @Flag var lifecycle = false
+    @Flag var deleter = false
 
     func run() async throws {
         let opened = try await device.open()
-        try await MultiProcessSimulation.runWorker(store: opened.store, journal: URL(fileURLWithPath: journal), saves: saves, seed: seed)
+        if lifecycle {
+            try await MultiProcessSimulation.runWorker(manager: opened.manager, journal: URL(fileURLWithPath: journal), saves: saves, seed: seed,
+                                                       deleter: deleter)
+        } else {
+            try await MultiProcessSimulation.runWorker(store: opened.store, journal: URL(fileURLWithPath: journal), saves: saves, seed: seed)
+        }
     }
 }

@@ -87,7 +87,7 @@ struct Simulate: AsyncParsableCommand {
         if exclusiveCreate != nil && !lifecycle { throw ValidationError("--exclusive-create needs --lifecycle") }
         if exclusiveCreate == .drawn { throw ValidationError("--exclusive-create takes reliable or unreliable") }
         if processes != nil && (swarm || calm || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
-            throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves and --verbose")
+            throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves, --lifecycle and --verbose")
         }
         if let processes {
             do {
@@ -263,11 +263,15 @@ struct Simulate: AsyncParsableCommand {
             let progress = seeds > 1 ? ProgressLine("simulate --processes", unit: "seeds", total: seeds) : nil
             for i in 0..<seeds {
                 let s = seed &+ UInt64(i)
-                let result = try await MultiProcessSimulation(processes: processes, saves: saves, seed: s, executable: binary).run()
+                var run = MultiProcessSimulation(processes: processes, saves: saves, seed: s, executable: binary)
+                run.lifecycle = lifecycle
+                let result = try await run.run()
                 results.append(result)
                 if !output.json {
                     if verbose { result.events.forEach { print($0) } }
-                    print("run \(i + 1)/\(seeds) seed \(s): \(processes) processes, \(result.kills) kills, \(result.acknowledged) acknowledged saves checked, state \(result.stateHash): "
+                    print("run \(i + 1)/\(seeds) seed \(s): \(processes) processes, \(result.kills) kills, \(result.acknowledged) acknowledged saves checked"
+                          + (lifecycle ? " (\(result.savesDeletedWithTheirStore) went with \(result.deletedStores) cloud store deleted on purpose; \(result.toggles) cloud toggles)" : "")
+                          + ", state \(result.stateHash): "
                           + (result.passed ? "all invariants hold" : "VIOLATIONS: " + result.violations.prefix(5).joined(separator: "; ")))
                 }
                 if !result.passed {
@@ -288,7 +292,7 @@ struct Simulate: AsyncParsableCommand {
     }
 
     func reproduceProcesses(_ processes: Int, _ seed: UInt64) -> String {
-        "chronicle simulate --processes \(processes) --seed \(seed) --saves \(saves) --verbose"
+        "chronicle simulate --processes \(processes)" + (lifecycle ? " --lifecycle" : "") + " --seed \(seed) --saves \(saves) --verbose"
     }
 
     static func text(_ s: SimulationSummary) -> String {

@@ -41,6 +41,10 @@ package struct MultiProcessSimulation: Sendable {
     package var timeLimit: Duration = .seconds(600)
     /// At most this many kills per process.
     package var killsPerProcess = 4
+    /// Whether the workers also turn the cloud off and on (merging their
+    /// local data) and the first one deletes the cloud store everywhere
+    /// once, half-way through its saves.
+    package var lifecycle = false
 
     /// What a run did and found.
     package struct Result: Sendable, Hashable, Codable {
@@ -57,6 +61,12 @@ package struct MultiProcessSimulation: Sendable {
         package var stateHash = ""
         /// Kills and restarts, in order.
         package var events: [String] = []
+        /// With the lifecycle: cloud stores deleted on purpose, and the
+        /// acknowledged saves that went with them (not looked for).
+        package var deletedStores = 0
+        package var savesDeletedWithTheirStore = 0
+        /// With the lifecycle: times a worker turned the cloud off or on.
+        package var toggles = 0
 
         /// Whether every invariant held.
         package var passed: Bool { violations.isEmpty }
@@ -104,7 +114,7 @@ package struct MultiProcessSimulation: Sendable {
                 "--device-dir", root.appendingPathComponent("device-\(i)").path, "--container", container.path,
                 "--schema", schemaURL.path, "--journal", root.appendingPathComponent("journal-\(i).txt").path,
                 "--saves", String(saves), "--seed", String(seed &+ UInt64(i)),
-            ]
+            ] + (lifecycle ? ["--lifecycle"] + (i == 0 ? ["--deleter"] : []) : [])
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()
@@ -146,23 +156,50 @@ package struct MultiProcessSimulation: Sendable {
     /// Quiesces (every device repairs and syncs) and checks the invariants.
     private func check(root: URL, schema: Schema, container: URL, into result: inout Result) async throws {
         let shared = try DirectoryContainer(root: container)
+        var managers: [StoreManager] = []
         var stores: [Store] = []
         for i in 0..<processes {
-            stores.append(try await Self.openDevice(root.appendingPathComponent("device-\(i)"), schema: schema, container: shared))
+            let directory = root.appendingPathComponent("device-\(i)")
+            if lifecycle {
+                // Every device ends with the cloud on, its local data merged in.
+                let manager = try await StoreManager.open(StoreManager.Configuration(
+                    store: Store.Configuration(schema: schema, directory: directory, container: shared), cloudEnabledByDefault: true))
+                _ = try await manager.setCloudEnabled(true)
+                managers.append(manager)
+            } else {
+                stores.append(try await Self.openDevice(directory, schema: schema, container: shared))
+            }
         }
-        for _ in 0..<3 { for s in stores { try await s.repairOwnLogs(); try await s.sync() } }
+        for _ in 0..<3 {
+            for m in managers {
+                try await m.store.repairOwnLogs()
+                try await m.sync()
+                if await m.loadedKind != .cloud { _ = try await m.setCloudEnabled(true) }
+            }
+            for s in stores { try await s.repairOwnLogs(); try await s.sync() }
+        }
+        for m in managers { stores.append(try await m.store) }
         var hashes = Set<String>()
         for s in stores { hashes.insert(try await s.stateHash()) }
         if hashes.count != 1 { result.violations.append("convergence: \(hashes.count) different states") }
         result.stateHash = hashes.sorted().first ?? ""
-        for i in 0..<processes {
-            let journal = (try? String(contentsOfFile: root.appendingPathComponent("journal-\(i).txt").path, encoding: .utf8)) ?? ""
-            let titles = journal.split(separator: "\n").map(String.init)
-            result.acknowledged += titles.count
+        let journals = (0..<processes).map { i in
+            Journal(lines: (try? String(contentsOfFile: root.appendingPathComponent("journal-\(i).txt").path, encoding: .utf8)) ?? "")
+        }
+        let deleted = Set(journals.flatMap(\.deleting))
+        result.deletedStores = deleted.count
+        result.toggles = journals.map(\.toggles).reduce(0, +)
+        for (i, journal) in journals.enumerated() {
+            result.acknowledged += journal.saves.count
             for (d, s) in stores.enumerated() {
                 let present = Set(try await s.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note") })
-                for t in titles where !present.contains(t) {
-                    result.violations.append("lost: device \(d + 1) lacks acknowledged save \(t) of device \(i + 1)")
+                for save in journal.saves where !present.contains(save.title) {
+                    // Saved in a cloud store deleted on purpose: it went with the store.
+                    if save.cloud, let store = save.store, deleted.contains(store) {
+                        if d == 0 { result.savesDeletedWithTheirStore += 1 }
+                        continue
+                    }
+                    result.violations.append("lost: device \(d + 1) lacks acknowledged save \(save.title) of device \(i + 1)")
                 }
             }
         }
@@ -172,7 +209,37 @@ package struct MultiProcessSimulation: Sendable {
                 result.violations.append("verify: \(blob.name): \(error)")
             }
         }
-        for s in stores { try await s.close() }
+        for m in managers { try await m.close() }
+        if managers.isEmpty { for s in stores { try await s.close() } }
+    }
+
+    /// A worker's journal: one line per acknowledged save (its title, and
+    /// with the lifecycle the store it went to and whether that was the
+    /// cloud store), and `#deleting <store>` before a deletion everywhere.
+    struct Journal {
+        struct Save {
+            var title: String
+            var store: StoreID?
+            var cloud: Bool
+        }
+        var saves: [Save] = []
+        var deleting: [StoreID] = []
+        /// Cloud toggles (turned off or on).
+        var toggles = 0
+
+        init(lines text: String) {
+            for line in text.split(separator: "\n") {
+                let fields = line.split(separator: "\t").map(String.init)
+                if fields == ["#toggle"] {
+                    toggles += 1
+                } else if fields.count == 2, fields[0] == "#deleting", let store = StoreID(string: fields[1]) {
+                    deleting.append(store)
+                } else if let title = fields.first, !title.hasPrefix("#") {
+                    saves.append(Save(title: title, store: fields.count > 1 ? StoreID(string: fields[1]) : nil,
+                                      cloud: fields.count > 2 && fields[2] == "cloud"))
+                }
+            }
+        }
     }
 
     /// Opens the snapshot a worker left in `directory` (its identity is in the file).
@@ -193,39 +260,104 @@ package struct MultiProcessSimulation: Sendable {
     /// the fsynced journal only after the save returned; a restarted worker
     /// carries on from the saves its journal holds.
     package static func runWorker(store: Store, journal: URL, saves: Int, seed: UInt64) async throws {
-        let existing = (try? String(contentsOf: journal, encoding: .utf8))?.split(separator: "\n").count ?? 0
+        try await runWorker(manager: nil, store: store, journal: journal, saves: saves, seed: seed, deleter: false)
+    }
+
+    /// The same through the device's store manager, with the lifecycle: one
+    /// step in forty turns the cloud off or on (merging the local data), and
+    /// the deleter deletes the cloud store everywhere once, half-way
+    /// through its saves (turning the cloud on first if it is off;
+    /// journaled first, so that a kill right after the
+    /// deletion still tells the check which store went). Saves go to
+    /// whichever store is loaded; the worker ends with the cloud on.
+    package static func runWorker(manager: StoreManager, journal: URL, saves: Int, seed: UInt64, deleter: Bool) async throws {
+        try await runWorker(manager: manager, store: try await manager.store, journal: journal, saves: saves, seed: seed, deleter: deleter)
+    }
+
+    private static func runWorker(manager: StoreManager?, store first: Store, journal: URL, saves: Int, seed: UInt64, deleter: Bool) async throws {
+        let previous = Journal(lines: (try? String(contentsOf: journal, encoding: .utf8)) ?? "")
+        let existing = previous.saves.count
+        var deleted = !previous.deleting.isEmpty
         var random = SeededRandom(seed: seed &+ UInt64(existing) &* 1_000_003 &+ UInt64(getpid()))
         if !FileManager.default.fileExists(atPath: journal.path) { _ = FileManager.default.createFile(atPath: journal.path, contents: nil) }
         let handle = try FileHandle(forWritingTo: journal)
         try handle.seekToEnd()
         var done = existing
         var attempt = 0
+        var store = first
         while done < saves {
             attempt += 1
+            if let manager {
+                let draw = random.next() % 40
+                if draw == 0 {
+                    try handle.write(contentsOf: Data("#toggle\n".utf8))
+                    _ = try? await manager.setCloudEnabled(!(await manager.cloudEnabled))
+                    if let loaded = try? await manager.store { store = loaded }
+                    continue
+                }
+                if deleter, !deleted, done >= saves / 2 {
+                    if await manager.loadedKind != .cloud {
+                        try handle.write(contentsOf: Data("#toggle\n".utf8))
+                        _ = try? await manager.setCloudEnabled(true)
+                        if let loaded = try? await manager.store { store = loaded }
+                        continue
+                    }
+                    try handle.write(contentsOf: Data("#deleting\t\(store.storeID)\n".utf8))
+                    try handle.synchronize()
+                    deleted = true
+                    _ = try? await manager.deleteCloudStore(localOnly: false)
+                    if let loaded = try? await manager.store { store = loaded }
+                    continue
+                }
+            }
             if random.next() % 4 == 0 {
-                _ = try? await store.sync()
+                if let manager {
+                    _ = try? await manager.sync()
+                    if let loaded = try? await manager.store { store = loaded }
+                } else {
+                    _ = try? await store.sync()
+                }
                 continue
             }
-            let notes = try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note ORDER BY id") }
+            if let manager {
+                // The manager may have moved to another store (a deletion, a move).
+                do { store = try await manager.store } catch { _ = try? await manager.reload(); continue }
+            }
             let title = "d\(SimulatedDevice.deviceID(of: store).description.prefix(8))-\(done)-\(getpid())-\(attempt)"
             let words = Int64(random.next() % 10_000)
-            let update = !notes.isEmpty && random.next() % 3 == 0
-            let target = notes.isEmpty ? nil : notes[Int(random.next() % UInt64(notes.count))]
-            try await store.write { tx in
-                if update, let target {
-                    tx.update("Note", id: target, ["words": .int(words)])
-                } else {
-                    tx.insert("Note", ["title": .string(title), "words": .int(words)])
+            let update: Bool
+            do {
+                let notes = try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note ORDER BY id") }
+                update = !notes.isEmpty && random.next() % 3 == 0
+                let target = notes.isEmpty ? nil : notes[Int(random.next() % UInt64(notes.count))]
+                try await store.write { tx in
+                    if update, let target {
+                        tx.update("Note", id: target, ["words": .int(words)])
+                    } else {
+                        tx.insert("Note", ["title": .string(title), "words": .int(words)])
+                    }
                 }
+            } catch let error as ChronicleError where manager != nil && [.closed, .storeNotLoaded].contains(error.code) {
+                // Not saved: the store was switched under it. Try again.
+                continue
             }
             if !update {
                 // Acknowledged: only now does the journal record it.
-                try handle.write(contentsOf: Data((title + "\n").utf8))
+                let place = manager == nil ? "" : "\t\(store.storeID)\t\(await manager?.loadedKind == .cloud ? "cloud" : "local")"
+                try handle.write(contentsOf: Data((title + place + "\n").utf8))
                 try handle.synchronize()
             }
             done += 1
         }
-        try await store.sync()
-        try await store.close()
+        if let manager {
+            let enabled = await manager.cloudEnabled
+            let kind = await manager.loadedKind
+            if !enabled || kind != .cloud { _ = try await manager.setCloudEnabled(true) }
+            try await manager.sync()
+            try await manager.close()
+        } else {
+            try await store.sync()
+            try await store.close()
+        }
     }
 }

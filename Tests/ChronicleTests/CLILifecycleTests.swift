@@ -111,4 +111,20 @@ struct CLILifecycleTests {
         #expect(dumped.status == 0, "\(dumped.stderr)")
         #expect(String(decoding: dumped.stdout, as: UTF8.self).contains("one"))
     }
+
+    /// Real processes as devices, killed and restarted at random, turning
+    /// the cloud off and on while the first one deletes the cloud store
+    /// everywhere half-way: every journaled save that did not go with the
+    /// deleted store is on every device, which all converge.
+    @Test func processesTogglingTheCloudAndDeletingItLoseNothing() throws {
+        let run = try CLIErrorTests.run(["simulate", "--processes", "3", "--lifecycle", "--saves", "40", "--seed", "7", "--json"])
+        #expect(run.status == 0, "\(String(decoding: run.stdout, as: UTF8.self)) \(run.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout)) as? [String: Any])
+        let result = try #require((report["results"] as? [[String: Any]])?.first)
+        let details = try #require(result["details"] as? [String: Any])
+        #expect(result["passed"] as? Bool == true, "\(result)")
+        #expect(details["deletedStores"] as? Int == 1, "the first device deletes the cloud store once: \(details)")
+        #expect((details["savesDeletedWithTheirStore"] as? Int ?? -1) >= 0)
+        #expect((details["acknowledged"] as? Int ?? 0) > 0)
+    }
 }
