@@ -37,6 +37,11 @@ struct RecordCopy {
     /// earlier (a store source gives its own): the destination's clock moves
     /// past it first, so every copied value is newer than its original.
     var sourceClock: HybridTimestamp? = nil
+    /// Selected records the source holds as duplicates merged into another
+    /// record of the same unique key, and that record
+    /// (``Snapshot/survivors(of:)``): the survivor is copied in their place
+    /// (they are not deletions), and the report maps them to it.
+    var survivors: [RecordID: RecordID] = [:]
 
     /// Where records come from: a store, or rows read from one earlier
     /// (``extract(from:only:)``), for a store that cannot stay open.
@@ -66,11 +71,12 @@ struct RecordCopy {
         try await run(from: .store(store), into: destination)
     }
 
-    /// The rows of `only` and of every record they refer to, transitively.
+    /// The rows of `only` (or, for a duplicate, of the record it was merged
+    /// into: see ``survivors``) and of every record they refer to, transitively.
     static func extract(from store: Store, schema: Schema, only: Set<RecordID>) async throws -> [RecordID: SourceRow] {
         let copy = RecordCopy(schema: schema, batchSize: 1, existing: .keep, only: only)
         var result: [RecordID: SourceRow] = [:]
-        var wanted = only
+        var wanted = only.union(try store.snapshot.survivors(of: only).values)
         while !wanted.isEmpty {
             let rows = try await copy.read(.store(store), wanted: wanted, excluding: Set(result.keys))
             var next: Set<RecordID> = []
@@ -97,7 +103,9 @@ struct RecordCopy {
         var deleted: Set<RecordID> = []
         var inserts: [SourceRow] = []
         var updates: [(entity: String, id: RecordID, values: [String: Value])] = []
-        var wanted = only
+        var survivors = self.survivors
+        if case .store(let store) = source, let only { survivors.merge(try store.snapshot.survivors(of: only)) { a, _ in a } }
+        var wanted = only.map { $0.union(survivors.values) }
         var seen: Set<RecordID> = []
         while true {
             let rows = try await read(source, wanted: wanted, excluding: seen)
@@ -190,8 +198,9 @@ struct RecordCopy {
         }
         // Selected records the source deleted.
         var deletes: [(entity: String, id: RecordID)] = []
+        for (duplicate, survivor) in survivors { report.duplicates[duplicate] = target[survivor] ?? survivor }
         if existing == .overwrite, let only {
-            let gone = only.subtracting(seen)
+            let gone = only.subtracting(seen).subtracting(survivors.keys)
             if !gone.isEmpty {
                 deletes = try await destination.read { db in
                     var result: [(entity: String, id: RecordID)] = []

@@ -261,6 +261,17 @@ public actor StoreManager {
         /// The cloud was turned on with ``LocalDataPolicy/overwriteCloudWithLocal``
         /// and the rebuild from the local store has not finished.
         var overwritePending: Bool? = nil
+        /// The stores this device left because they were deleted on purpose,
+        /// with their tombstones (the newest 32): if the container loses a
+        /// tombstone and a device that was away puts such a store back, this
+        /// device writes the tombstone again.
+        var deletedStores: [DeletedStore]? = nil
+    }
+
+    /// A store deleted on purpose, as its tombstone said.
+    struct DeletedStore: Codable, Equatable {
+        var store: StoreID
+        var tombstone: StoreTombstone
     }
 
     static let stateFile = "manager.json"
@@ -802,6 +813,7 @@ public actor StoreManager {
     /// still being seeded).
     private func replaced(_ store: StoreID, by active: StoreID) async throws -> Bool {
         let container = configuration.store.container
+        if try await reassertDeletion(of: active) { return false }
         if try await container.readMarker(ContainerLayout.supersession(store: store), as: StoreSupersession.self) != nil { return true }
         if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil { return false }
         guard try await !Store.isWithdrawnOrTentative(active, in: container) else {
@@ -838,6 +850,31 @@ public actor StoreManager {
                                            metadata: ["chronicle.store": "\(store)", "chronicle.active": "\(active)"])
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Another device of the store wrote it first: follow theirs.
+        }
+        return true
+    }
+
+    /// If `store` is one this device left because it was deleted on
+    /// purpose, and the container lost its tombstone (a device that was
+    /// away put it back after the container lost its files), writes the
+    /// tombstone again, as it was, and removes a pointer naming the store:
+    /// a deleted store never comes back. Returns whether it was such a store.
+    private func reassertDeletion(of store: StoreID) async throws -> Bool {
+        guard let deleted = state.deletedStores?.first(where: { $0.store == store }) else { return false }
+        let container = configuration.store.container
+        do {
+            _ = try await container.createMarker(ContainerLayout.tombstone(store: store), deleted.tombstone)
+            configuration.store.log.notice("a store deleted on purpose came back without its tombstone; wrote it again",
+                                           metadata: ["chronicle.store": "\(store)"])
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            // The tombstone is there.
+        }
+        if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self), pointer.payload.store == store {
+            do {
+                try await container.deleteMarker(ContainerLayout.activeStore, expected: pointer.version)
+            } catch let error as ChronicleError where error.code == .markerConflict || error.code == .notFound {
+                // Moved meanwhile.
+            }
         }
         return true
     }
@@ -916,10 +953,12 @@ public actor StoreManager {
             if open == nil { try? await cloud.close() }
             throw error
         }
+        let remembered = ((state.deletedStores ?? []).filter { $0.store != storeID } + [DeletedStore(store: storeID, tombstone: tombstone)]).suffix(32)
         state = State(cloudEnabled: false, mergePending: false, leaving: nil, account: state.account, accountStores: state.accountStores,
                       mergesWaiting: state.mergesWaiting,
                       lastDeletion: CloudDeletion(store: storeID, by: device, milliseconds: configuration.store.clock.nowMilliseconds(),
-                                                  carried: carried.copied + carried.deleted))
+                                                  carried: carried.copied + carried.deleted),
+                      deletedStores: Array(remembered))
         try Self.write(state, in: folder)
         loaded = nil
         settleFirstSync(ChronicleError(.storeNotLoaded, "the cloud store \(storeID) was deleted before its first sync"))
@@ -1272,7 +1311,8 @@ public actor StoreManager {
         let container = configuration.store.container
         let supersession = try await container.readMarker(ContainerLayout.supersession(store: old), as: StoreSupersession.self)?.payload
         // What to carry, read while the old store is open (one store of a folder is open at a time).
-        var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>], clock: HybridTimestamp)?
+        var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>], clock: HybridTimestamp,
+                    survivors: [RecordID: RecordID])?
         var unchanged: [Transaction] = []
         let oldPath = DeviceFolder.snapshotPath(old, in: configuration.store.directory)
         if FileManager.default.fileExists(atPath: oldPath) {
@@ -1316,7 +1356,7 @@ public actor StoreManager {
                 for id in whole where fields[id] == nil { fields[id] = [] }
                 if !only.isEmpty {
                     carry = (try await RecordCopy.extract(from: previous, schema: configuration.store.schema, only: only), only, fields,
-                             try previous.snapshot.latestClock())
+                             try previous.snapshot.latestClock(), try previous.snapshot.survivors(of: only))
                 }
                 try await previous.close()
             } catch {
@@ -1354,6 +1394,7 @@ public actor StoreManager {
                     var copy = RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .overwrite, only: carry.only)
                     copy.fields = carry.fields
                     copy.sourceClock = carry.clock
+                    copy.survivors = carry.survivors
                     report = try await copy.run(from: .rows(carry.rows), into: store)
                 }
             } catch {

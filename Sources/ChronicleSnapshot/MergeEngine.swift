@@ -364,6 +364,13 @@ struct MergeEngine {
         try db.first(statement(Slot.exists(entity), sql[entity].exists), { $0.bind(id) }, read: { _ in true }) ?? false
     }
 
+    /// What a reference to `id` of `entity` points at now: the record if
+    /// visible, the record it was merged into if it is a duplicate, or nil.
+    func survivor(entity: Int, id: RecordID) throws -> RecordID? {
+        var visiting: Set<RecordKey> = []
+        return try resolve(entity, id, &visiting)
+    }
+
     /// The duplicates merged into a visible record: the records sharing a
     /// unique key with it whose references resolve to it. A local delete or
     /// key change of the record applies to them too (see `Snapshot.save`).

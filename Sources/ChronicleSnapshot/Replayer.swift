@@ -53,6 +53,12 @@ package struct Replayer: Sendable {
     @discardableResult
     package func upload() async throws -> Int {
         let encoder = LogEncoder(storeID: snapshot.storeID)
+        // A store deleted on purpose takes no more saves: they stay pending,
+        // for the store manager to carry into the local store.
+        if try snapshot.pendingUploadCount() > 0, try await container.readMarker(ContainerLayout.tombstone(store: snapshot.storeID)) != nil {
+            logger.notice("the store was deleted on purpose; its pending saves are not uploaded")
+            return 0
+        }
         try await register()
         var count = 0
         // Groups stay under the cap every reader applies (a single save is

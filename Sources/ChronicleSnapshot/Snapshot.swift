@@ -200,6 +200,29 @@ import GRDB
         package var deleteVersion: Version?
     }
 
+    /// For each of `ids` that the snapshot holds as a duplicate merged into
+    /// another record (a record of the same unique key), that record.
+    package func survivors(of ids: Set<RecordID>) throws -> [RecordID: RecordID] {
+        guard !ids.isEmpty else { return [:] }
+        do {
+            return try pool.read { db in
+                let engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
+                var result: [RecordID: RecordID] = [:]
+                for id in ids {
+                    guard let entity = try Int.fetchOne(db, sql: "SELECT entity FROM _chronicle_records WHERE id = ?", arguments: [id]),
+                          !schema.entities[entity].uniqueConstraints.isEmpty,
+                          let survivor = try engine.survivor(entity: entity, id: id), survivor != id else { continue }
+                    result[id] = survivor
+                }
+                return result
+            }
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "reading which records duplicates were merged into failed")
+        }
+    }
+
     /// The versions the snapshot holds for a record, or nil if it knows nothing of it.
     package func recordVersions(entity: String, id: RecordID) throws -> RecordVersions? {
         guard let index = schema.entityIndex(named: entity) else { throw ChronicleError(.unknownEntity, "no entity named \(entity)") }

@@ -53,6 +53,8 @@ import Testing
         (0x75, "a rebuilt store lost the pointer after a wipe and was merged into a fresh one, without its past"),
         (0xc9, "after a wipe the store a rebuild replaced came back as a live store, and the rebuilt one merged into it"),
         (0xd5, "the checker expected carried saves in a local store the device had since deleted on purpose"),
+        (0x194, "a carried folder that the store showed as a duplicate of another (same unique name) was taken for deleted, and dropped"),
+        (0x1a8, "after a wipe took the tombstone, a device back from another account put the deleted store back, and everyone merged into it"),
     ]
 
     @Test(arguments: swarmSeeds.map(\.seed))

@@ -487,25 +487,57 @@ import Testing
         try await b.close()
     }
 
-    /// A device that has not seen the deletion yet saves, and something
-    /// uploads that save into the deleted store (here: publishing a
-    /// baseline). Made after the deletion, it is carried to the local store
-    /// all the same when the device leaves.
-    @Test func aSaveMadeAfterTheDeletionIsCarriedEvenIfUploaded() async throws {
+    /// A device that has not seen the deletion yet has a save pending, and
+    /// something other than a sync tries to upload it (here: publishing a
+    /// baseline). A deleted store takes no more saves: it stays pending, and
+    /// is carried to the local store when the device leaves. The same for a
+    /// save made after the deletion.
+    @Test func aSaveTheDeletedStoreNeverGotIsCarried() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a", cloudByDefault: true)
         let b = try await manager("b", cloudByDefault: true)
         try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
         for m in [a, b] { try await m.sync() }
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b before the deletion"])
         try await a.deleteCloudStore(localOnly: false)
-        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b after the deletion"])
+        try await Self.saveNotes(try await b.store, folder: "C", titles: ["b after the deletion"])
         _ = try await b.store.publishBaseline()
-        #expect(try await b.syncStatus().pendingUploads == 0, "the baseline uploaded it")
+        #expect(try await b.syncStatus().pendingUploads == 2, "the deleted store took neither")
         try await b.sync()
         #expect(await b.loadedKind == .local)
-        #expect(try await Self.notesWithFolders(try await b.store) == ["b after the deletion@B"])
+        #expect(try await Self.notesWithFolders(try await b.store) == ["b after the deletion@C", "b before the deletion@B"])
         try await a.close()
         try await b.close()
+    }
+
+    /// A device's unsynced folder has the unique name of a folder another
+    /// device made first, so the store shows the other one in its place.
+    /// When the store is deleted everywhere, the folder the device made is
+    /// carried as the one the store showed: its local store has a folder of
+    /// that name, and the report maps one to the other.
+    @Test func aCarriedDuplicateArrivesAsTheRecordItWasMergedInto() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        let first = try await a.store.write { tx in tx.insert("Folder", ["name": "Work"]) }
+        let second = try await b.store.write { tx in tx.insert("Folder", ["name": "Work"]) }
+        try await a.sync()
+        // b sees a's folder (made first) but has not uploaded its own.
+        try await b.store.importLogs()
+        #expect(try await b.store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Folder") } == [first])
+        let events = b.events()
+        try await a.deleteCloudStore(localOnly: false)
+        try await b.sync()
+        #expect(await b.loadedKind == .local)
+        let names = try await b.store.read { db in try String.fetchAll(db, sql: "SELECT name FROM Folder") }
+        #expect(names == ["Work"], "the folder b made is carried, as the one the store showed")
+        try await b.close()
+        for await event in events {
+            if case .cloudStoreDeleted(_, _, let carried) = event {
+                #expect(carried.duplicates[second] == first, "\(carried)")
+            }
+        }
+        try await a.close()
     }
 
     // MARK: Rebuilding
