@@ -266,6 +266,9 @@ public actor StoreManager {
         /// tombstone and a device that was away puts such a store back, this
         /// device writes the tombstone again.
         var deletedStores: [DeletedStore]? = nil
+        /// The stores this device moved into that replaced another (the
+        /// newest 16): see ``restoreLineage(of:)``.
+        var lineages: [Lineage]? = nil
     }
 
     /// A store deleted on purpose, as its tombstone said.
@@ -597,6 +600,13 @@ public actor StoreManager {
             }
             let store: Store
             let last = kind == .cloud && state.leaving == nil ? try lastStore() : nil
+            if let last {
+                do {
+                    try await restoreLineage(of: last)
+                } catch let error as ChronicleError where error.code.isTransient {
+                    // Offline: the store's own open decides what to do.
+                }
+            }
             if let last, try await marker(ContainerLayout.supersession(store: last), as: StoreSupersession.self) != nil {
                 // Rebuilt while this device was away.
                 state.leaving = last
@@ -788,7 +798,7 @@ public actor StoreManager {
             try await leaveDeletedStore(storeID, by: tombstone.payload, open: current.store, carryingFrom: from)
             return true
         }
-        try await restoreLineage(current.store)
+        try await restoreLineage(of: storeID)
         guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
               pointer.payload.store != storeID,
               try await replaced(storeID, by: pointer.payload.store)
@@ -958,7 +968,7 @@ public actor StoreManager {
                       mergesWaiting: state.mergesWaiting,
                       lastDeletion: CloudDeletion(store: storeID, by: device, milliseconds: configuration.store.clock.nowMilliseconds(),
                                                   carried: carried.copied + carried.deleted),
-                      deletedStores: Array(remembered))
+                      deletedStores: Array(remembered), lineages: state.lineages)
         try Self.write(state, in: folder)
         loaded = nil
         settleFirstSync(ChronicleError(.storeNotLoaded, "the cloud store \(storeID) was deleted before its first sync"))
@@ -1378,7 +1388,7 @@ public actor StoreManager {
             predecessor = step.store
             last = try await container.readMarker(ContainerLayout.supersession(store: step.store), as: StoreSupersession.self)?.payload
         }
-        if let last, last.store == store.storeID { try keepLineage(store, predecessor: predecessor, last) }
+        if let last, last.store == store.storeID { try keepLineage(store.storeID, predecessor: predecessor, last) }
         if store.storeID != old, let supersession, supersession.continuesUnchanged, let last, last.continuesUnchanged, last.store == store.storeID {
             do {
                 try await continueUnchanged(unchanged, in: store, supersession: last, &report)
@@ -1413,32 +1423,30 @@ public actor StoreManager {
     }
 
     /// What a store replaced: the store before it and that store's
-    /// supersession marker, kept in the snapshot so that the markers can
+    /// supersession marker, kept in `manager.json` so that the markers can
     /// be put back if the container loses them.
-    struct Lineage: Codable {
+    struct Lineage: Codable, Equatable {
+        var store: StoreID
         var predecessor: StoreID
         var supersession: StoreSupersession
     }
 
-    private static let lineageKey = "lineage"
-
-    private func keepLineage(_ store: Store, predecessor: StoreID, _ supersession: StoreSupersession) throws {
-        let bytes: Data
-        do { bytes = try JSONEncoder().encode(Lineage(predecessor: predecessor, supersession: supersession)) } catch {
-            throw ChronicleError(.invalidValue, "cannot encode the store's lineage", underlying: error)
-        }
-        try store.snapshot.setIdentityValue(Self.lineageKey, [UInt8](bytes))
+    private func keepLineage(_ store: StoreID, predecessor: StoreID, _ supersession: StoreSupersession) throws {
+        let kept = (state.lineages ?? []).filter { $0.store != store } + [Lineage(store: store, predecessor: predecessor, supersession: supersession)]
+        state.lineages = Array(kept.suffix(16))
+        try Self.write(state, in: folder)
     }
 
-    /// Puts back what the container lost of how the loaded store came to
-    /// be: its predecessor's supersession marker (without it, a device still
-    /// on the predecessor would take it for a live store and put its pointer
-    /// back) and, for a store rebuilt from a baseline, its origin marker
-    /// (without it, a new device would start from logs that lack the past).
-    /// One marker read per check when nothing is lost.
-    private func restoreLineage(_ store: Store) async throws {
-        guard let bytes = try store.snapshot.identityValue(Self.lineageKey),
-              let lineage = try? JSONDecoder().decode(Lineage.self, from: Data(bytes)) else { return }
+    /// Puts back what the container lost of how `store` came to be: its
+    /// predecessor's supersession marker (without it, a device still on the
+    /// predecessor would take it for a live store and put its pointer back,
+    /// and the two would be ranked as if neither replaced the other) and,
+    /// for a store rebuilt from a baseline, its origin marker (without it, a
+    /// new device would start from logs that lack the past). Runs before
+    /// any decision that reads them: at every load and every check. One
+    /// marker read when nothing is lost.
+    private func restoreLineage(of store: StoreID) async throws {
+        guard let lineage = state.lineages?.last(where: { $0.store == store }) else { return }
         let container = configuration.store.container
         let marker = ContainerLayout.supersession(store: lineage.predecessor)
         guard try await container.readMarker(marker) == nil else { return }
@@ -1446,13 +1454,13 @@ public actor StoreManager {
         do {
             _ = try await container.createMarker(marker, lineage.supersession)
             configuration.store.log.notice("the container lost the marker that says which store this one replaced; put it back",
-                                           metadata: ["chronicle.store": "\(store.storeID)", "chronicle.predecessor": "\(lineage.predecessor)"])
+                                           metadata: ["chronicle.store": "\(store)", "chronicle.predecessor": "\(lineage.predecessor)"])
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Another device put it back first.
         }
-        if lineage.supersession.fromBaseline, try await container.readMarker(ContainerLayout.origin(store: store.storeID)) == nil {
+        if lineage.supersession.fromBaseline, try await container.readMarker(ContainerLayout.origin(store: store)) == nil {
             do {
-                _ = try await container.createMarker(ContainerLayout.origin(store: store.storeID), StoreOrigin(milliseconds: lineage.supersession.milliseconds))
+                _ = try await container.createMarker(ContainerLayout.origin(store: store), StoreOrigin(milliseconds: lineage.supersession.milliseconds))
             } catch let error as ChronicleError where error.code == .markerConflict {
                 // Another device put it back first.
             }

@@ -259,28 +259,6 @@ extension Snapshot {
         }
     }
 
-    /// A value kept under `key` in the snapshot's identity table, or nil.
-    package func identityValue(_ key: String) throws -> [UInt8]? {
-        do {
-            return try pool.read { db in
-                try Data.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = ?", arguments: [key]).map { [UInt8]($0) }
-            }
-        } catch {
-            throw ChronicleError.sqlite(error, .database, "reading \(key) from the snapshot failed")
-        }
-    }
-
-    /// Keeps `value` under `key` in the snapshot's identity table.
-    package func setIdentityValue(_ key: String, _ value: [UInt8]) throws {
-        do {
-            try pool.write { db in
-                try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_identity (key, value) VALUES (?, ?)", arguments: [key, Data(value)])
-            }
-        } catch {
-            throw ChronicleError.sqlite(error, .database, "recording \(key) in the snapshot failed")
-        }
-    }
-
     /// Records the baseline this snapshot holds content from (see ``heldBaseline()``).
     package func setHeldBaseline(_ prefix: String) throws {
         do {

@@ -815,6 +815,48 @@ import Testing
         for m in [a, b, c, d] { try await m.close() }
     }
 
+    /// Two rebuilds, then the container loses its files; a device still on
+    /// the first rebuilt store writes first and puts its pointer back, and a
+    /// device on the second opens afterwards (a new process). It puts back
+    /// the marker that says its store replaced the other before deciding
+    /// anything, so it stays, the stale device moves, and the record only
+    /// the second store's baseline held survives.
+    @Test func aDeviceThatOpensAfterTheContainerLostItsFilesKeepsTheNewerStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        func open(_ device: String) async throws -> StoreManager {
+            try await StoreManager.open(try accountConfiguration(device, token: "alice"))
+        }
+        let a = try await open("a")
+        var b = try await open("b")
+        var c = try await open("c")
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a0"])
+        for m in [a, b, c, a, b, c] { try await m.sync() }
+        _ = try await b.rebuildCloudStore()
+        for m in [a, b, c] { try await m.sync() }
+        try await Self.saveNotes(try await a.store, folder: "X", titles: ["only in the newest store"])
+        let newest = try await a.rebuildCloudStore()
+        try await c.sync()
+        try await b.close()
+        try await c.close()
+        for folder in ["blobs", "markers"] {
+            let url = root.appendingPathComponent("container-alice/\(folder)")
+            for item in try FileManager.default.contentsOfDirectory(at: url, includingPropertiesForKeys: nil) {
+                try FileManager.default.removeItem(at: item)
+            }
+        }
+        b = try await open("b")
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b after"])
+        try await b.sync()
+        c = try await open("c")
+        #expect(try await c.store.storeID == newest)
+        for _ in 0..<3 { for m in [c, a, b] { try await m.sync() } }
+        for m in [a, b, c] {
+            #expect(try await m.store.storeID == newest)
+            #expect(try await Self.notesWithFolders(try await m.store) == ["a0@A", "b after@B", "only in the newest store@X"])
+        }
+        for m in [a, b, c] { try await m.close() }
+    }
+
     @Test func aRebuildThatLosesTheRaceLeavesTheActiveStoreAlone() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a", cloudByDefault: true)
