@@ -48,26 +48,42 @@ final class DeviceFolder: @unchecked Sendable {
     static let lockFile = "chronicle.lock"
     static let retiredFolder = "retired"
 
+    /// Whether `folder` holds a container's `blobs/` and `markers/` folders.
+    private static func isContainer(_ folder: URL) -> Bool {
+        var isFolder: ObjCBool = false
+        return FileManager.default.fileExists(atPath: folder.appendingPathComponent(ContainerLayout.Directory.blobs).path, isDirectory: &isFolder)
+            && isFolder.boolValue
+            && FileManager.default.fileExists(atPath: folder.appendingPathComponent(ContainerLayout.Directory.markers).path, isDirectory: &isFolder)
+            && isFolder.boolValue
+    }
+
     /// Creates the folder if needed and locks it, waiting up to `wait` for
     /// another holder to let go.
     ///
     /// - Throws: ``ChronicleError/Code/deviceInUse`` naming the holder's
     ///   process if the lock stays taken; ``ChronicleError/Code/io`` if the
     ///   folder cannot be created or is not a folder;
-    ///   ``ChronicleError/Code/invalidValue`` if it is a container's folder.
+    ///   ``ChronicleError/Code/invalidValue`` if it is a container's folder
+    ///   or inside one.
     init(_ url: URL, lockFile: String = DeviceFolder.lockFile, wait: Duration) async throws {
         self.url = url
+        // A container's folder (blobs/ and markers/), or any folder inside
+        // one, is never a device's: the device's files would sit among what
+        // every device syncs. Checked before anything is created.
+        var folder = url.standardizedFileURL.resolvingSymlinksInPath()
+        while true {
+            if Self.isContainer(folder) {
+                let inside = folder.path == url.standardizedFileURL.resolvingSymlinksInPath().path ? "" : " (inside the container at \(folder.path))"
+                throw ChronicleError(.invalidValue, "\(url.path) is a container\(inside.isEmpty ? " (it holds blobs/ and markers/)" : inside), not a device folder: give each device a folder of its own, outside the container")
+            }
+            let parent = folder.deletingLastPathComponent()
+            if parent.path == folder.path || parent.path.isEmpty { break }
+            folder = parent
+        }
         do {
             try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
         } catch {
             throw ChronicleError.file("cannot create the device folder \(url.path)", error)
-        }
-        // A container's folder (blobs/ and markers/) is never a device's:
-        // the device's files would sit among what every device syncs.
-        var isFolder: ObjCBool = false
-        if FileManager.default.fileExists(atPath: url.appendingPathComponent(ContainerLayout.Directory.blobs).path, isDirectory: &isFolder), isFolder.boolValue,
-           FileManager.default.fileExists(atPath: url.appendingPathComponent(ContainerLayout.Directory.markers).path, isDirectory: &isFolder), isFolder.boolValue {
-            throw ChronicleError(.invalidValue, "\(url.path) is a container (it holds blobs/ and markers/), not a device folder: give each device a folder of its own, outside the container")
         }
         let lockPath = url.appendingPathComponent(lockFile).path
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)

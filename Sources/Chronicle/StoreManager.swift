@@ -445,8 +445,33 @@ public actor StoreManager {
                                 pendingUploads: 0, waitingForLogs: lastReport?.imported.gaps.count ?? 0,
                                 lastStatus: lastReport?.status, lastError: lastError, lastCloudDeletion: state.lastDeletion)
         // The local and fallback stores upload nothing.
-        if let loaded, loaded.kind == .cloud { status.pendingUploads = try loaded.store.snapshot.pendingUploadCount() }
+        if let loaded, loaded.kind == .cloud {
+            status.pendingUploads = try loaded.store.snapshot.pendingUploadCount()
+        } else if loaded != nil {
+            do {
+                status.cloudCopyPendingUploads = try cloudCopyPendingUploads()
+            } catch {
+                // The status still answers; the copy is looked at again at the next load.
+                configuration.store.log.warning("cannot count the saves waiting in the copy of the cloud store", metadata: ["chronicle.error": "\(error)"])
+            }
+        }
         return status
+    }
+
+    /// The saves not yet uploaded in this device's copy of the cloud store,
+    /// read from its file while another store is loaded (nil if there is
+    /// no copy).
+    private func cloudCopyPendingUploads() throws -> Int? {
+        guard let location = try Self.snapshotLocation(of: .cloud, in: configuration.store.directory) else { return nil }
+        do {
+            var readOnly = GRDB.Configuration()
+            readOnly.readonly = true
+            let queue = try DatabaseQueue(path: location.path, configuration: readOnly)
+            defer { try? queue.close() }
+            return try queue.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox WHERE uploaded = 0") ?? 0 }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "reading the copy of the cloud store at \(location.path) failed")
+        }
     }
 
     /// Returns once a ``sync()`` of the loaded store has completed with

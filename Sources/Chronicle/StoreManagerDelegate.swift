@@ -67,6 +67,13 @@ extension StoreManager {
         /// Saves of this device not yet in the container (0 with the local
         /// or fallback store loaded: they upload nothing).
         public var pendingUploads: Int
+        /// With the local or fallback store loaded: saves this device made
+        /// in its copy of the cloud store that never reached the container.
+        /// They are on no other device; they upload when the cloud is turned
+        /// on again (or go to the local store if that cloud store was
+        /// deleted meanwhile). Nil without such a copy, or with the cloud
+        /// store loaded (see ``pendingUploads``).
+        public var cloudCopyPendingUploads: Int? = nil
         /// Sequence gaps the last sync waited on: logs of other devices it
         /// knows of but cannot see yet.
         public var waitingForLogs: Int

@@ -250,6 +250,7 @@ struct StatusValue {
             "device": deviceID.map { .string($0.description) } ?? .null,
             "pendingUploads": .int(Int64(status.pendingUploads)),
         ]
+        if let waiting = status.cloudCopyPendingUploads { object["cloudCopyPendingUploads"] = .int(Int64(waiting)) }
         if let merge { object["merged"] = merge }
         if let deletion = status.lastCloudDeletion {
             object["cloudStoreDeleted"] = .object([
@@ -269,6 +270,9 @@ private func statusValue(_ manager: StoreManager) async throws -> StatusValue {
 private func statusText(_ v: StatusValue) -> String {
     let loaded = v.status.kind.map { "the \($0.rawValue) store \(v.status.storeID.map(\.description) ?? "")" } ?? "nothing"
     var text = "cloud \(v.cloudEnabled ? "on" : "off"); loaded: \(loaded); \(v.status.pendingUploads) save(s) waiting to upload"
+    if let waiting = v.status.cloudCopyPendingUploads, waiting > 0 {
+        text += "\n\(waiting) save(s) made with the cloud on are in this device's copy of the cloud store and on no other device: they upload when the cloud is turned on"
+    }
     if let deletion = v.status.lastCloudDeletion {
         text += "\nthe cloud store \(deletion.store) was deleted everywhere by device \(deletion.by): its data is gone from the container; "
             + "\(deletion.carried) record(s) this device had not uploaded were carried into its local store, which holds everything saved here with the cloud off"

@@ -56,7 +56,7 @@ package struct ContainerInventory: Sendable {
     ///
     /// - Throws: what the container throws for a listing, or when it does
     ///   not answer; a damaged marker or stray entry is a problem, not a throw.
-    package init(of container: any Container, pageSize: Int = 1000) async throws {
+    package init(of container: any Container, decoder: LogDecoder = LogDecoder(schema: nil), pageSize: Int = 1000) async throws {
         do {
             activeStore = try await container.readMarker(ContainerLayout.activeStore)
         } catch let error as ChronicleError where !error.code.isTransient {
@@ -81,7 +81,8 @@ package struct ContainerInventory: Sendable {
         markers = try await container.listMarkers(prefix: "")
         foreignEntries = try await container.foreignEntries()
         let foreignPaths = Set(foreignEntries.map(\.path))
-        problems = foreignEntries.map(ContainerProblem.init) + overlapping + overlaps.gaps.map(ContainerProblem.init)
+        problems = foreignEntries.map(ContainerProblem.init) + overlapping
+            + (try await ContainerVerification.uncovered(overlaps.gaps, in: container, decoder: decoder)).map(ContainerProblem.init)
             + strays.filter { !foreignPaths.contains(ContainerLayout.Directory.blobs + "/" + $0.name) }
             + (try await ContainerVerification.markerProblems(in: container, foreign: foreignPaths))
     }

@@ -65,8 +65,40 @@ package struct ContainerVerification: Sendable {
             cursor = page.count == pageSize ? page.last?.name : nil
         } while cursor != nil
         problems += foreign.map(ContainerProblem.init)
-        problems += overlaps.gaps.map(ContainerProblem.init)
+        problems += try await Self.uncovered(overlaps.gaps, in: container, decoder: decoder).map(ContainerProblem.init)
         problems += try await Self.markerProblems(in: container, foreign: foreignPaths)
+    }
+
+    /// The gaps no baseline of their store covers. A store rebuilt from a
+    /// baseline, or one whose devices moved there, holds each device's
+    /// earlier sequences in that baseline, and its logs start after them:
+    /// a device importing the store starts from the baseline, so that is no
+    /// gap. A baseline counts when all its parts are listed and its first
+    /// part decodes.
+    static func uncovered(_ gaps: [ContainerLayout.LogGap], in container: any Container, decoder: LogDecoder) async throws -> [ContainerLayout.LogGap] {
+        guard !gaps.isEmpty else { return [] }
+        var covered: [StoreID: [DeviceID: UInt64]] = [:]
+        for store in Set(gaps.compactMap { ContainerLayout.parseLog($0.next)?.store }) {
+            var byBaseline: [String: [(UInt64, ContainerName)]] = [:]
+            for blob in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store)) {
+                guard let parsed = ContainerLayout.parseBaselinePart(blob.name) else { continue }
+                byBaseline[ContainerLayout.baselinePrefix(store: parsed.store, clock: parsed.clock, device: parsed.device, vector: parsed.vector), default: []]
+                    .append((parsed.part, blob.name))
+            }
+            var vector: [DeviceID: UInt64] = [:]
+            for parts in byBaseline.values {
+                let sorted = parts.sorted { $0.0 < $1.0 }
+                guard sorted.enumerated().allSatisfy({ $0.element.0 == UInt64($0.offset + 1) }),
+                      let bytes = try? await container.get(sorted[0].1, maxBytes: decoder.limits.maxLogBytes),
+                      case .baseline(_, let part)? = try? decoder.decode(bytes) else { continue }
+                vector.merge(part.vector) { max($0, $1) }
+            }
+            covered[store] = vector
+        }
+        return gaps.filter { gap in
+            guard let store = ContainerLayout.parseLog(gap.next)?.store else { return true }
+            return (covered[store]?[gap.device] ?? 0) < gap.missing.upperBound
+        }
     }
 
     /// The markers devices read, checked: the active-store pointer must name

@@ -88,6 +88,25 @@ struct CLILifecycleTests {
         #expect(status["loaded"] as? String == "local")
         #expect(try Self.run(w, "store", "b", "delete-local", ["--yes"]).status == 0)
         #expect(try w.titles("b").isEmpty)
+
+        // The rebuilt store's logs start after what its baseline holds: that
+        // is no gap for `verify` and `inspect`.
+        for title in ["three", "four"] {
+            try w.save("a", title)
+            #expect(try w.run("sync", "a").status == 0)
+        }
+        for command in ["verify", "inspect"] {
+            let run = try CLIErrorTests.run([command, "--container", w.container])
+            #expect(run.status == 0, "\(command): \(String(decoding: run.stdout, as: UTF8.self)) \(run.stderr)")
+        }
+        // A log missing after them is one.
+        let logs = try FileManager.default.subpathsOfDirectory(atPath: w.container + "/blobs")
+            .filter { $0.hasPrefix(after! + "/logs/") && $0.hasSuffix(".chlog") }.sorted()
+        #expect(logs.count >= 2, "\(logs)")
+        try FileManager.default.removeItem(atPath: w.container + "/blobs/" + logs[logs.count - 2])
+        let verify = try CLIErrorTests.run(["verify", "--container", w.container])
+        #expect(verify.status == 1 && String(decoding: verify.stdout, as: UTF8.self).contains("stop before the gap"),
+                "\(String(decoding: verify.stdout, as: UTF8.self)) \(verify.stderr)")
     }
 
     @Test func cloudDisableOnANewFolderMakesNoCloudStore() throws {

@@ -463,6 +463,16 @@ import Testing
         #expect(error?.message.contains("not a device folder") == true, "\(error?.message ?? "")")
         let root = try FileManager.default.contentsOfDirectory(atPath: world.root.appendingPathComponent("container").path)
         #expect(Set(root) == ["blobs", "markers", "tmp"], "nothing written into the container: \(root)")
+        // Nor is any folder inside it, however deep, and nothing is created there.
+        for inside in ["container/blobs/device", "container/markers/a/b", "container/elsewhere"] {
+            let error = await #expect(throws: ChronicleError.self) {
+                _ = try await Store.open(Store.Configuration(
+                    schema: Self.schema, directory: world.root.appendingPathComponent(inside), container: world.container,
+                    clock: world.clock, seed: 1, logger: Logger(label: "test"), durability: .normal))
+            }
+            #expect(error?.code == .invalidValue && error?.message.contains("inside the container") == true, "\(inside): \(String(describing: error))")
+            #expect(!FileManager.default.fileExists(atPath: world.root.appendingPathComponent(inside).path), "\(inside) was created")
+        }
     }
 
     @Test func aDeviceFolderIsHeldByOneStoreAtATime() async throws {

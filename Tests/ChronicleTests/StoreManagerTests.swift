@@ -520,6 +520,8 @@ import Testing
         let a = try await manager("a", cloudByDefault: true)
         let b = try await manager("b", cloudByDefault: true)
         let first = try await a.store.write { tx in tx.insert("Folder", ["name": "Work"]) }
+        // Made later by the clock too (record IDs are time-ordered).
+        try await Task.sleep(for: .milliseconds(5))
         let second = try await b.store.write { tx in tx.insert("Folder", ["name": "Work"]) }
         try await a.sync()
         // b sees a's folder (made first) but has not uploaded its own.
@@ -537,6 +539,28 @@ import Testing
                 #expect(carried.duplicates[second] == first, "\(carried)")
             }
         }
+        try await a.close()
+    }
+
+    /// Saves made with the cloud on and not uploaded before the cloud was
+    /// turned off are on no other device: the status says so while the
+    /// local store is loaded, and they upload when the cloud is back.
+    @Test func theStatusTellsOfCloudSavesWaitingWhileTheCloudIsOff() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        #expect(try await a.syncStatus().cloudCopyPendingUploads == nil)
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["one"])
+        try await Self.saveNotes(try await a.store, folder: "B", titles: ["two"])
+        #expect(try await a.syncStatus().pendingUploads == 2)
+        _ = try await a.setCloudEnabled(false)
+        let off = try await a.syncStatus()
+        #expect(off.kind == .local && off.pendingUploads == 0)
+        #expect(off.cloudCopyPendingUploads == 2)
+        _ = try await a.setCloudEnabled(true, localData: .useCloud)
+        try await a.sync()
+        #expect(try await a.syncStatus().pendingUploads == 0)
+        _ = try await a.setCloudEnabled(false)
+        #expect(try await a.syncStatus().cloudCopyPendingUploads == 0)
         try await a.close()
     }
 
