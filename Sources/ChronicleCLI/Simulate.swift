@@ -247,6 +247,15 @@ struct Simulate: AsyncParsableCommand {
             in all: \(attempted) saves attempted, \(syncs) syncs, \(logs) logs, \(summaries.reduce(0) { $0 + $1.baselinesPublished }) baselines published; the final check's new device started from one in \(summaries.filter(\.newDeviceStartedFromBaseline).count) seeds
             faults in all: \(faults.summary)
             """
+        let lifecycles = summaries.compactMap(\.lifecycle)
+        if !lifecycles.isEmpty {
+            let all = lifecycles.reduce(LifecycleCounts(), +)
+            // How many devices turned the cloud on at the same moment, and in how many seeds.
+            let firstEnables = Dictionary(grouping: lifecycles, by: \.firstEnables).mapValues(\.count).sorted { $0.key < $1.key }
+                .map { "\($0.value) with \($0.key)" }.joined(separator: ", ")
+            text += "\nlifecycle in all: \(all.summary)"
+            text += "\nfirst enables at one moment: \(firstEnables) devices; \(lifecycles.filter(\.firstEnablesDuringOutage).count) during an outage"
+        }
         if swarm {
             let off = SimulationOptions.Rate.allCases.filter { $0.swarmRange != nil }.map { rate in
                 "\(rate.rawValue) \(summaries.filter { $0.options[rate].isNever }.count)"
