@@ -50,7 +50,8 @@ package struct LifecycleCounts: Sendable, Hashable, Codable {
     package static func + (a: LifecycleCounts, b: LifecycleCounts) -> LifecycleCounts {
         var c = LifecycleCounts()
         c.firstEnables = a.firstEnables + b.firstEnables
-        c.firstEnablesDuringOutage = a.firstEnablesDuringOutage || b.firstEnablesDuringOutage
+        // A sum covers many moments: how many fell in an outage is counted apart.
+        c.firstEnablesDuringOutage = false
         c.cloudEnabled = a.cloudEnabled + b.cloudEnabled
         c.cloudDisabled = a.cloudDisabled + b.cloudDisabled
         c.cloudDeletions = a.cloudDeletions + b.cloudDeletions
