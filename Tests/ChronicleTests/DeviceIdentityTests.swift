@@ -202,12 +202,7 @@ import Testing
         let path = a.snapshot.path
         try await a.close()
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
-        for folder in ["blobs", "markers"] {
-            let url = world.root.appendingPathComponent("container/\(folder)")
-            for item in try FileManager.default.contentsOfDirectory(at: url, includingPropertiesForKeys: nil) {
-                try FileManager.default.removeItem(at: item)
-            }
-        }
+        try StoreManagerTests.empty(container: world.root.appendingPathComponent("container"))
         a = try await world.open("a")
         #expect(a.storeID != old, "the store \(old) came back from device.json alone")
         try await a.close()

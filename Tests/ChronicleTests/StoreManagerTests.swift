@@ -44,6 +44,17 @@ import Testing
         try await Store.open(storeConfiguration(device))
     }
 
+    /// Removes every blob and marker of the directory container at `url`
+    /// (its own folders stay), as a sync service that lost the files does.
+    static func empty(container url: URL) throws {
+        for folder in ["blobs", "markers"] {
+            let url = url.appendingPathComponent(folder)
+            for item in try FileManager.default.contentsOfDirectory(at: url, includingPropertiesForKeys: nil) {
+                try FileManager.default.removeItem(at: item)
+            }
+        }
+    }
+
     static func titles(_ store: Store) async throws -> [String] {
         try await store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note ORDER BY title") }
     }
@@ -817,12 +828,7 @@ import Testing
         try await b.sync()
         try await Self.saveNotes(try await b.store, folder: "B", titles: ["b after"])
         for m in [b, a] { try await m.sync() }
-        for folder in ["blobs", "markers"] {
-            let url = root.appendingPathComponent("container-alice/\(folder)")
-            for item in try FileManager.default.contentsOfDirectory(at: url, includingPropertiesForKeys: nil) {
-                try FileManager.default.removeItem(at: item)
-            }
-        }
+        try Self.empty(container: root.appendingPathComponent("container-alice"))
         // The device that was away comes back first, with its copy of the old store.
         c = try await open("c")
         try await Self.saveNotes(try await c.store, folder: "C2", titles: ["c after"])
@@ -862,12 +868,7 @@ import Testing
         try await c.sync()
         try await b.close()
         try await c.close()
-        for folder in ["blobs", "markers"] {
-            let url = root.appendingPathComponent("container-alice/\(folder)")
-            for item in try FileManager.default.contentsOfDirectory(at: url, includingPropertiesForKeys: nil) {
-                try FileManager.default.removeItem(at: item)
-            }
-        }
+        try Self.empty(container: root.appendingPathComponent("container-alice"))
         b = try await open("b")
         try await Self.saveNotes(try await b.store, folder: "B", titles: ["b after"])
         try await b.sync()
