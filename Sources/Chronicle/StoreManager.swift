@@ -269,6 +269,12 @@ public actor StoreManager {
         /// The stores this device moved into that replaced another (the
         /// newest 16): see ``restoreLineage(of:)``.
         var lineages: [Lineage]? = nil
+        /// Per store (its ID), the device IDs whose logs this device keeps
+        /// there: the seeding device of a store it created, its own ID
+        /// before it deleted its copy. Kept here as well as in the snapshot,
+        /// which can go back in time (a lost `-wal`): a move carries their
+        /// saves from the container's logs.
+        var keptDevices: [String: [DeviceID]]? = nil
     }
 
     /// A store deleted on purpose, as its tombstone said.
@@ -993,7 +999,7 @@ public actor StoreManager {
                       mergesWaiting: state.mergesWaiting,
                       lastDeletion: CloudDeletion(store: storeID, by: device, milliseconds: configuration.store.clock.nowMilliseconds(),
                                                   carried: carried.copied + carried.deleted),
-                      deletedStores: Array(remembered), lineages: state.lineages)
+                      deletedStores: Array(remembered), lineages: state.lineages, keptDevices: state.keptDevices)
         try Self.write(state, in: folder)
         loaded = nil
         settleFirstSync(ChronicleError(.storeNotLoaded, "the cloud store \(storeID) was deleted before its first sync"))
@@ -1371,7 +1377,14 @@ public actor StoreManager {
                     // old store's logs still hold (its files went back in
                     // time: a lost -wal, a restored copy) go too.
                     let forgotten = try await savesOnlyInLogs(of: previous.deviceID, in: old, after: covered, besides: unchanged)
-                    unchanged = inherited + (unchanged + forgotten).sorted { $0.sequence < $1.sequence }
+                    // And the saves of the devices whose logs it keeps, that
+                    // its files no longer hold (see ``State/keptDevices``).
+                    var keptForgotten: [Transaction] = []
+                    for kept in state.keptDevices?[old.description] ?? [] where kept != previous.deviceID {
+                        keptForgotten += try await savesOnlyInLogs(of: kept, in: old, after: supersession.vector[kept] ?? 0,
+                                                                   besides: inherited.filter { $0.deviceID == kept })
+                    }
+                    unchanged = (inherited + keptForgotten).sorted { $0.clock < $1.clock } + (unchanged + forgotten).sorted { $0.sequence < $1.sequence }
                 }
                 var only: Set<RecordID> = []
                 var fields: [RecordID: Set<String>] = [:]
@@ -1586,6 +1599,15 @@ public actor StoreManager {
     private func keepSeedLogs(_ store: Store) throws {
         guard let seed = seedLogs, seed.store == store.storeID else { return }
         try store.snapshot.inherit(logs: seed.logs, of: seed.device)
+        var kept = state.keptDevices ?? [:]
+        let key = store.storeID.description
+        if !(kept[key] ?? []).contains(seed.device) {
+            kept[key, default: []].append(seed.device)
+            // The newest stores only: a device keeps few.
+            if kept.count > 16, let oldest = kept.keys.sorted().first { kept[oldest] = nil }
+            state.keptDevices = kept
+            try Self.write(state, in: folder)
+        }
         seedLogs = nil
     }
 
