@@ -830,10 +830,15 @@ public actor StoreManager {
             return true
         }
         try await restoreLineage(of: storeID)
-        guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
-              pointer.payload.store != storeID,
-              try await replaced(storeID, by: pointer.payload.store)
-        else { return false }
+        let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)
+        if let pointer {
+            guard pointer.payload.store != storeID, try await replaced(storeID, by: pointer.payload.store) else { return false }
+        } else {
+            // No pointer: the store that replaced this one may have been
+            // deleted since (its deletion removed the pointer). Leaving
+            // finds out, and carries what that store never got.
+            guard try await container.readMarker(ContainerLayout.supersession(store: storeID)) != nil else { return false }
+        }
         // Rebuilt as another store, or merged into the active one: move to it.
         state.leaving = storeID
         try Self.write(state, in: folder)
@@ -976,6 +981,14 @@ public actor StoreManager {
             // Saves made after the deletion go too, even if something
             // uploaded them since (a baseline, a maintenance operation):
             // nobody chose to delete them.
+            // Left for a store that replaced it and was then deleted: the
+            // saves that store never got (beyond its vector) were deleted
+            // by no one, and go too.
+            var from = from
+            if from == nil,
+               let replaced = try await configuration.store.container.readMarker(ContainerLayout.supersession(store: storeID), as: StoreSupersession.self)?.payload {
+                from = (replaced.vector[cloud.deviceID] ?? 0) + 1
+            }
             let pending = try cloud.snapshot.pendingUploadTransactions(alsoFrom: from)
                 + cloud.snapshot.ownTransactions(since: HybridTimestamp(milliseconds: tombstone.milliseconds, counter: 0))
             let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })

@@ -64,6 +64,20 @@ import Testing
         #expect(summary.passed, "seed \(seed): \(summary.violations)")
     }
 
+    /// Pinned: with more deletions and maintenance (the demo's rates), a
+    /// store was rebuilt without a device's last uploaded saves and then
+    /// deleted before that device moved; the device left without them.
+    /// Reproduce: `chronicle simulate --lifecycle --first-enables 2
+    /// --rate cloud-deletion=0.01,maintenance=0.03 --seed 15 --verbose`.
+    @Test func aDeletionOfARebuiltStoreLeavesWhatItNeverGot() async throws {
+        var options = Self.options(firstEnables: 2)
+        options.cloudDeletionProbability = 0.01
+        options.maintenanceProbability = 0.03
+        let summary = try await Simulation(seed: 15, options: options).run()
+        #expect(summary.passed, "\(summary.violations)")
+        #expect((summary.lifecycle?.cloudDeletions ?? 0) >= 1 && (summary.lifecycle?.rebuilds ?? 0) >= 1)
+    }
+
     @Test(arguments: regressionSeeds.map(\.seed))
     func pinnedRegressionSeeds(seed: UInt64) async throws {
         let summary = try await Simulation(seed: seed, options: Self.options()).run()

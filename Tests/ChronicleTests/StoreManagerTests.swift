@@ -882,6 +882,35 @@ import Testing
         for m in [a, b, c] { try await m.close() }
     }
 
+    /// A store is rebuilt without a device's last uploaded save (the
+    /// rebuilding device had not seen it), and the new store is deleted
+    /// everywhere before that device moved. The save was never in the
+    /// deleted store: the device carries it to its local store.
+    @Test func aSaveARebuildNeverGotSurvivesTheDeletionOfTheRebuiltStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let hidden = Mutex<String?>(nil)
+        var rebuilding = try storeConfiguration("a")
+        rebuilding.container = HidingContainer(base: try container()) { name in
+            hidden.withLock { prefix in prefix.map { name.rawValue.hasPrefix($0) } ?? false }
+        }
+        let a = try await StoreManager.open(StoreManager.Configuration(store: rebuilding, cloudEnabledByDefault: true))
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
+        for m in [a, b, a] { try await m.sync() }
+        let old = try await b.store.storeID
+        let bID = try await b.store.deviceID
+        hidden.withLock { $0 = ContainerLayout.logPrefix(store: old, device: bID) }
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b uploaded, not rebuilt"])
+        try await b.store.sync()
+        _ = try await a.rebuildCloudStore()
+        try await a.deleteCloudStore(localOnly: false)
+        hidden.withLock { $0 = nil }
+        try await b.sync()
+        #expect(await b.loadedKind == .local)
+        #expect(try await Self.notesWithFolders(try await b.store).contains("b uploaded, not rebuilt@B"))
+        for m in [a, b] { try await m.close() }
+    }
+
     @Test func aRebuildThatLosesTheRaceLeavesTheActiveStoreAlone() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a", cloudByDefault: true)
