@@ -303,7 +303,7 @@ public actor StoreManager {
     /// What seeding the container's first store copied from the local store.
     private var seedReport: MergeReport?
     /// The logs of the device that seeded a new store, for this device to keep.
-    private var seedLogs: (store: StoreID, device: DeviceID, logs: [(first: UInt64, last: UInt64, transactions: [Transaction])])?
+    private var seedLogs: (store: StoreID, devices: [(device: DeviceID, logs: [(first: UInt64, last: UInt64, transactions: [Transaction])])])?
     /// Set by ``close()``: every later call throws ``ChronicleError/Code/closed``.
     private var isClosed = false
 
@@ -660,6 +660,21 @@ public actor StoreManager {
                 do {
                     var seeded = false
                     seedReport = nil
+                    if try lastStore() == nil {
+                        // A pointer naming a store this device left because it
+                        // was deleted (the container lost the tombstone): the
+                        // deletion is written again, and the store not joined.
+                        if let remembered = state.deletedStores, !remembered.isEmpty {
+                            // Joining looks at the pointer, or at the stores
+                            // the container holds when it has none.
+                            var named = Set(try await configuration.store.container.listChildren(prefix: ContainerLayout.storesPrefix)
+                                .compactMap(StoreID.init(string:)))
+                            if let pointer = try await marker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.store { named.insert(pointer) }
+                            for deleted in remembered where named.contains(deleted.store) {
+                                _ = try await reassertDeletion(of: deleted.store)
+                            }
+                        }
+                    }
                     let bringsLocal = state.mergePending || state.overwritePending == true
                     // A device with a copy of a store puts that store back
                     // (see Store.open) rather than starting another.
@@ -1593,14 +1608,25 @@ public actor StoreManager {
     }
 
     /// The bodies of every log `store`'s device has in the container, by log.
-    private func uploadedLogs(of store: Store) async throws -> (store: StoreID, device: DeviceID, logs: [(first: UInt64, last: UInt64, transactions: [Transaction])]) {
+    private func uploadedLogs(of store: Store) async throws -> (store: StoreID, devices: [(device: DeviceID, logs: [(first: UInt64, last: UInt64, transactions: [Transaction])])]) {
         var logs: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
         for blob in try await configuration.store.container.listAll(prefix: ContainerLayout.logPrefix(store: store.storeID, device: store.deviceID)) {
             guard let parsed = ContainerLayout.parseLog(blob.name),
                   let transactions = try store.snapshot.ownTransactions(first: parsed.first, last: parsed.last) else { continue }
             logs.append((parsed.first, parsed.last, transactions))
         }
-        return (store.storeID, store.deviceID, logs)
+        var devices = [(device: store.deviceID, logs: logs)]
+        // And the logs it keeps for others (a seeding device, its earlier
+        // IDs): a copy deleted twice in a row must not drop them.
+        for device in try store.snapshot.inheritedDevices() where device != store.deviceID {
+            var kept: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
+            for (first, last) in try store.snapshot.inheritedGroups(of: device) {
+                guard let encoded = try store.snapshot.inheritedTransactions(of: device, first: first, last: last) else { continue }
+                kept.append((first, last, try Snapshot.transactions(encoded, device: device, schema: store.snapshot.schema, storeID: store.storeID)))
+            }
+            devices.append((device, kept))
+        }
+        return (store.storeID, devices)
     }
 
     /// Keeps in `store`'s snapshot the bodies of the logs of a device ID
@@ -1611,13 +1637,15 @@ public actor StoreManager {
     /// from a baseline. Repairs put them back like this device's own.
     private func keepSeedLogs(_ store: Store) throws {
         guard let seed = seedLogs, seed.store == store.storeID else { return }
-        try store.snapshot.inherit(logs: seed.logs, of: seed.device)
         var kept = state.keptDevices ?? [:]
         let key = store.storeID.description
-        if !(kept[key] ?? []).contains(seed.device) {
-            kept[key, default: []].append(seed.device)
-            // The newest stores only: a device keeps few.
-            if kept.count > 16, let oldest = kept.keys.sorted().first { kept[oldest] = nil }
+        for (device, logs) in seed.devices where device != store.deviceID {
+            try store.snapshot.inherit(logs: logs, of: device)
+            if !(kept[key] ?? []).contains(device) { kept[key, default: []].append(device) }
+        }
+        // The newest stores only: a device keeps few.
+        if kept.count > 16, let oldest = kept.keys.sorted().first { kept[oldest] = nil }
+        if kept != (state.keptDevices ?? [:]) {
             state.keptDevices = kept
             try Self.write(state, in: folder)
         }

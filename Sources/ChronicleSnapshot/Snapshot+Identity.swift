@@ -78,7 +78,7 @@ extension Snapshot {
     }
 
     /// Decodes pre-encoded bodies of `device` into transactions.
-    static func transactions(_ encoded: [LogEncoder.EncodedTransaction], device: DeviceID, schema: Schema, storeID: StoreID) throws -> [Transaction] {
+    package static func transactions(_ encoded: [LogEncoder.EncodedTransaction], device: DeviceID, schema: Schema, storeID: StoreID) throws -> [Transaction] {
         guard !encoded.isEmpty else { return [] }
         let bytes = try LogEncoder(storeID: storeID, compresses: false).encode(bodies: encoded, device: device, schemaHash: schema.hash)
         // The outbox was written by this snapshot: no cap applies to reading it back.

@@ -911,6 +911,57 @@ import Testing
         for m in [a, b] { try await m.close() }
     }
 
+    /// Deleting this device's copy of the cloud store twice in a row, then
+    /// the container loses its files: the second copy still keeps the first
+    /// ID's log bodies, and puts the save back.
+    @Test func twoLocalOnlyDeletionsInARowKeepEveryEarlierIDsLogs() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        func open(_ device: String) async throws -> StoreManager {
+            try await StoreManager.open(try accountConfiguration(device, token: "alice"))
+        }
+        let a = try await open("a")
+        let b = try await open("b")
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        try await a.sync()
+        try await a.deleteCloudStore(localOnly: true)
+        try await a.deleteCloudStore(localOnly: true)
+        try Self.empty(container: root.appendingPathComponent("container-alice"))
+        for _ in 0..<3 { for m in [a, b] { try await m.sync() } }
+        for m in [a, b] { #expect(try await Self.notesWithFolders(try await m.store) == ["a1@A"]) }
+        for m in [a, b] { try await m.close() }
+    }
+
+    /// A device deletes the store it moved to, the container then loses its
+    /// files, and another device that never saw the deletion puts the store
+    /// back. The first device does not join it (it writes the tombstone
+    /// again: its old ID's sequences there count as applied on the other
+    /// device, so its new saves would never reach it), and they converge.
+    @Test func aDeviceNeverRejoinsAStoreItDeleted() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        func open(_ device: String) async throws -> StoreManager {
+            try await StoreManager.open(try accountConfiguration(device, token: "alice"))
+        }
+        let a = try await open("a")
+        let d = try await open("d")
+        try await Self.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        for m in [a, d] { try await m.sync() }
+        let deleted = try await d.rebuildCloudStore()
+        try await a.sync()
+        _ = try await a.migrateCloudToLocal(deleteCloudStore: true)
+        #expect(await a.loadedKind == .local)
+        try Self.empty(container: root.appendingPathComponent("container-alice"))
+        try await Self.saveNotes(try await d.store, folder: "D", titles: ["d1"])
+        try await d.sync()
+        try await Self.saveNotes(try await a.store, folder: "A2", titles: ["a2"])
+        _ = try await a.setCloudEnabled(true)
+        #expect(try await a.store.storeID != deleted, "a joined the store it deleted")
+        for _ in 0..<3 { for m in [a, d] { try await m.sync(); if await m.loadedKind != .cloud { _ = try await m.setCloudEnabled(true) } } }
+        let a2 = try await Self.notesWithFolders(try await a.store)
+        #expect(a2 == (try await Self.notesWithFolders(try await d.store)), "the devices converge")
+        #expect(a2.contains("a2@A2") && a2.contains("d1@D"), "\(a2)")
+        for m in [a, d] { try await m.close() }
+    }
+
     @Test func aRebuildThatLosesTheRaceLeavesTheActiveStoreAlone() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a", cloudByDefault: true)

@@ -77,7 +77,13 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
     static func whereKept(_ ack: AcknowledgementLedger.Entry, final: StoreID, _ state: QuiescedState, held: [StoreID: Set<LogKey>]) -> Kept {
         switch ack.place {
         case .local: return .localStore(ack.deviceIndex, orEveryDevice: false)
-        case .fallback: return .everyDevice
+        case .fallback:
+            // Merged into the cloud store that loaded next: if a store
+            // deleted on purpose held it, it went with that store.
+            for versions in state.deletedStoreVersions.values {
+                if let v = versions[ack.id], Self.holds(v, ack) { return .gone }
+            }
+            return .everyDevice
         case .cloud: break
         }
         var store = ack.store
