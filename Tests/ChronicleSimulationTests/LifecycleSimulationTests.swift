@@ -55,6 +55,7 @@ import Testing
         (0xd5, "the checker expected carried saves in a local store the device had since deleted on purpose"),
         (0x194, "a carried folder that the store showed as a duplicate of another (same unique name) was taken for deleted, and dropped"),
         (0x1a8, "after a wipe took the tombstone, a device back from another account put the deleted store back, and everyone merged into it"),
+        (0x9d, "the checker missed a deleted store's log that a bit flip damaged after the deletion (nobody repairs a deleted store)"),
         (0xeb, "the device that seeded a store lost its -wal, and with it the seeding device's log bodies; the store then merged into another without them"),
     ]
 

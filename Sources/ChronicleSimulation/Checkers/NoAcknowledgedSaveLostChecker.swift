@@ -34,6 +34,12 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             guard fate == .deleted else { continue }
             let logs = try await StoreLogs.read(state.container.everything, store: store)
             held[store, default: []].formUnion(logs.devices.flatMap { device in logs.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
+            // By name too: nobody repairs a deleted store's logs, so a bit
+            // flip after the deletion leaves one that no longer decodes.
+            for blob in try await state.container.everything.listAll(prefix: "\(store)/") {
+                guard let parsed = ContainerLayout.parseLog(blob.name) else { continue }
+                held[store, default: []].formUnion((parsed.first...parsed.last).map { LogKey(device: parsed.device, sequence: $0) })
+            }
         }
         for case let (store, .superseded) in state.fates {
             let logs = try await StoreLogs.read(state.container.everything, store: store)
