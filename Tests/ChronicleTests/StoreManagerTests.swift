@@ -31,6 +31,15 @@ import Testing
                                                                mergeBatchSize: batch))
     }
 
+    /// A manager with the cloud on whose container hides the blobs whose
+    /// names start with the prefix `hidden` holds (nil hides none), as a
+    /// sync service that has not delivered them yet.
+    func manager(_ device: String, hiding hidden: HiddenPrefix) async throws -> StoreManager {
+        var configuration = try storeConfiguration(device)
+        configuration.container = HidingContainer(base: try container()) { hidden.hides($0) }
+        return try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true))
+    }
+
     /// A manager whose container is account `token`'s (`container-<token>`),
     /// with the app supplying the token and the cloud on.
     func accountConfiguration(_ device: String, token: String) throws -> StoreManager.Configuration {
@@ -727,22 +736,18 @@ import Testing
     /// keeps its old ID's logs, so it carries that save into the new store.
     @Test func aRebuildThatMissedAnEarlierIDsLastLogLosesNothing() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let hidden = Mutex<String?>(nil)
-        var rebuilding = try storeConfiguration("a")
-        rebuilding.container = HidingContainer(base: try container()) { name in
-            hidden.withLock { prefix in prefix.map { name.rawValue.hasPrefix($0) } ?? false }
-        }
-        let a = try await StoreManager.open(StoreManager.Configuration(store: rebuilding, cloudEnabledByDefault: true))
+        let hidden = HiddenPrefix()
+        let a = try await manager("a", hiding: hidden)
         let b = try await manager("b", cloudByDefault: true)
         try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
         for m in [a, b] { try await m.sync() }
         try await Self.saveNotes(try await b.store, folder: "B", titles: ["b pending"])
         let old = try await b.store.storeID
         let earlierID = try await b.store.deviceID
-        hidden.withLock { $0 = ContainerLayout.logPrefix(store: old, device: earlierID) }
+        hidden.set(ContainerLayout.logPrefix(store: old, device: earlierID))
         try await b.deleteCloudStore(localOnly: true)
         _ = try await a.rebuildCloudStore()
-        hidden.withLock { $0 = nil }
+        hidden.set(nil)
         for m in [b, a, b, a] { try await m.sync() }
         for m in [a, b] {
             #expect(try await Self.notesWithFolders(try await m.store) == ["a synced@A", "b pending@B"])
@@ -756,12 +761,8 @@ import Testing
     /// the device carries it from there into the new store.
     @Test func aRebuildLosesNothingOfADeviceWhoseFilesWentBackInTime() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let hidden = Mutex<String?>(nil)
-        var rebuilding = try storeConfiguration("a")
-        rebuilding.container = HidingContainer(base: try container()) { name in
-            hidden.withLock { prefix in prefix.map { name.rawValue.hasPrefix($0) } ?? false }
-        }
-        let a = try await StoreManager.open(StoreManager.Configuration(store: rebuilding, cloudEnabledByDefault: true))
+        let hidden = HiddenPrefix()
+        let a = try await manager("a", hiding: hidden)
         var b = try await manager("b", cloudByDefault: true)
         try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
         for m in [a, b, a] { try await m.sync() }
@@ -773,9 +774,9 @@ import Testing
         try await Self.saveNotes(try await b.store, folder: "B", titles: ["b forgotten"])
         try await b.sync()
         try await b.close()
-        hidden.withLock { $0 = ContainerLayout.logPrefix(store: old, device: bID) }
+        hidden.set(ContainerLayout.logPrefix(store: old, device: bID))
         _ = try await a.rebuildCloudStore()
-        hidden.withLock { $0 = nil }
+        hidden.set(nil)
         try FileManager.default.removeItem(at: root.appendingPathComponent("b"))
         try FileManager.default.copyItem(at: root.appendingPathComponent("b-backup"), to: root.appendingPathComponent("b"))
         b = try await manager("b")
@@ -888,23 +889,19 @@ import Testing
     /// deleted store: the device carries it to its local store.
     @Test func aSaveARebuildNeverGotSurvivesTheDeletionOfTheRebuiltStore() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let hidden = Mutex<String?>(nil)
-        var rebuilding = try storeConfiguration("a")
-        rebuilding.container = HidingContainer(base: try container()) { name in
-            hidden.withLock { prefix in prefix.map { name.rawValue.hasPrefix($0) } ?? false }
-        }
-        let a = try await StoreManager.open(StoreManager.Configuration(store: rebuilding, cloudEnabledByDefault: true))
+        let hidden = HiddenPrefix()
+        let a = try await manager("a", hiding: hidden)
         let b = try await manager("b", cloudByDefault: true)
         try await Self.saveNotes(try await a.store, folder: "A", titles: ["a synced"])
         for m in [a, b, a] { try await m.sync() }
         let old = try await b.store.storeID
         let bID = try await b.store.deviceID
-        hidden.withLock { $0 = ContainerLayout.logPrefix(store: old, device: bID) }
+        hidden.set(ContainerLayout.logPrefix(store: old, device: bID))
         try await Self.saveNotes(try await b.store, folder: "B", titles: ["b uploaded, not rebuilt"])
         try await b.store.sync()
         _ = try await a.rebuildCloudStore()
         try await a.deleteCloudStore(localOnly: false)
-        hidden.withLock { $0 = nil }
+        hidden.set(nil)
         try await b.sync()
         #expect(await b.loadedKind == .local)
         #expect(try await Self.notesWithFolders(try await b.store).contains("b uploaded, not rebuilt@B"))
@@ -1588,4 +1585,13 @@ struct HidingContainer: Container {
     func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws { try await base.deleteMarker(name, expected: expected) }
     func listMarkers(prefix: String) async throws -> [ContainerName] { try await base.listMarkers(prefix: prefix) }
     func foreignEntries(prefix: String) async throws -> [ForeignEntry] { try await base.foreignEntries(prefix: prefix) }
+}
+
+/// The prefix of the blob names a ``HidingContainer`` hides, set as a test goes.
+final class HiddenPrefix: Sendable {
+    private let prefix = Mutex<String?>(nil)
+
+    func set(_ value: String?) { prefix.withLock { $0 = value } }
+
+    func hides(_ name: ContainerName) -> Bool { prefix.withLock { p in p.map { name.rawValue.hasPrefix($0) } ?? false } }
 }
