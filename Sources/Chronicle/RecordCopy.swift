@@ -215,10 +215,14 @@ struct RecordCopy {
         }
         for start in stride(from: 0, to: deferred.count, by: batchSize) {
             let batch = Array(deferred[start..<min(deferred.count, start + batchSize)])
-            try await destination.write { tx in
-                for update in batch { tx.update(update.entity, id: update.id, update.values) }
+            do {
+                try await destination.write { tx in
+                    for update in batch { tx.update(update.entity, id: update.id, update.values) }
+                }
+                report.transactions += 1
+            } catch let error as ChronicleError where error.code == .uniqueViolation {
+                for update in batch { try await Self.update(update, into: destination, report: &report) }
             }
-            report.transactions += 1
         }
         // One save each: deleting a record can remove others by cascade (a
         // folder its notes), and a delete of a record already gone is moot.
@@ -232,6 +236,26 @@ struct RecordCopy {
             }
         }
         return report
+    }
+
+    /// Writes one update; one that gives a record the unique key of another
+    /// record of the destination (a rename there that the source saw, and
+    /// the destination made a record of that name since) is kept as a sync
+    /// keeps it: merged, the two records become duplicates and one is shown.
+    /// A save would refuse it, and the copy (a deletion's carry, say) would
+    /// then fail at every attempt.
+    private static func update(_ update: (entity: String, id: RecordID, values: [String: Value]), into destination: Store,
+                               report: inout StoreManager.MergeReport) async throws {
+        do {
+            try await destination.write { tx in tx.update(update.entity, id: update.id, update.values) }
+        } catch let error as ChronicleError where error.code == .uniqueViolation {
+            let snapshot = destination.snapshot
+            let clock = HybridTimestamp(rawValue: try snapshot.latestClock().rawValue + 1)
+            let change = Change(.update, entity: update.entity, recordID: update.id,
+                                values: update.values.sorted { $0.key < $1.key }.map { FieldValue($0.key, $0.value) })
+            _ = try snapshot.adopt([Transaction(deviceID: snapshot.deviceID, sequence: 0, clock: clock, schemaHash: snapshot.schema.hash, changes: [change])])
+        }
+        report.transactions += 1
     }
 
     /// The source's visible records: every one (`wanted` nil) or those named.

@@ -584,6 +584,31 @@ import Testing
         try await a.close()
     }
 
+    /// A rename made in the cloud store and never uploaded gives a folder
+    /// the name of another folder the local store holds. When the cloud
+    /// store is deleted everywhere and the rename is carried to the local
+    /// store, the two merge as a sync would merge them (one is shown): the
+    /// carry does not fail at every attempt on the unique name.
+    @Test func aCarriedRenameOntoALocalNameMergesInsteadOfFailing() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b")
+        _ = try await b.store.write { tx in tx.insert("Folder", ["name": "Home"]) }
+        _ = try await b.setCloudEnabled(true, localData: .useCloud)
+        let work = try await b.store.write { tx in tx.insert("Folder", ["name": "Work"]) }
+        try await b.sync()
+        _ = try await b.migrateCloudToLocal()
+        _ = try await b.setCloudEnabled(true, localData: .useCloud)
+        try await b.store.write { tx in tx.update("Folder", id: work, ["name": "Home"]) }
+        try await a.sync()
+        try await a.deleteCloudStore(localOnly: false)
+        try await b.sync()
+        #expect(await b.loadedKind == .local)
+        #expect(try await b.store.read { db in try String.fetchAll(db, sql: "SELECT name FROM Folder") } == ["Home"])
+        #expect(try await b.sync() == nil, "nothing left to fail")
+        for m in [a, b] { try await m.close() }
+    }
+
     // MARK: Rebuilding
 
     /// A device carries into the rebuilt store an update it made to a note
