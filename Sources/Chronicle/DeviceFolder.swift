@@ -70,11 +70,12 @@ final class DeviceFolder: @unchecked Sendable {
         // A container's folder (blobs/ and markers/), or any folder inside
         // one, is never a device's: the device's files would sit among what
         // every device syncs. Checked before anything is created.
-        var folder = url.standardizedFileURL.resolvingSymlinksInPath()
+        let resolved = url.standardizedFileURL.resolvingSymlinksInPath()
+        var folder = resolved
         while true {
             if Self.isContainer(folder) {
-                let inside = folder.path == url.standardizedFileURL.resolvingSymlinksInPath().path ? "" : " (inside the container at \(folder.path))"
-                throw ChronicleError(.invalidValue, "\(url.path) is a container\(inside.isEmpty ? " (it holds blobs/ and markers/)" : inside), not a device folder: give each device a folder of its own, outside the container")
+                let which = folder.path == resolved.path ? " (it holds blobs/ and markers/)" : " (inside the container at \(folder.path))"
+                throw ChronicleError(.invalidValue, "\(url.path) is a container\(which), not a device folder: give each device a folder of its own, outside the container")
             }
             let parent = folder.deletingLastPathComponent()
             if parent.path == folder.path || parent.path.isEmpty { break }

@@ -881,25 +881,17 @@ public actor StoreManager {
             // The pointer names the store this one replaced (put back by a
             // device still on it after the container lost files): it goes
             // to this store.
-            if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
-               pointer.payload.store == active,
-               try await container.readMarker(ContainerLayout.supersession(store: active), as: StoreSupersession.self)?.payload.store == store {
-                _ = try? await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store), expected: pointer.version)
+            if try await container.readMarker(ContainerLayout.supersession(store: active), as: StoreSupersession.self)?.payload.store == store {
+                try await movePointer(from: active, to: store)
             }
             return false
         }
         if try await outranks(store, active) {
             // This store wins: the pointer goes back to it, and the other
             // store's devices merge into it when they see the pointer.
-            if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
-               pointer.payload.store == active {
-                do {
-                    _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store), expected: pointer.version)
-                    configuration.store.log.notice("two stores were active; the pointer goes back to this one, which the other merges into",
-                                                   metadata: ["chronicle.store": "\(store)", "chronicle.other": "\(active)"])
-                } catch let error as ChronicleError where error.code == .markerConflict {
-                    // Moved meanwhile: the next check looks again.
-                }
+            if try await movePointer(from: active, to: store) {
+                configuration.store.log.notice("two stores were active; the pointer goes back to this one, which the other merges into",
+                                               metadata: ["chronicle.store": "\(store)", "chronicle.other": "\(active)"])
             }
             return false
         }
@@ -913,6 +905,22 @@ public actor StoreManager {
             // Another device of the store wrote it first: follow theirs.
         }
         return true
+    }
+
+    /// Points the active-store pointer at `store` if it names `active`
+    /// (compare-and-swap: a pointer moved meanwhile is left to the next
+    /// check). Returns whether it moved.
+    @discardableResult
+    private func movePointer(from active: StoreID, to store: StoreID) async throws -> Bool {
+        let container = configuration.store.container
+        guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
+              pointer.payload.store == active else { return false }
+        do {
+            _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store), expected: pointer.version)
+            return true
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            return false
+        }
     }
 
     /// If `store` is one this device left because it was deleted on
@@ -993,9 +1001,6 @@ public actor StoreManager {
             // What the container lost of this device's uploaded saves goes
             // back first: the deleted store's logs stay as what it held.
             _ = try? await cloud.repairOwnLogs()
-            // Saves made after the deletion go too, even if something
-            // uploaded them since (a baseline, a maintenance operation):
-            // nobody chose to delete them.
             // Left for a store that replaced it and was then deleted: the
             // saves that store never got (beyond its vector) were deleted
             // by no one, and go too.
@@ -1004,6 +1009,9 @@ public actor StoreManager {
                let replaced = try await configuration.store.container.readMarker(ContainerLayout.supersession(store: storeID), as: StoreSupersession.self)?.payload {
                 from = (replaced.vector[cloud.deviceID] ?? 0) + 1
             }
+            // Saves made after the deletion go too, even if something
+            // uploaded them since (a baseline, a maintenance operation):
+            // nobody chose to delete them.
             let pending = try cloud.snapshot.pendingUploadTransactions(alsoFrom: from)
                 + cloud.snapshot.ownTransactions(since: HybridTimestamp(milliseconds: tombstone.milliseconds, counter: 0))
             let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })
