@@ -19,4 +19,12 @@ extension ChronicleError.Code {
     /// observation on ``Store/reader``) throws this. Open the store again
     /// to go on.
     public static let closed = Self("closed")
+
+    /// This device could not import the cloud store's content, even after
+    /// building its copy again from the container: it marked the store
+    /// corrupted and unloaded it. A healthy device rebuilds the store under
+    /// a new ID, and this device moves there, carrying its saves, at its
+    /// next ``StoreManager/sync(progress:)`` after that (see
+    /// ``StoreManager/health()``).
+    public static let cloudContentCorrupted = Self("cloudContentCorrupted", transient: true)
 }

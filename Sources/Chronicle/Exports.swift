@@ -37,6 +37,9 @@
 @_exported import enum ChronicleContainer.EntryKind
 @_exported import struct ChronicleContainer.DirectoryContainer
 @_exported import class ChronicleContainer.InMemoryContainer
+@_exported import struct ChronicleContainer.CorruptionMark
+@_exported import struct ChronicleContainer.ElectionLease
+@_exported import struct ChronicleContainer.RebuildCandidacy
 
 // What the store reports.
 @_exported import enum ChronicleSnapshot.Durability

@@ -684,6 +684,18 @@ public actor Store {
         return repaired
     }
 
+    /// Builds this device's copy of the store again from the container (its
+    /// newest intact baseline, then the logs), under a new device ID, and
+    /// saves into it again, with their original clocks, this device's saves
+    /// the container lacks. The health monitor does this when an import
+    /// keeps failing, before it calls the store corrupted: a damaged local
+    /// snapshot, or a copy that went wrong, is mended this way.
+    package func rebuildLocalCopy(reason: String) async throws -> IdentityChange {
+        try beginOperation()
+        defer { endOperation() }
+        return try await moveToNewIdentity(reason: reason)
+    }
+
     /// Writes this device's state as a baseline of the store, so that a new
     /// device starts from it (one SQLite transaction per part) instead of
     /// replaying every log. Pending saves are uploaded first, so the baseline
@@ -811,7 +823,7 @@ public actor Store {
     private func performMove(reason: String) async throws -> IdentityChange {
         let old = snapshot
         let newID = DeviceID.drawn(&random)
-        configuration.log.warning("this device's files are behind the container; continuing under a new device ID", metadata: [
+        configuration.log.warning("building this device's copy of the store again under a new device ID", metadata: [
             "chronicle.device": "\(old.deviceID)", "chronicle.newDevice": "\(newID)", "chronicle.reason": "\(reason)",
         ])
         let nextPath = folder.nextSnapshotPath(storeID)

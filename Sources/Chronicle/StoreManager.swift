@@ -77,11 +77,16 @@ public actor StoreManager {
         /// Data the app ships to fill the container's first store (see
         /// ``SeedData``); nil for none.
         public var seedData: SeedData?
+        /// How the health monitor judges failed imports and elects a
+        /// rebuilder (see ``HealthConfiguration``).
+        public var health: HealthConfiguration
 
         /// Creates a configuration.
         public init(store: Store.Configuration, cloudEnabledByDefault: Bool = false, mergeBatchSize: Int = 500,
-                    accountToken: String? = nil, seedStrategy: SeedStrategy = .copyRecords, seedData: SeedData? = nil) {
+                    accountToken: String? = nil, seedStrategy: SeedStrategy = .copyRecords, seedData: SeedData? = nil,
+                    health: HealthConfiguration = HealthConfiguration()) {
             self.store = store
+            self.health = health
             self.seedData = seedData
             self.seedStrategy = seedStrategy
             self.accountToken = accountToken
@@ -208,6 +213,19 @@ public actor StoreManager {
         /// The cloud store was rebuilt as a new store, and this device moved
         /// to it, carrying over its saves the new store did not cover.
         case movedToStore(StoreID, from: StoreID, carried: MergeReport)
+        /// This device's health for the cloud store changed (see ``Health``).
+        case healthChanged(Health.Status, StoreID)
+        /// An import kept failing: this device builds its copy of the cloud
+        /// store again from the container (under a new device ID, carrying
+        /// its saves the container lacks) before it calls the store corrupted.
+        case rebuildingLocalCopy(StoreID, reason: String)
+        /// A corruption mark: written by this device, which then unloaded
+        /// the store (`healthy` false), or seen by a healthy device, which
+        /// stands for the election to rebuild it (`healthy` true).
+        case cloudContentCorrupted(CorruptionMark, healthy: Bool)
+        /// This device won the election to rebuild the corrupted store, and
+        /// rebuilds it now (``rebuiltCloudStore(_:from:)`` follows).
+        case electedToRebuild(StoreID)
     }
 
     /// What a merge of the local store into the cloud store did.
@@ -275,6 +293,8 @@ public actor StoreManager {
         /// which can go back in time (a lost `-wal`): a move carries their
         /// saves from the container's logs.
         var keptDevices: [String: [DeviceID]]? = nil
+        /// The health monitor's record of the cloud store (see ``Health``).
+        var health: HealthRecord? = nil
     }
 
     /// A store deleted on purpose, as its tombstone said.
@@ -289,16 +309,16 @@ public actor StoreManager {
 
     /// The manager's configuration.
     public nonisolated let configuration: Configuration
-    private let folder: DeviceFolder
-    private var state: State
-    private var loaded: (kind: Kind, store: Store)?
-    private let continuations = EventContinuations<Event>()
+    let folder: DeviceFolder
+    var state: State
+    var loaded: (kind: Kind, store: Store)?
+    let continuations = EventContinuations<Event>()
     /// The app's hooks, held weakly.
-    private weak var delegate: (any StoreManagerDelegate)?
+    weak var delegate: (any StoreManagerDelegate)?
     /// Sync state of the loaded store.
     private var firstSyncComplete = false
-    private var lastReport: Store.SyncReport?
-    private var lastError: ChronicleError?
+    var lastReport: Store.SyncReport?
+    var lastError: ChronicleError?
     private var firstSyncWaiters: [CheckedContinuation<Void, any Error>] = []
     /// What seeding the container's first store copied from the local store.
     private var seedReport: MergeReport?
@@ -306,6 +326,8 @@ public actor StoreManager {
     private var seedLogs: (store: StoreID, devices: [(device: DeviceID, logs: [(first: UInt64, last: UInt64, transactions: [Transaction])])])?
     /// Set by ``close()``: every later call throws ``ChronicleError/Code/closed``.
     private var isClosed = false
+    /// How many IDs this manager drew for rebuilds (each draw differs).
+    private var rebuildDraws = 0
 
     /// Throws ``ChronicleError/Code/closed`` once the manager is closed: it
     /// no longer holds the folder, and another manager may.
@@ -420,7 +442,7 @@ public actor StoreManager {
 
     /// Why the last load failed, while nothing is loaded because of it
     /// (nil once a load succeeds).
-    public private(set) var loadError: ChronicleError?
+    public internal(set) var loadError: ChronicleError?
 
     /// The loaded store.
     ///
@@ -603,7 +625,7 @@ public actor StoreManager {
         _ = try? await load()
     }
 
-    private func load() async throws -> MergeReport? {
+    func load() async throws -> MergeReport? {
         let kind: Kind = state.cloudEnabled ? .cloud : .local
         continuations.publish(.willLoad(kind))
         await delegate?.storeManager(self, willLoad: kind)
@@ -653,6 +675,11 @@ public actor StoreManager {
                 // Rebuilt, and the store it became was then deleted on purpose.
                 try await leaveDeletedStore(leaving, by: deleted, open: nil)
                 return nil
+            }
+            if kind == .cloud, state.leaving == nil, let marked = state.health?.marked, state.health?.status == .corrupted,
+               let last = try lastStore(), last == marked.store {
+                // This device marked the store corrupted: it waits for the rebuild.
+                throw corruptionError(marked)
             }
             if kind == .cloud, let leaving = state.leaving {
                 store = try await move(from: leaving)
@@ -785,6 +812,10 @@ public actor StoreManager {
             try await unload()
             _ = try await load()
         }
+        if loaded == nil, state.cloudEnabled, state.health?.status == .corrupted {
+            // Rebuilt yet? Then this loads the new store, else it throws.
+            try await followRebuild()
+        }
         guard loaded?.kind == .cloud else {
             _ = try store
             return nil
@@ -804,7 +835,9 @@ public actor StoreManager {
             }
         }
         if report.imported.appliedTransactions > 0 { await delegate?.storeManager(self, didImport: report) }
-        try await checkCloudContent(carryingFrom: from)
+        if try await !checkCloudContent(carryingFrom: from), loaded?.store === cloud {
+            try await assessHealth(after: report, of: cloud)
+        }
         return report
     }
 
@@ -845,6 +878,7 @@ public actor StoreManager {
             return true
         }
         try await restoreLineage(of: storeID)
+        try await finishInterruptedRebuild(of: storeID)
         let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)
         if let pointer {
             guard pointer.payload.store != storeID, try await replaced(storeID, by: pointer.payload.store) else { return false }
@@ -872,7 +906,7 @@ public actor StoreManager {
     /// sends every device of `store` to `active`, carrying its saves there.
     /// False if `active` is not a store to join (deleted, rebuilt itself, or
     /// still being seeded).
-    private func replaced(_ store: StoreID, by active: StoreID) async throws -> Bool {
+    func replaced(_ store: StoreID, by active: StoreID) async throws -> Bool {
         let container = configuration.store.container
         if try await reassertDeletion(of: active) { return false }
         if try await container.readMarker(ContainerLayout.supersession(store: store), as: StoreSupersession.self) != nil { return true }
@@ -911,7 +945,7 @@ public actor StoreManager {
     /// (compare-and-swap: a pointer moved meanwhile is left to the next
     /// check). Returns whether it moved.
     @discardableResult
-    private func movePointer(from active: StoreID, to store: StoreID) async throws -> Bool {
+    func movePointer(from active: StoreID, to store: StoreID) async throws -> Bool {
         let container = configuration.store.container
         guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
               pointer.payload.store == active else { return false }
@@ -972,7 +1006,7 @@ public actor StoreManager {
 
     /// The marker `name` of the container, or nil if there is none or the
     /// container cannot be reached (the store's own open decides what to do offline).
-    private func marker<P: MarkerPayload>(_ name: ContainerName, as type: P.Type) async throws -> P? {
+    func marker<P: MarkerPayload>(_ name: ContainerName, as type: P.Type) async throws -> P? {
         do {
             return try await configuration.store.container.readMarker(name, as: type)?.payload
         } catch let error as ChronicleError where error.code.isTransient {
@@ -1137,6 +1171,21 @@ public actor StoreManager {
     @discardableResult
     public func rebuildCloudStore(from source: Kind = .cloud) async throws -> StoreID {
         try checkOpen()
+        return try await rebuild(from: source, as: nil, reason: nil)
+    }
+
+    /// A new store ID, drawn from the configuration's seed and the clock.
+    func drawStoreID() -> StoreID {
+        let clock = configuration.store.clock
+        var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x5245_4255_494C_4400 ^ UInt64(rebuildDraws))
+        rebuildDraws &+= 1
+        var generator = RecordIDGenerator(seed: random.next())
+        return StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
+    }
+
+    /// ``rebuildCloudStore(from:)`` under the ID `chosen` (one drawn if
+    /// nil), recording `reason` in the supersession marker.
+    func rebuild(from source: Kind, as chosen: StoreID?, reason: String?) async throws -> StoreID {
         guard let current = loaded, current.kind == .cloud else {
             throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: turn the cloud on first")
         }
@@ -1151,9 +1200,9 @@ public actor StoreManager {
         // What the replaced store held of each device: saves beyond it are
         // carried into the new store by the devices that made them.
         let vector = try old.snapshot.vector()
-        var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x5245_4255_494C_4400)
-        var generator = RecordIDGenerator(seed: random.next())
-        let newID = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
+        let newID = chosen ?? drawStoreID()
+        var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x5055_424C_4953_4845 ^ UInt64(rebuildDraws))
+        rebuildDraws &+= 1
 
         if source == .cloud {
             // The old store's whole merge state (records, deletions,
@@ -1177,7 +1226,7 @@ public actor StoreManager {
 
         // Publish: the supersession marker first, then the pointer.
         let supersession = StoreSupersession(store: newID, device: old.deviceID, milliseconds: clock.nowMilliseconds(), vector: vector,
-                                             fromBaseline: source == .cloud)
+                                             fromBaseline: source == .cloud, reason: reason)
         let name = ContainerLayout.supersession(store: old.storeID)
         do {
             // Exclusive: the first rebuild of a store is the one every device moves to.
@@ -1189,10 +1238,14 @@ public actor StoreManager {
         }
         do {
             guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
-                  pointer.payload.store == old.storeID else {
+                  pointer.payload.store == old.storeID || pointer.payload.store == newID else {
                 throw ChronicleError(.markerConflict, "the active store is no longer \(old.storeID): another device replaced it first")
             }
-            _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: newID), expected: pointer.version)
+            // Another device may have finished this rebuild's last step for
+            // it (see ``finishInterruptedRebuild(of:)``).
+            if pointer.payload.store == old.storeID {
+                _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: newID), expected: pointer.version)
+            }
         } catch {
             // Nobody will use the new store, and the old one was not replaced by it.
             _ = try? await container.createMarker(ContainerLayout.tombstone(store: newID),
@@ -1826,7 +1879,7 @@ public actor StoreManager {
             .contains { $0.hasSuffix(".sqlite") && !$0.hasSuffix(".next.sqlite") } ?? false
     }
 
-    private func unload() async throws {
+    func unload() async throws {
         guard let current = loaded else { return }
         loaded = nil
         settleFirstSync(ChronicleError(.storeNotLoaded, "the \(current.kind.rawValue) store was unloaded before its first sync"))
@@ -1850,7 +1903,7 @@ public actor StoreManager {
         return config
     }
 
-    private static func write(_ state: State, in folder: DeviceFolder) throws {
+    static func write(_ state: State, in folder: DeviceFolder) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let data: Data

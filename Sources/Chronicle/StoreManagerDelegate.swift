@@ -1,3 +1,4 @@
+import ChronicleContainer
 import ChronicleCore
 import ChronicleSnapshot
 
@@ -24,6 +25,21 @@ public protocol StoreManagerDelegate: AnyObject, Sendable {
     func storeManager(_ manager: StoreManager, cloudStoreDeleted store: StoreID, by device: DeviceID) async -> StoreManager.DeletionResponse
     /// An operation failed; `context` says which, in words.
     func storeManager(_ manager: StoreManager, didEncounter error: ChronicleError, context: String) async
+    /// The cloud store is corrupted (see ``StoreManager/Health``).
+    ///
+    /// - With `healthy` false, this device could not import `mark.blob`,
+    ///   even after building its copy again: it wrote `mark` and unloaded
+    ///   the store. It moves to the rebuilt store, carrying its saves, at
+    ///   its next sync after a healthy device rebuilt it.
+    /// - With `healthy` true, another device wrote `mark`, and this
+    ///   healthy device is about to stand for the election to rebuild the
+    ///   store.
+    ///
+    /// Return true to take over: this device then does nothing more by
+    /// itself for these marks (no candidacy, no rebuild); the app may, for
+    /// instance, ask its user, then call ``StoreManager/rebuildCloudStore(from:)``.
+    /// The default returns false.
+    func storeManager(_ manager: StoreManager, handleCloudContentCorruption mark: CorruptionMark, healthy: Bool) async -> Bool
 }
 
 extension StoreManagerDelegate {
@@ -41,6 +57,10 @@ extension StoreManagerDelegate {
     }
     /// Does nothing.
     public func storeManager(_ manager: StoreManager, didEncounter error: ChronicleError, context: String) async {}
+    /// Leaves it to the manager: returns false.
+    public func storeManager(_ manager: StoreManager, handleCloudContentCorruption mark: CorruptionMark, healthy: Bool) async -> Bool {
+        false
+    }
 }
 
 extension StoreManager {

@@ -210,10 +210,22 @@ public enum ContainerLayout {
         try! ContainerName("\(store)/corruption/\(device)")
     }
 
-    /// The election lease of `store`.
+    /// The prefix of `store`'s corruption marks.
+    public static func corruptionMarksPrefix(store: StoreID) -> String { "\(store)/corruption/" }
+
+    /// The election lease of `store` (see ``ElectionLease``).
     public static func election(store: StoreID) -> ContainerName {
         try! ContainerName("\(store)/election")
     }
+
+    /// A device's candidacy to rebuild `store`, where exclusive create is
+    /// not reliable (see ``RebuildCandidacy``).
+    public static func candidacy(store: StoreID, device: DeviceID) -> ContainerName {
+        try! ContainerName("\(candidaciesPrefix(store: store))\(device)")
+    }
+
+    /// The prefix of `store`'s candidacies.
+    public static func candidaciesPrefix(store: StoreID) -> String { "\(store)/candidates/" }
 
     /// The tombstone of `store`: it was deleted on purpose, through
     /// Chronicle, and devices that still use it fall back to their local
@@ -242,8 +254,8 @@ public enum ContainerLayout {
     }
 
     /// Whether `name` is a marker Chronicle writes: the active-store pointer,
-    /// a device's registration or corruption mark, a store's election lease
-    /// or tombstone.
+    /// a device's registration, corruption mark or candidacy, a store's
+    /// election lease or tombstone.
     public static func isReservedMarker(_ name: ContainerName) -> Bool {
         if name == activeStore || name == account { return true }
         let parts = name.rawValue.split(separator: "/", omittingEmptySubsequences: false)
@@ -254,6 +266,7 @@ public enum ContainerLayout {
         }
         guard parts.count == 3, let device = DeviceID(string: String(parts[2])) else { return false }
         return name == deviceRegistration(store: store, device: device) || name == corruptionMark(store: store, device: device)
+            || name == candidacy(store: store, device: device)
     }
 
     /// A log name taken apart, or nil if `name` is not a log name.

@@ -139,16 +139,22 @@ public struct StoreSupersession: MarkerPayload, Hashable {
     /// merged into the new one (an empty vector: every save is carried).
     public var continuesUnchanged: Bool { fromBaseline || vector.isEmpty }
 
+    /// Why the store was replaced, in words (a rebuild after a corruption
+    /// says which blob failed); nil when not recorded.
+    public var reason: String?
+
     /// Creates a supersession marker's payload.
-    public init(store: StoreID, device: DeviceID, milliseconds: UInt64, vector: [DeviceID: UInt64], fromBaseline: Bool = false) {
+    public init(store: StoreID, device: DeviceID, milliseconds: UInt64, vector: [DeviceID: UInt64], fromBaseline: Bool = false,
+                reason: String? = nil) {
         self.store = store
         self.device = device
         self.milliseconds = milliseconds
         self.vector = vector
         self.fromBaseline = fromBaseline
+        self.reason = reason
     }
 
-    private enum CodingKeys: String, CodingKey { case store, device, milliseconds, vector, fromBaseline }
+    private enum CodingKeys: String, CodingKey { case store, device, milliseconds, vector, fromBaseline, reason }
 
     /// Reads the JSON form, whose vector is an object keyed by device ID.
     public init(from decoder: any Decoder) throws {
@@ -165,6 +171,7 @@ public struct StoreSupersession: MarkerPayload, Hashable {
         }
         self.vector = vector
         fromBaseline = try c.decodeIfPresent(Bool.self, forKey: .fromBaseline) ?? false
+        reason = try c.decodeIfPresent(String.self, forKey: .reason)
     }
 
     /// Writes the JSON form, whose vector is an object keyed by device ID.
@@ -175,6 +182,7 @@ public struct StoreSupersession: MarkerPayload, Hashable {
         try c.encode(milliseconds, forKey: .milliseconds)
         try c.encode(Dictionary(uniqueKeysWithValues: vector.map { ($0.key.description, $0.value) }), forKey: .vector)
         if fromBaseline { try c.encode(true, forKey: .fromBaseline) }
+        try c.encodeIfPresent(reason, forKey: .reason)
     }
 }
 
@@ -236,5 +244,105 @@ public struct StoreOrigin: MarkerPayload, Hashable {
     /// Creates an origin marker's payload.
     public init(milliseconds: UInt64) {
         self.milliseconds = milliseconds
+    }
+}
+
+/// What a corruption mark (``ContainerLayout/corruptionMark(store:device:)``)
+/// holds: a device could not import `blob` of `store`, even after building
+/// its copy of the store again from the container, and stopped using the
+/// store. Healthy devices that see it elect one of them to rebuild the store.
+///
+/// ```json
+/// {"blob": "0193…/logs/…", "device": "0192…", "milliseconds": 1790000000000, "reason": "bodyChecksumMismatch: …", "store": "0193…"}
+/// ```
+public struct CorruptionMark: MarkerPayload, Hashable {
+    /// "a corruption mark".
+    public static let markerDescription = "a corruption mark"
+
+    /// The device that could not import.
+    public var device: DeviceID
+    /// The store it could not import.
+    public var store: StoreID
+    /// The blob that failed (a log or baseline part name), or the missing
+    /// sequence in words.
+    public var blob: String
+    /// Why, in words: the error code and its message.
+    public var reason: String
+    /// When, in milliseconds since 1970 by that device's clock.
+    public var milliseconds: UInt64
+
+    /// Creates a corruption mark's payload.
+    public init(device: DeviceID, store: StoreID, blob: String, reason: String, milliseconds: UInt64) {
+        self.device = device
+        self.store = store
+        self.blob = blob
+        self.reason = reason
+        self.milliseconds = milliseconds
+    }
+}
+
+/// What a store's election lease (``ContainerLayout/election(store:)``)
+/// holds, where the container's exclusive create is reliable: the healthy
+/// device that created it rebuilds the store as `newStore`. A lease whose
+/// `expires` has passed without a finished rebuild is taken over by
+/// compare-and-swap.
+///
+/// ```json
+/// {"device": "0192…", "expires": 1790000060000, "newStore": "0193…"}
+/// ```
+public struct ElectionLease: MarkerPayload, Hashable {
+    /// "a store's election lease".
+    public static let markerDescription = "a store's election lease"
+
+    /// The device elected to rebuild.
+    public var device: DeviceID
+    /// The ID the rebuilt store takes.
+    public var newStore: StoreID
+    /// When the lease ends, in milliseconds since 1970.
+    public var expires: UInt64
+
+    /// Creates a lease's payload.
+    public init(device: DeviceID, newStore: StoreID, expires: UInt64) {
+        self.device = device
+        self.newStore = newStore
+        self.expires = expires
+    }
+}
+
+/// What a device's candidacy (``ContainerLayout/candidacy(store:device:)``)
+/// holds, where exclusive create is not reliable: every healthy device that
+/// sees a corruption mark stands, and after the candidacy window every
+/// device picks the same winner from the candidacies (most logs applied,
+/// then the smallest device ID).
+///
+/// ```json
+/// {"applied": 412, "device": "0192…", "milliseconds": 1790000000000, "since": 1789999990000}
+/// ```
+public struct RebuildCandidacy: MarkerPayload, Hashable {
+    /// "a rebuild candidacy".
+    public static let markerDescription = "a rebuild candidacy"
+
+    /// The candidate.
+    public var device: DeviceID
+    /// How many saves of the store it had applied when it first stood
+    /// (the sum of its sequence vector): fixed, so every device ranks it alike.
+    public var applied: UInt64
+    /// When it first stood, in milliseconds since 1970.
+    public var since: UInt64
+    /// When it last said it is still there (each sync refreshes it).
+    public var milliseconds: UInt64
+
+    /// Creates a candidacy's payload.
+    public init(device: DeviceID, applied: UInt64, since: UInt64, milliseconds: UInt64) {
+        self.device = device
+        self.applied = applied
+        self.since = since
+        self.milliseconds = milliseconds
+    }
+
+    /// Whether this candidate wins over `other`: more saves applied, then
+    /// the smaller device ID.
+    public func outranks(_ other: RebuildCandidacy) -> Bool {
+        applied != other.applied ? applied > other.applied : device < other.device
     }
 }

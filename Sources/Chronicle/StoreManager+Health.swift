@@ -1,0 +1,551 @@
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import Foundation
+
+extension StoreManager {
+    /// How the health monitor judges failed imports and elects the device
+    /// that rebuilds a corrupted store. See `docs/health.md` for the rules.
+    public struct HealthConfiguration: Sendable, Hashable {
+        /// How long a device must import everything visible without a
+        /// permanent failure, after loading the cloud store or after its
+        /// last failure, before it is healthy (30 s by default). Only
+        /// healthy devices stand for the election to rebuild a store.
+        public var gracePeriod: Duration
+        /// How long a damaged log (checksum, decoding or apply failure) may
+        /// stay damaged before this device acts (60 s by default): its owner
+        /// puts its own damaged logs back at its syncs, so most damage
+        /// heals within this time. A failure of this device's own snapshot
+        /// (SQLite reports it corrupt) is acted on at once.
+        public var repairWait: Duration
+        /// How long a missing log (a sequence gap), or a blob that stays
+        /// unreadable (still arriving, torn), is waited for before it counts
+        /// as a permanent failure (15 min by default): the limit on retries.
+        /// A sync service can take a while to deliver a file.
+        public var gapTimeout: Duration
+        /// Where the container's exclusive create is not reliable: how long
+        /// candidates stand before each device picks the winner by the
+        /// deterministic rule (10 s by default).
+        public var electionWindow: Duration
+        /// How long an election lease lasts (2 min by default): a lease
+        /// whose rebuild has not finished by then is taken over, and an
+        /// interrupted rebuild's last step (moving the active-store pointer)
+        /// is finished by another device after this long.
+        public var leaseDuration: Duration
+        /// Whether healthy devices stand for election and rebuild a
+        /// corrupted store by themselves (the default). When false, the app
+        /// decides through ``StoreManagerDelegate`` and calls
+        /// ``StoreManager/rebuildCloudStore(from:)`` itself.
+        public var rebuildsAutomatically: Bool
+
+        /// Creates a health configuration.
+        public init(gracePeriod: Duration = .seconds(30), repairWait: Duration = .seconds(60), gapTimeout: Duration = .seconds(900),
+                    electionWindow: Duration = .seconds(10), leaseDuration: Duration = .seconds(120), rebuildsAutomatically: Bool = true) {
+            self.gracePeriod = gracePeriod
+            self.repairWait = repairWait
+            self.gapTimeout = gapTimeout
+            self.electionWindow = electionWindow
+            self.leaseDuration = leaseDuration
+            self.rebuildsAutomatically = rebuildsAutomatically
+        }
+    }
+
+    /// What the health monitor knows of this device and the cloud store
+    /// (``StoreManager/health()``).
+    public struct Health: Sendable {
+        /// How this device stands with the cloud store.
+        public enum Status: String, Sendable, Hashable, Codable {
+            /// Loaded; not yet a full grace period without a permanent failure.
+            case checking
+            /// Imported everything visible without a permanent failure for a
+            /// grace period: it may rebuild the store if another device marks it.
+            case healthy
+            /// An import fails in a way a retry will not clear; the device
+            /// waits for the log's owner to put it back, then rebuilds its
+            /// own copy, then marks the store corrupted.
+            case unhealthy
+            /// This device marked the store corrupted and unloaded it; it
+            /// moves to the rebuilt store at its next sync after the rebuild.
+            case corrupted
+        }
+
+        /// Something that keeps this device from being healthy, or may.
+        public struct Problem: Sendable, Hashable, Codable {
+            /// What kind of failure.
+            public enum Kind: String, Sendable, Hashable, Codable {
+                /// A complete blob failed its checksums, decoding or applying: permanent.
+                case damagedBlob
+                /// A log of another device is not in the container (a
+                /// sequence gap): transient until ``HealthConfiguration/gapTimeout``.
+                case missingLog
+                /// A blob that cannot be read yet (torn, still arriving, the
+                /// container not answering): transient until ``HealthConfiguration/gapTimeout``.
+                case unreadable
+                /// This device's own snapshot failed (SQLite reports it corrupt): permanent.
+                case localSnapshot
+            }
+            /// What kind.
+            public var kind: Kind
+            /// The blob (a log or baseline part name), or the missing sequence in words.
+            public var blob: String
+            /// Why, in words.
+            public var reason: String
+            /// When it was first seen, in milliseconds since 1970.
+            public var since: UInt64
+        }
+
+        /// How the election to rebuild a corrupted store stands.
+        public struct Election: Sendable, Hashable {
+            /// The lease, where exclusive create is reliable.
+            public var lease: ElectionLease?
+            /// The candidates, where it is not.
+            public var candidacies: [RebuildCandidacy]
+            /// The candidate the deterministic rule picks now (most saves
+            /// applied, then the smallest device ID).
+            public var leader: DeviceID?
+        }
+
+        /// One rebuild in the active store's history.
+        public struct Rebuild: Sendable, Hashable {
+            /// The store replaced.
+            public var from: StoreID
+            /// The store that replaced it.
+            public var to: StoreID
+            /// The device that rebuilt it.
+            public var device: DeviceID
+            /// When, in milliseconds since 1970.
+            public var milliseconds: UInt64
+            /// Why, when recorded.
+            public var reason: String?
+        }
+
+        /// This device's health for the cloud store; nil while the cloud
+        /// store is not in use (the cloud is off, or nothing was loaded yet).
+        public var status: Status?
+        /// The store it applies to.
+        public var store: StoreID?
+        /// Since when, in milliseconds since 1970.
+        public var since: UInt64?
+        /// The failures of the last sync (held logs apart), oldest first.
+        public var problems: [Problem] = []
+        /// Logs held because they were written for a schema this app
+        /// version does not know: waiting for an app upgrade, never a corruption.
+        public var held: [String] = []
+        /// The mark this device wrote, while it waits for the rebuild.
+        public var marked: CorruptionMark?
+        /// The container's corruption marks for the store.
+        public var marks: [CorruptionMark] = []
+        /// The election, while marks are out.
+        public var election: Election?
+        /// The rebuilds that led to the active store, newest first.
+        public var history: [Rebuild] = []
+        /// How exclusive create behaves in the container, which decides the
+        /// election rule: a lease when reliable, the deterministic rule when not.
+        public var reliableExclusiveCreate: Bool = true
+    }
+
+    /// What the manager keeps of the health monitor in `manager.json`.
+    struct HealthRecord: Codable, Equatable {
+        var store: StoreID
+        var status: Health.Status
+        var since: UInt64
+        /// Since when the syncs had no permanent failure (nil while one stays).
+        var cleanSince: UInt64?
+        var problems: [String: Health.Problem] = [:]
+        var held: [String] = []
+        /// Whether this device already built its copy again for a failure
+        /// (cleared once healthy): a failure that stays after that marks the store.
+        var reloaded = false
+        var marked: CorruptionMark?
+        /// The app's answer to ``StoreManagerDelegate`` for the marks out now.
+        var appHandles: Bool?
+        /// This device's candidacy, while it stands (unreliable create).
+        var candidacy: RebuildCandidacy?
+    }
+
+    // MARK: Reading
+
+    /// What the health monitor knows: this device's health for the cloud
+    /// store, the failures keeping it from being healthy, held logs, the
+    /// container's corruption marks, the election, and the rebuilds that
+    /// led to the active store.
+    ///
+    /// - Throws: what the container throws when it cannot be read.
+    public func health() async throws -> Health {
+        let record = state.health
+        let container = configuration.store.container
+        var health = Health(status: record?.status, store: record?.store ?? (loaded?.kind == .cloud ? loaded?.store.storeID : nil),
+                            since: record?.since)
+        health.reliableExclusiveCreate = container.capabilities.reliableExclusiveCreate
+        if let record {
+            health.problems = record.problems.values.sorted { ($0.since, $0.blob) < ($1.since, $1.blob) }
+            health.held = record.held
+            health.marked = record.marked
+        }
+        if let store = health.store {
+            health.marks = try await marks(of: store)
+            if !health.marks.isEmpty {
+                let lease = try await container.readMarker(ContainerLayout.election(store: store), as: ElectionLease.self)?.payload
+                let candidacies = try await self.candidacies(of: store)
+                health.election = Health.Election(lease: lease, candidacies: candidacies, leader: leader(of: candidacies))
+            }
+        }
+        health.history = try await rebuildHistory()
+        return health
+    }
+
+    /// The corruption marks of `store`, oldest first (unreadable ones left out).
+    func marks(of store: StoreID) async throws -> [CorruptionMark] {
+        let container = configuration.store.container
+        var marks: [CorruptionMark] = []
+        for name in try await container.listMarkers(prefix: ContainerLayout.corruptionMarksPrefix(store: store)) {
+            do {
+                if let mark = try await container.readMarker(name, as: CorruptionMark.self) { marks.append(mark.payload) }
+            } catch let error as ChronicleError where error.code == .malformedBody {
+                configuration.store.log.warning("a corruption mark cannot be read", metadata: ["chronicle.marker": "\(name)", "chronicle.error": "\(error)"])
+            }
+        }
+        return marks.sorted { ($0.milliseconds, $0.device) < ($1.milliseconds, $1.device) }
+    }
+
+    private func candidacies(of store: StoreID) async throws -> [RebuildCandidacy] {
+        let container = configuration.store.container
+        var found: [RebuildCandidacy] = []
+        for name in try await container.listMarkers(prefix: ContainerLayout.candidaciesPrefix(store: store)) {
+            if let candidacy = try? await container.readMarker(name, as: RebuildCandidacy.self) { found.append(candidacy.payload) }
+        }
+        return found
+    }
+
+    /// The winner by the deterministic rule among the candidates still there.
+    private func leader(of candidacies: [RebuildCandidacy]) -> DeviceID? {
+        let now = configuration.store.clock.nowMilliseconds()
+        let lease = configuration.health.leaseDuration.milliseconds
+        let alive = candidacies.filter { now &- min($0.milliseconds, now) <= lease }
+        return alive.reduce(nil as RebuildCandidacy?) { best, next in best.map { $0.outranks(next) ? $0 : next } ?? next }?.device
+    }
+
+    /// The rebuilds behind the active store, newest first: the chain of
+    /// supersession markers that end at it.
+    private func rebuildHistory() async throws -> [Health.Rebuild] {
+        let container = configuration.store.container
+        guard let active = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store else { return [] }
+        var replacedBy: [StoreID: (StoreID, StoreSupersession)] = [:]
+        for store in try await container.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:)) {
+            if let supersession = try? await container.readMarker(ContainerLayout.supersession(store: store), as: StoreSupersession.self)?.payload {
+                replacedBy[supersession.store] = (store, supersession)
+            }
+        }
+        var history: [Health.Rebuild] = []
+        var current = active
+        while let (from, supersession) = replacedBy[current], history.count < 64 {
+            history.append(Health.Rebuild(from: from, to: current, device: supersession.device, milliseconds: supersession.milliseconds,
+                                          reason: supersession.reason))
+            replacedBy[current] = nil
+            current = from
+        }
+        return history
+    }
+
+    // MARK: Judging
+
+    /// The record for `store`, a fresh one (checking, from now) if the
+    /// record is of another store.
+    private func record(for store: StoreID, now: UInt64) -> HealthRecord {
+        if let record = state.health, record.store == store { return record }
+        return HealthRecord(store: store, status: .checking, since: now, cleanSince: now)
+    }
+
+    private func setHealth(_ record: HealthRecord) throws {
+        guard state.health != record else { return }
+        let changed = state.health?.status != record.status || state.health?.store != record.store
+        state.health = record
+        try Self.write(state, in: folder)
+        if changed { continuations.publish(.healthChanged(record.status, record.store)) }
+    }
+
+    private func setStatus(_ status: Health.Status, _ record: inout HealthRecord, now: UInt64) {
+        guard record.status != status else { return }
+        record.status = status
+        record.since = now
+        configuration.store.log.notice("health of the cloud store changed", metadata: ["chronicle.store": "\(record.store)", "chronicle.health": "\(status.rawValue)"])
+    }
+
+    /// Judges a sync of the loaded cloud store: tracks its failures, moves
+    /// the device between checking, healthy and unhealthy, and acts on a
+    /// failure that stays (builds the copy again, then marks the store). A
+    /// healthy device looks for other devices' marks and stands for the
+    /// election to rebuild. The container not answering only postpones
+    /// what it would do.
+    func assessHealth(after report: Store.SyncReport, of store: Store) async throws {
+        do {
+            try await judge(report, of: store)
+        } catch let error as ChronicleError where error.code.isTransient && error.code != .storeNotLoaded {
+            configuration.store.log.notice("the health check waits for the container", metadata: ["chronicle.error": "\(error)"])
+        }
+    }
+
+    private func judge(_ report: Store.SyncReport, of store: Store) async throws {
+        let health = configuration.health
+        let now = configuration.store.clock.nowMilliseconds()
+        var record = record(for: store.storeID, now: now)
+        var problems: [String: Health.Problem] = [:]
+        for failure in report.imported.failures where failure.error.code != .schemaMismatch {
+            let kind: Health.Problem.Kind = failure.error.code == .databaseCorrupt ? .localSnapshot
+                : failure.error.code.isTransient ? .unreadable : .damagedBlob
+            problems[failure.name] = Health.Problem(kind: kind, blob: failure.name, reason: "\(failure.error.code): \(failure.error.message)",
+                                                    since: record.problems[failure.name]?.since ?? now)
+        }
+        for gap in report.imported.gaps {
+            let key = "\(ContainerLayout.logPrefix(store: store.storeID, device: gap.device)) sequence \(gap.expected)"
+            problems[key] = Health.Problem(kind: .missingLog, blob: key,
+                                           reason: "sequence \(gap.expected) of device \(gap.device) is not in the container (its next log starts at \(gap.found))",
+                                           since: record.problems[key]?.since ?? now)
+        }
+        record.problems = problems
+        record.held = report.imported.held.map(\.name)
+        let permanent = problems.values.filter { problem in
+            switch problem.kind {
+            case .damagedBlob, .localSnapshot: true
+            case .missingLog, .unreadable: now &- problem.since >= health.gapTimeout.milliseconds
+            }
+        }
+        if permanent.isEmpty {
+            let clean = record.cleanSince ?? now
+            record.cleanSince = clean
+            if record.status == .unhealthy { setStatus(.checking, &record, now: now) }
+            if record.status == .checking, now &- clean >= health.gracePeriod.milliseconds {
+                setStatus(.healthy, &record, now: now)
+                record.reloaded = false
+            }
+        } else {
+            record.cleanSince = nil
+            setStatus(.unhealthy, &record, now: now)
+        }
+        // A failure that stays past the owner's time to repair it.
+        let acting = permanent.filter { $0.kind == .localSnapshot || now &- $0.since >= health.repairWait.milliseconds }
+            .min { ($0.since, $0.blob) < ($1.since, $1.blob) }
+        if let acting {
+            record.candidacy = nil
+            if !record.reloaded {
+                record.reloaded = true
+                try setHealth(record)
+                try await rebuildLocalCopy(of: store, for: acting)
+                return
+            }
+            try await markCorrupted(store, acting, record)
+            return
+        }
+        try setHealth(record)
+        if record.status == .healthy { try await watchForMarks(of: store) }
+    }
+
+    /// Builds this device's copy of the store again from the container,
+    /// carrying its saves the container lacks, then syncs and judges again:
+    /// a failure that stays then marks the store.
+    private func rebuildLocalCopy(of store: Store, for problem: Health.Problem) async throws {
+        configuration.store.log.warning("an import keeps failing; building this device's copy of the store again from the container",
+                                        metadata: ["chronicle.store": "\(store.storeID)", "chronicle.blob": "\(problem.blob)", "chronicle.reason": "\(problem.reason)"])
+        continuations.publish(.rebuildingLocalCopy(store.storeID, reason: "\(problem.blob): \(problem.reason)"))
+        let again: Store.SyncReport
+        do {
+            _ = try await store.rebuildLocalCopy(reason: "an import kept failing (\(problem.blob): \(problem.reason))")
+            again = try await store.sync()
+        } catch let error as ChronicleError where error.code.isTransient || error.code == .simulatedCrash {
+            throw error
+        } catch let error as ChronicleError {
+            // The copy could not be built: the store is what fails.
+            configuration.store.log.error("building the copy again failed", metadata: ["chronicle.error": "\(error)"])
+            guard var record = state.health else { return }
+            record.problems[problem.blob]?.reason += "; building the copy again failed: \(error.code)"
+            try await markCorrupted(store, record.problems[problem.blob] ?? problem, record)
+            return
+        }
+        lastReport = again
+        try await judge(again, of: store)
+    }
+
+    /// Writes this device's corruption mark, unloads the store and tells the app.
+    private func markCorrupted(_ store: Store, _ problem: Health.Problem, _ judged: HealthRecord) async throws {
+        var record = judged
+        let now = configuration.store.clock.nowMilliseconds()
+        let mark = CorruptionMark(device: store.deviceID, store: store.storeID, blob: problem.blob, reason: problem.reason, milliseconds: now)
+        let container = configuration.store.container
+        let name = ContainerLayout.corruptionMark(store: store.storeID, device: store.deviceID)
+        do {
+            _ = try await container.createMarker(name, mark)
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            if let existing = try await container.readMarker(name) {
+                _ = try await container.replaceMarker(name, mark, expected: existing.version)
+            }
+        }
+        configuration.store.log.error("the cloud store is corrupted: marked it and unloaded it; a healthy device rebuilds it",
+                                      metadata: ["chronicle.store": "\(store.storeID)", "chronicle.blob": "\(problem.blob)", "chronicle.reason": "\(problem.reason)"])
+        record.marked = mark
+        setStatus(.corrupted, &record, now: now)
+        try setHealth(record)
+        continuations.publish(.cloudContentCorrupted(mark, healthy: false))
+        try await unload()
+        loadError = corruptionError(mark)
+        let handled = await delegate?.storeManager(self, handleCloudContentCorruption: mark, healthy: false) ?? false
+        if state.health?.store == mark.store {
+            state.health?.appHandles = handled
+            try Self.write(state, in: folder)
+        }
+    }
+
+    /// The error calls get while this device waits for a rebuild.
+    func corruptionError(_ mark: CorruptionMark) -> ChronicleError {
+        ChronicleError(.cloudContentCorrupted,
+                       "the cloud store \(mark.store) is corrupted (\(mark.blob): \(mark.reason)); this device marked it and waits for a healthy device to rebuild it")
+    }
+
+    /// While this device has marked its store corrupted: loads the rebuilt
+    /// store if there is one now (carrying this device's saves), else throws.
+    func followRebuild() async throws {
+        guard let mark = state.health?.marked else { return }
+        let container = configuration.store.container
+        try await finishInterruptedRebuild(of: mark.store)
+        let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store
+        let rebuilt = try await container.readMarker(ContainerLayout.supersession(store: mark.store)) != nil
+        var moved = false
+        if let pointer, pointer != mark.store {
+            moved = rebuilt
+            if !moved { moved = try await replaced(mark.store, by: pointer) }
+        }
+        guard moved else {
+            throw ChronicleError(.storeNotLoaded, corruptionError(mark).message, underlying: corruptionError(mark))
+        }
+        // Rebuilt: the load moves this device there with its saves.
+        state.health = nil
+        state.leaving = mark.store
+        try Self.write(state, in: folder)
+        loadError = nil
+        _ = try await load()
+    }
+
+    // MARK: Electing
+
+    /// On a healthy device: if another device marked the store corrupted,
+    /// asks the app, then stands for the election and rebuilds if it wins.
+    private func watchForMarks(of store: Store) async throws {
+        let container = configuration.store.container
+        let marks = try await marks(of: store.storeID)
+        guard var record = state.health, record.store == store.storeID else { return }
+        guard let first = marks.first else {
+            if record.appHandles != nil || record.candidacy != nil {
+                record.appHandles = nil
+                record.candidacy = nil
+                try setHealth(record)
+            }
+            return
+        }
+        // A store already rebuilt (its pointer not moved yet) is not rebuilt again.
+        guard try await container.readMarker(ContainerLayout.supersession(store: store.storeID)) == nil else { return }
+        if record.appHandles == nil {
+            continuations.publish(.cloudContentCorrupted(first, healthy: true))
+            let handled = await delegate?.storeManager(self, handleCloudContentCorruption: first, healthy: true) ?? false
+            record.appHandles = handled
+            try setHealth(record)
+        }
+        guard record.appHandles == false, configuration.health.rebuildsAutomatically else { return }
+        let won = container.capabilities.reliableExclusiveCreate
+            ? try await takeLease(of: store)
+            : try await stand(for: store, &record)
+        guard let newID = won else { return }
+        configuration.store.log.notice("elected to rebuild the corrupted cloud store", metadata: ["chronicle.store": "\(store.storeID)", "chronicle.newStore": "\(newID)"])
+        continuations.publish(.electedToRebuild(store.storeID))
+        let reason = "corruption: device \(first.device) could not import \(first.blob) (\(first.reason))"
+        _ = try await rebuild(from: .cloud, as: newID, reason: reason)
+        await clearEpisode(of: store.storeID)
+    }
+
+    /// Where exclusive create is reliable: creates the election lease, or
+    /// takes over one that expired (or that this device held before it
+    /// restarted). Returns the new store's ID if this device holds it.
+    private func takeLease(of store: Store) async throws -> StoreID? {
+        let container = configuration.store.container
+        let name = ContainerLayout.election(store: store.storeID)
+        let now = configuration.store.clock.nowMilliseconds()
+        let mine = ElectionLease(device: store.deviceID, newStore: drawStoreID(), expires: now &+ configuration.health.leaseDuration.milliseconds)
+        do {
+            if let current = try await container.readMarker(name, as: ElectionLease.self) {
+                guard current.payload.device == store.deviceID || current.payload.expires <= now else { return nil }
+                if current.payload.device != store.deviceID {
+                    configuration.store.log.notice("the election lease expired without a rebuild; taking it over",
+                                                   metadata: ["chronicle.device": "\(current.payload.device)"])
+                }
+                _ = try await container.replaceMarker(name, mine, expected: current.version)
+            } else {
+                _ = try await container.createMarker(name, mine)
+            }
+        } catch let error as ChronicleError where error.code == .markerConflict || error.code == .notFound {
+            return nil
+        }
+        return mine.newStore
+    }
+
+    /// Where exclusive create is not reliable: stands (or says it is still
+    /// there), and after the candidacy window returns a new store ID if the
+    /// deterministic rule picks this device.
+    private func stand(for store: Store, _ record: inout HealthRecord) async throws -> StoreID? {
+        let container = configuration.store.container
+        let now = configuration.store.clock.nowMilliseconds()
+        let applied = try store.snapshot.vector().values.reduce(0, &+)
+        var mine = record.candidacy ?? RebuildCandidacy(device: store.deviceID, applied: applied, since: now, milliseconds: now)
+        mine.milliseconds = now
+        let name = ContainerLayout.candidacy(store: store.storeID, device: store.deviceID)
+        if let current = try await container.readMarker(name) {
+            _ = try? await container.replaceMarker(name, mine, expected: current.version)
+        } else {
+            _ = try? await container.createMarker(name, mine)
+        }
+        record.candidacy = mine
+        try setHealth(record)
+        guard now &- mine.since >= configuration.health.electionWindow.milliseconds else { return nil }
+        guard leader(of: try await candidacies(of: store.storeID)) == store.deviceID else { return nil }
+        return drawStoreID()
+    }
+
+    /// After a rebuild: the marks, lease and candidacies of the store it
+    /// replaced go (the supersession marker keeps the reason).
+    private func clearEpisode(of store: StoreID) async {
+        let container = configuration.store.container
+        var names = (try? await container.listMarkers(prefix: ContainerLayout.corruptionMarksPrefix(store: store))) ?? []
+        names += (try? await container.listMarkers(prefix: ContainerLayout.candidaciesPrefix(store: store))) ?? []
+        names.append(ContainerLayout.election(store: store))
+        for name in names {
+            try? await container.deleteMarker(name, expected: nil)
+        }
+    }
+
+    /// A rebuild whose device stopped between its supersession marker and
+    /// moving the active-store pointer: once the lease time has passed,
+    /// any device moves the pointer for it (compare-and-swap), so that
+    /// every device follows to the rebuilt store.
+    func finishInterruptedRebuild(of store: StoreID) async throws {
+        let container = configuration.store.container
+        guard let supersession = try await container.readMarker(ContainerLayout.supersession(store: store), as: StoreSupersession.self)?.payload,
+              supersession.fromBaseline,
+              let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self), pointer.payload.store == store
+        else { return }
+        let now = configuration.store.clock.nowMilliseconds()
+        guard now &- min(supersession.milliseconds, now) >= configuration.health.leaseDuration.milliseconds,
+              try await container.readMarker(ContainerLayout.tombstone(store: supersession.store)) == nil,
+              try await container.readMarker(ContainerLayout.origin(store: supersession.store)) != nil
+        else { return }
+        if try await movePointer(from: store, to: supersession.store) {
+            configuration.store.log.notice("finished an interrupted rebuild: the active store is now the rebuilt one",
+                                           metadata: ["chronicle.store": "\(store)", "chronicle.newStore": "\(supersession.store)"])
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in whole milliseconds (negative ones as 0).
+    var milliseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1000 + UInt64(attoseconds / 1_000_000_000_000_000)
+    }
+}

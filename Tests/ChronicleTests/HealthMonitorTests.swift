@@ -1,0 +1,236 @@
+import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import Foundation
+import Logging
+import Testing
+
+/// The health monitor: a log nobody can repair is detected, the store is
+/// marked, one healthy device rebuilds it, and every device moves to the
+/// new store with nothing lost.
+@Suite struct HealthMonitorTests {
+    static let schema = StoreManagerTests.schema
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-health-\(UUID().uuidString)")
+    var containerURL: URL { root.appendingPathComponent("container") }
+    let clock = ManualClock()
+    static let health = StoreManager.HealthConfiguration(gracePeriod: .seconds(1), repairWait: .seconds(2), gapTimeout: .seconds(30),
+                                                         electionWindow: .seconds(1), leaseDuration: .seconds(10))
+
+    func manager(_ device: String, reliable: Bool = true, health: StoreManager.HealthConfiguration = Self.health) async throws -> StoreManager {
+        let configuration = Store.Configuration(
+            schema: Self.schema, directory: root.appendingPathComponent(device),
+            container: try DirectoryContainer(root: containerURL, create: true, reliableExclusiveCreate: reliable),
+            clock: clock, seed: UInt64(device.unicodeScalars.first!.value), logger: Logger(label: "test"), durability: .normal)
+        return try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true, health: health))
+    }
+
+    /// Flips one byte in the middle of every log of `device` in `store`:
+    /// checksums fail, and nobody but their owner can put them back.
+    func damageLogs(of device: DeviceID, in store: StoreID) throws -> Int {
+        let folder = containerURL.appendingPathComponent("blobs").appendingPathComponent(ContainerLayout.logPrefix(store: store, device: device))
+        guard let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else { return 0 }
+        var damaged = 0
+        for case let url as URL in walker where url.pathExtension == "chlog" {
+            var bytes = try [UInt8](Data(contentsOf: url))
+            bytes[bytes.count / 2 + 8] ^= 0x5A
+            try Data(bytes).write(to: url)
+            damaged += 1
+        }
+        return damaged
+    }
+
+    static func titles(_ m: StoreManager) async throws -> [String] {
+        try await StoreManagerTests.titles(try await m.store)
+    }
+
+    @Test(arguments: [true, false]) func aLogNobodyCanRepairIsRebuiltOnceAndEveryDeviceMovesWithNothingLost(reliable: Bool) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", reliable: reliable)
+        let c = try await manager("c", reliable: reliable)
+        for m in [a, c] { try await m.sync() }
+        let b = try await manager("b", reliable: reliable)
+        let old = try await a.store.storeID
+        try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1", "b2"])
+        try await b.sync()
+        try await a.sync()
+        #expect(try await Self.titles(a) == ["a1", "b1", "b2"], "a has b's saves")
+        // b's logs are damaged and b is gone: nobody can put them back.
+        let bID = try await b.store.deviceID
+        try await b.close()
+        #expect(try damageLogs(of: bID, in: old) > 0)
+
+        clock.advance(byMilliseconds: 2_000)
+        try await a.sync()
+        #expect(try await a.health().status == .healthy)
+        // c saves, then fails to import b's log.
+        try await StoreManagerTests.saveNotes(try await c.store, folder: "C", titles: ["c1"])
+        let report = try await c.sync()
+        #expect(report?.status == .failed)
+        #expect(try await c.health().status == .unhealthy)
+        #expect(try await c.health().problems.first?.kind == .damagedBlob)
+        // While the owner could still repair it, nothing more happens.
+        clock.advance(byMilliseconds: 1_000)
+        try await c.sync()
+        #expect(try await c.health().marks.isEmpty)
+        let cEvents = c.events()
+        // Past the repair wait: c builds its copy again, fails again, marks the store and unloads it.
+        clock.advance(byMilliseconds: 2_000)
+        try await c.sync()
+        let marked = try await c.health()
+        #expect(marked.status == .corrupted)
+        #expect(marked.marks.count == 1)
+        #expect(marked.marks.first?.blob.contains(bID.description) == true)
+        #expect(await c.loadedKind == nil)
+        await #expect(throws: ChronicleError.self) { try await c.store }
+        await #expect(throws: ChronicleError.self) { try await c.sync() }
+
+        // a is healthy, sees the mark, wins the election and rebuilds.
+        let aEvents = a.events()
+        try await a.sync()
+        if !reliable {
+            // The candidacy window first.
+            #expect(try await a.store.storeID == old)
+            #expect(try await a.health().election?.candidacies.count == 1)
+            clock.advance(byMilliseconds: 2_000)
+            try await a.sync()
+        }
+        let new = try await a.store.storeID
+        #expect(new != old, "a rebuilt the store")
+        let history = try await a.health().history
+        #expect(history.count == 1)
+        #expect(history.first?.from == old && history.first?.to == new)
+        #expect(history.first?.reason?.contains("could not import") == true)
+        #expect(try await Self.titles(a) == ["a1", "b1", "b2", "c1"])
+
+        // c moves at its next sync, carrying its save, and is healthy again.
+        try await c.sync()
+        #expect(try await c.store.storeID == new)
+        for m in [a, c, a, c] { try await m.sync() }
+        clock.advance(byMilliseconds: 2_000)
+        for m in [a, c] { try await m.sync() }
+        for m in [a, c] {
+            #expect(try await Self.titles(m) == ["a1", "b1", "b2", "c1"])
+            #expect(try await m.health().status == .healthy)
+            #expect(try await m.health().marks.isEmpty)
+        }
+        #expect(try await a.store.stateHash() == c.store.stateHash())
+        // A device that was away joins the new store.
+        let b2 = try await manager("b", reliable: reliable)
+        try await b2.sync()
+        #expect(try await b2.store.storeID == new)
+        #expect(try await Self.titles(b2) == ["a1", "b1", "b2", "c1"])
+        for m in [a, b2, c] { try await m.close() }
+
+        var cSaw: [String] = []
+        for await event in cEvents {
+            switch event {
+            case .rebuildingLocalCopy: cSaw.append("reload")
+            case .cloudContentCorrupted(_, let healthy): cSaw.append("corrupted(\(healthy))")
+            case .movedToStore: cSaw.append("moved")
+            case .healthChanged(let status, _): cSaw.append(status.rawValue)
+            default: break
+            }
+        }
+        #expect(cSaw.drop { $0 != "unhealthy" }.elementsEqual(["unhealthy", "reload", "corrupted", "corrupted(false)", "moved", "checking", "healthy"]), "\(cSaw)")
+        var aSaw: [String] = []
+        for await event in aEvents {
+            switch event {
+            case .cloudContentCorrupted(_, let healthy): aSaw.append("corrupted(\(healthy))")
+            case .electedToRebuild: aSaw.append("elected")
+            case .rebuiltCloudStore: aSaw.append("rebuilt")
+            default: break
+            }
+        }
+        #expect(aSaw == ["corrupted(true)", "elected", "rebuilt"])
+    }
+
+    @Test func anAppThatHandlesTheCorruptionKeepsTheDeviceFromRebuilding() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        final class Handler: StoreManagerDelegate, @unchecked Sendable {
+            var calls: [Bool] = []
+            func storeManager(_ manager: StoreManager, handleCloudContentCorruption mark: CorruptionMark, healthy: Bool) async -> Bool {
+                calls.append(healthy)
+                return true
+            }
+        }
+        let a = try await manager("a")
+        let c = try await manager("c")
+        for m in [a, c] { try await m.sync() }
+        let b = try await manager("b")
+        let old = try await a.store.storeID
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        let bID = try await b.store.deviceID
+        try await b.close()
+        _ = try damageLogs(of: bID, in: old)
+        let handler = Handler()
+        await a.setDelegate(handler)
+        clock.advance(byMilliseconds: 2_000)
+        try await a.sync()
+        try await c.sync()
+        clock.advance(byMilliseconds: 3_000)
+        try await c.sync()
+        #expect(try await c.health().status == .corrupted)
+        try await a.sync()
+        clock.advance(byMilliseconds: 20_000)
+        try await a.sync()
+        #expect(handler.calls == [true], "asked once, as a healthy device")
+        #expect(try await a.store.storeID == old, "the app took over: no rebuild by itself")
+        #expect(try await a.health().election?.lease == nil)
+        // The app rebuilds when it chooses; c follows.
+        let new = try await a.rebuildCloudStore()
+        try await c.sync()
+        #expect(try await c.store.storeID == new)
+        for m in [a, c] { try await m.close() }
+    }
+
+    @Test func aLogOfAnUnknownSchemaIsHeldNotCorruption() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        try await a.sync()
+        let store = try await a.store.storeID
+        // A newer app version's device writes a log for a schema this one does not know.
+        let newer = try Schema(version: 2, entities: Self.schema.entities + [Entity("Tag", attributes: [Attribute("name", .string)])])
+        let peer = try await Store.open(Store.Configuration(schema: newer, directory: root.appendingPathComponent("newer"),
+                                                            container: try DirectoryContainer(root: containerURL), clock: clock, seed: 9,
+                                                            logger: Logger(label: "test"), durability: .normal))
+        #expect(peer.storeID == store)
+        try await peer.write { tx in _ = tx.insert("Tag", ["name": .string("new")]) }
+        try await peer.sync()
+        try await peer.close()
+        for _ in 0..<4 {
+            clock.advance(byMilliseconds: 5_000)
+            try await a.sync()
+        }
+        let health = try await a.health()
+        #expect(health.status == .healthy, "a held log is not a failure")
+        #expect(health.held.count == 1)
+        #expect(health.marks.isEmpty)
+        #expect(try await a.store.storeID == store)
+        try await a.close()
+    }
+
+    @Test func anInterruptedRebuildIsFinishedByAnotherDeviceAfterTheLease() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        let c = try await manager("c")
+        try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        for m in [a, c, a, c] { try await m.sync() }
+        let old = try await a.store.storeID
+        // A rebuild that stopped after its supersession marker: the pointer
+        // still names the old store.
+        let container = try DirectoryContainer(root: containerURL)
+        let new = try await a.rebuildCloudStore()
+        let pointer = try await container.readMarker(ContainerLayout.activeStore)!
+        _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: old), expected: pointer.version)
+        try await c.sync()
+        #expect(try await c.store.storeID == old, "within the lease, nobody finishes it")
+        clock.advance(byMilliseconds: 11_000)
+        try await c.sync()
+        #expect(try await c.store.storeID == new, "after it, c moves the pointer and follows")
+        #expect(try await Self.titles(c) == ["a1"])
+        for m in [a, c] { try await m.close() }
+    }
+}
