@@ -25,7 +25,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             Long runs (sync, simulate --seeds, bench) report progress with a rate on standard error: \
             one line rewritten in place on a terminal, plain lines otherwise.
             """,
-        subcommands: [Init.self, Save.self, Sync.self, PublishBaseline.self, Cloud.self, StoreMaintenance.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
+        subcommands: [Init.self, Save.self, Sync.self, PublishBaseline.self, Cloud.self, StoreMaintenance.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, HealthCommand.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
     )
 
     /// The exit status of bad usage.
@@ -149,7 +149,10 @@ struct DeviceOptions: ParsableArguments {
     }
 
     /// Opens the device's store manager, whatever it manages to load.
-    func openManager(schema: Schema, cloudOnForANewFolder: Bool = true) async throws -> StoreManager {
+    /// A load that fails throws, unless its code is in `tolerating` (the
+    /// manager then opens with nothing loaded).
+    func openManager(schema: Schema, cloudOnForANewFolder: Bool = true, health: StoreManager.HealthConfiguration = .init(),
+                     tolerating: Set<ChronicleError.Code> = []) async throws -> StoreManager {
         let directory = URL(fileURLWithPath: deviceDirectory)
         // First, so that a missing container leaves no device folder behind.
         let container = try self.container.open()
@@ -157,8 +160,9 @@ struct DeviceOptions: ParsableArguments {
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
         configuration.lockWait = Self.lockWait
-        let manager = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: cloudOnForANewFolder))
-        if let failure = await manager.loadError {
+        let manager = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: cloudOnForANewFolder,
+                                                                             health: health))
+        if let failure = await manager.loadError, !tolerating.contains(failure.code) {
             // The reason nothing could be loaded (the folder in use, a damaged file), as it is.
             try? await manager.close()
             throw failure

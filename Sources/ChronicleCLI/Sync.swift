@@ -27,26 +27,50 @@ struct Sync: AsyncParsableCommand {
     static let waitingExitCode: Int32 = 3
 
     @OptionGroup var device: DeviceOptions
+    @OptionGroup var health: HealthOptions
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
         try await reportingErrors(output) {
-            let manager = try await device.openManager(schema: try device.loadSchema())
+            let manager = try await device.openManager(schema: try device.loadSchema(), health: health.configuration,
+                                                       tolerating: [.cloudContentCorrupted])
+            let events = HealthEventLines(manager)
             let progress = SyncProgressLines()
             let synced: Store.SyncReport?
             do {
                 synced = try await manager.sync { progress.report($0) }
+            } catch let error as ChronicleError where (error.underlying as? ChronicleError)?.code == .cloudContentCorrupted {
+                // Marked corrupted, and not rebuilt yet.
+                progress.finish()
+                let health = try? await manager.health()
+                try? await manager.close()
+                let lines = await events.lines + [error.message, "run sync again after a healthy device has synced: it rebuilds the store"]
+                output.print(.object([
+                    "status": .string("waitingForRebuild"), "store": health?.store.map { .string($0.description) } ?? .null,
+                    "health": .array(lines.map { .string($0) }),
+                ]), text: lines.joined(separator: "\n"))
+                throw ExitCode(Self.waitingExitCode)
             } catch {
                 progress.finish()
                 try? await manager.close()
                 throw error
             }
             progress.finish()
+            if await manager.loadedKind == nil {
+                // This sync marked the store corrupted and unloaded it.
+                try await manager.close()
+                let lines = (synced.map { Self.importLines($0) } ?? []) + (await events.lines)
+                output.print(.object(["status": .string("markedCorrupted"), "health": .array(lines.map { .string($0) })]),
+                             text: lines.joined(separator: "\n"))
+                throw ExitCode.failure
+            }
             let store = try await manager.store
             let kind = await manager.loadedKind ?? .local
             let hash = try await store.stateHash()
             let deviceID = store.deviceID
+            let healthStatus = try? await manager.health().status
             try await manager.close()
+            let healthLines = await events.lines
             guard let report = synced else {
                 // The cloud is off, or the store just changed under the device.
                 let text = kind == .cloud
@@ -60,29 +84,12 @@ struct Sync: AsyncParsableCommand {
             }
             let failures = report.imported.failures
             let change = report.identityChange
-            var lines: [String] = []
-            if let change {
-                lines.append("the container holds saves under this device's ID that these files did not make (\(change.reason)); "
-                             + "so that no sequence is written twice, the device continues as device \(change.current) (was \(change.previous)) "
-                             + "and carried over \(change.carriedOver.count) save(s) the container lacked")
-            }
-            if let b = report.imported.baseline {
-                lines.append("started from a baseline by device \(b.device): \(b.parts) part(s), \(b.records) record state(s)")
-            }
-            lines.append("uploaded \(report.uploadedLogs) log(s), imported \(report.imported.appliedLogs) log(s) with \(report.imported.appliedTransactions) transaction(s)"
-                         + (report.repairedLogs.isEmpty ? "" : ", put back \(report.repairedLogs.count) of its own"))
-            for gap in report.imported.gaps { lines.append("waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet") }
-            if let waiting = report.imported.waitingForBaseline { lines.append("waiting: baseline \(waiting) is still being written") }
-            for f in failures {
-                if f.error.code == .schemaMismatch {
-                    lines.append("held, waiting for an app upgrade: \(f.name): \(f.error.message)")
-                } else {
-                    lines.append("\(f.error.code.isTransient || f.error.code == .shortRead ? "waiting" : "failed"): \(f.name): \(f.error.code): \(f.error.message)")
-                }
-            }
+            var lines = healthLines + Self.importLines(report)
             lines.append("state hash \(hash)")
             output.print(.object([
                 "status": .string(report.status.rawValue),
+                "health": .array(healthLines.map { .string($0) }),
+                "healthStatus": healthStatus.map { .string($0.rawValue) } ?? .null,
                 "device": .string(deviceID.description),
                 "uploadedLogs": .int(Int64(report.uploadedLogs)),
                 "repairedLogs": .array(report.repairedLogs.map { .string($0.rawValue) }),
@@ -110,6 +117,32 @@ struct Sync: AsyncParsableCommand {
             case .failed: throw ExitCode.failure
             }
         }
+    }
+
+    /// What the sync did, in lines.
+    static func importLines(_ report: Store.SyncReport) -> [String] {
+        let failures = report.imported.failures
+        var lines: [String] = []
+        if let change = report.identityChange {
+            lines.append("the container holds saves under this device's ID that these files did not make (\(change.reason)); "
+                         + "so that no sequence is written twice, the device continues as device \(change.current) (was \(change.previous)) "
+                         + "and carried over \(change.carriedOver.count) save(s) the container lacked")
+        }
+        if let b = report.imported.baseline {
+            lines.append("started from a baseline by device \(b.device): \(b.parts) part(s), \(b.records) record state(s)")
+        }
+        lines.append("uploaded \(report.uploadedLogs) log(s), imported \(report.imported.appliedLogs) log(s) with \(report.imported.appliedTransactions) transaction(s)"
+                     + (report.repairedLogs.isEmpty ? "" : ", put back \(report.repairedLogs.count) of its own"))
+        for gap in report.imported.gaps { lines.append("waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet") }
+        if let waiting = report.imported.waitingForBaseline { lines.append("waiting: baseline \(waiting) is still being written") }
+        for f in failures {
+            if f.error.code == .schemaMismatch {
+                lines.append("held, waiting for an app upgrade: \(f.name): \(f.error.message)")
+            } else {
+                lines.append("\(f.error.code.isTransient || f.error.code == .shortRead ? "waiting" : "failed"): \(f.name): \(f.error.code): \(f.error.message)")
+            }
+        }
+        return lines
     }
 }
 

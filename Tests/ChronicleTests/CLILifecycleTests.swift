@@ -147,3 +147,76 @@ struct CLILifecycleTests {
         #expect((details["acknowledged"] as? Int ?? 0) > 0)
     }
 }
+
+/// The health monitor through the CLI, as a user meets it: a log nobody
+/// can repair, one rebuild, every device on the new store with every save.
+@Suite(.enabled(if: CrashSafetyTests.binary != nil, "needs the chronicle binary: swift build --build-tests"))
+struct CLIHealthTests {
+    typealias Workspace = CLIDataSafetyTests.Workspace
+    static let quick = ["--grace-period", "0", "--repair-wait", "0"]
+
+    @Test func aDamagedLogWhoseOwnerIsGoneIsRebuiltOnceAndNothingIsLost() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("c", "c0")
+        #expect(try w.run("sync", "c", Self.quick).status == 0)
+        try w.save("a", "a1")
+        try w.save("b", "b1")
+        try w.save("b", "b2")
+        #expect(try w.run("sync", "b", Self.quick).status == 0)
+        #expect(try w.run("sync", "a", Self.quick).status == 0)
+        #expect(try w.titles("a") == ["a1", "b1", "b2", "c0"], "a imported everything")
+
+        // b's logs are damaged and b's folder is gone: nobody can put them back.
+        let b = try CLILifecycleTests.object(try CLILifecycleTests.run(w, "cloud", "b", "status", ["--json"]).stdout)
+        let bDevice = try #require(b["device"] as? String)
+        let store = try #require(b["store"] as? String)
+        let logs = URL(fileURLWithPath: w.container).appendingPathComponent("blobs/\(store)/logs/\(bDevice)")
+        var damaged = 0
+        for case let url as URL in FileManager.default.enumerator(at: logs, includingPropertiesForKeys: nil)! where url.pathExtension == "chlog" {
+            var bytes = try [UInt8](Data(contentsOf: url))
+            bytes[bytes.count / 2 + 8] ^= 0x5A
+            try Data(bytes).write(to: url)
+            damaged += 1
+        }
+        #expect(damaged > 0)
+        try FileManager.default.removeItem(atPath: w.device("b"))
+        try w.save("c", "c1")
+
+        // c cannot import b's log, builds its copy again, fails again, marks the store.
+        let marked = try w.run("sync", "c", Self.quick)
+        #expect(marked.status == 1, "\(marked.stdout)\(marked.stderr)")
+        #expect(marked.stdout.contains("marked store \(store) corrupted"), "\(marked.stdout)")
+        let waiting = try w.run("sync", "c", Self.quick)
+        #expect(waiting.status == 3 && waiting.stdout.contains("waits for a healthy device to rebuild it"), "\(waiting.stdout)\(waiting.stderr)")
+        let cHealth = try w.run("health", "c", ["--json"])
+        #expect(cHealth.status == 0, "\(cHealth.stderr)")
+        let ch = try CLILifecycleTests.object(cHealth.stdout)
+        #expect(ch["status"] as? String == "corrupted")
+        #expect((ch["marks"] as? [Any])?.count == 1)
+
+        // a is healthy: it sees the mark, takes the lease, rebuilds.
+        let rebuilt = try w.run("sync", "a", Self.quick)
+        #expect(rebuilt.status == 0, "\(rebuilt.stdout)\(rebuilt.stderr)")
+        #expect(rebuilt.stdout.contains("elected to rebuild the corrupted store \(store)"), "\(rebuilt.stdout)")
+        #expect(rebuilt.stdout.contains("rebuilt store \(store) as store"), "\(rebuilt.stdout)")
+        let moved = try w.run("sync", "c", Self.quick)
+        #expect(moved.status == 0, "\(moved.stdout)\(moved.stderr)")
+        #expect(moved.stdout.contains("moved from store \(store)"), "\(moved.stdout)")
+        for d in ["a", "c", "a", "c"] { #expect(try w.run("sync", d, Self.quick).status == 0) }
+        for d in ["a", "c"] {
+            #expect(try w.titles(d) == ["a1", "b1", "b2", "c0", "c1"], "every acknowledged save on \(d)")
+            let h = try CLILifecycleTests.object(try w.run("health", d, ["--json"]).stdout)
+            #expect(h["status"] as? String == "healthy", "\(h)")
+            let history = try #require(h["history"] as? [[String: Any]])
+            #expect(history.count == 1 && history.first?["from"] as? String == store, "one rebuild: \(history)")
+            #expect((history.first?["reason"] as? String)?.contains("could not import") == true)
+        }
+        #expect(try w.stateHash("a") == (try w.stateHash("c")))
+        let text = try w.run("health", "a").stdout
+        #expect(text.contains("healthy on store") && text.contains("rebuilt: store \(store) became store"), "\(text)")
+        // b, restored as a new device, joins the new store with everything.
+        #expect(try w.run("sync", "b", Self.quick).status == 0)
+        #expect(try w.titles("b") == ["a1", "b1", "b2", "c0", "c1"])
+    }
+}
