@@ -414,6 +414,7 @@ extension StoreManager {
             if !moved { moved = try await replaced(mark.store, by: pointer) }
         }
         guard moved else {
+            if !rebuilt, try await standWhileCorrupted(mark) { return }
             throw ChronicleError(.storeNotLoaded, corruptionError(mark).message, underlying: corruptionError(mark))
         }
         // Rebuilt: the load moves this device there with its saves.
@@ -422,6 +423,48 @@ extension StoreManager {
         try Self.write(state, in: folder)
         loadError = nil
         _ = try await load()
+    }
+
+    /// No healthy device rebuilt the store within the lease time after this
+    /// device marked it (none may be left: every other device failed too):
+    /// this device stands with its own copy, ranked below any healthy
+    /// candidate, and rebuilds if it wins. What its copy lacks is beyond the
+    /// new store's vector, so every device that made it carries it over.
+    /// Returns whether it rebuilt (and loaded the new store).
+    private func standWhileCorrupted(_ mark: CorruptionMark) async throws -> Bool {
+        let now = configuration.store.clock.nowMilliseconds()
+        guard configuration.health.rebuildsAutomatically, state.health?.appHandles != true, state.cloudEnabled, loaded == nil,
+              now &- min(mark.milliseconds, now) >= configuration.health.leaseDuration.milliseconds,
+              FileManager.default.fileExists(atPath: DeviceFolder.snapshotPath(mark.store, in: configuration.store.directory))
+        else { return false }
+        let store = try await Store.open(configuration(for: .cloud), exactly: mark.store)
+        loaded = (.cloud, store)
+        do {
+            guard var record = state.health else { throw CancellationError() }
+            let won = configuration.store.container.capabilities.reliableExclusiveCreate
+                ? try await takeLease(of: store)
+                : try await stand(for: store, &record, healthy: false)
+            guard let newID = won else {
+                loaded = nil
+                try await store.close()
+                return false
+            }
+            configuration.store.log.notice("no healthy device rebuilt the corrupted store; this device rebuilds it from its own copy",
+                                           metadata: ["chronicle.store": "\(mark.store)", "chronicle.newStore": "\(newID)"])
+            continuations.publish(.electedToRebuild(mark.store))
+            _ = try await rebuild(from: .cloud, as: newID, reason: "corruption: device \(mark.device) could not import \(mark.blob) (\(mark.reason)); no healthy device was left to rebuild it")
+        } catch {
+            if loaded?.store === store {
+                loaded = nil
+                try? await store.close()
+            }
+            if error is CancellationError { return false }
+            throw error
+        }
+        await clearEpisode(of: mark.store)
+        state.health = nil
+        try Self.write(state, in: folder)
+        return true
     }
 
     // MARK: Electing
@@ -451,7 +494,7 @@ extension StoreManager {
         guard record.appHandles == false, configuration.health.rebuildsAutomatically else { return }
         let won = container.capabilities.reliableExclusiveCreate
             ? try await takeLease(of: store)
-            : try await stand(for: store, &record)
+            : try await stand(for: store, &record, healthy: true)
         guard let newID = won else { return }
         configuration.store.log.notice("elected to rebuild the corrupted cloud store", metadata: ["chronicle.store": "\(store.storeID)", "chronicle.newStore": "\(newID)"])
         continuations.publish(.electedToRebuild(store.storeID))
@@ -488,11 +531,11 @@ extension StoreManager {
     /// Where exclusive create is not reliable: stands (or says it is still
     /// there), and after the candidacy window returns a new store ID if the
     /// deterministic rule picks this device.
-    private func stand(for store: Store, _ record: inout HealthRecord) async throws -> StoreID? {
+    private func stand(for store: Store, _ record: inout HealthRecord, healthy: Bool) async throws -> StoreID? {
         let container = configuration.store.container
         let now = configuration.store.clock.nowMilliseconds()
         let applied = try store.snapshot.vector().values.reduce(0, &+)
-        var mine = record.candidacy ?? RebuildCandidacy(device: store.deviceID, applied: applied, since: now, milliseconds: now)
+        var mine = record.candidacy ?? RebuildCandidacy(device: store.deviceID, applied: applied, since: now, milliseconds: now, healthy: healthy)
         mine.milliseconds = now
         let name = ContainerLayout.candidacy(store: store.storeID, device: store.deviceID)
         if let current = try await container.readMarker(name) {

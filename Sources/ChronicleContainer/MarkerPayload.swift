@@ -312,8 +312,8 @@ public struct ElectionLease: MarkerPayload, Hashable {
 /// What a device's candidacy (``ContainerLayout/candidacy(store:device:)``)
 /// holds, where exclusive create is not reliable: every healthy device that
 /// sees a corruption mark stands, and after the candidacy window every
-/// device picks the same winner from the candidacies (most logs applied,
-/// then the smallest device ID).
+/// device picks the same winner from the candidacies (healthy first, then
+/// most saves applied, then the smallest device ID).
 ///
 /// ```json
 /// {"applied": 412, "device": "0192…", "milliseconds": 1790000000000, "since": 1789999990000}
@@ -331,18 +331,36 @@ public struct RebuildCandidacy: MarkerPayload, Hashable {
     public var since: UInt64
     /// When it last said it is still there (each sync refreshes it).
     public var milliseconds: UInt64
+    /// Whether it stands as a healthy device. A device that marked the
+    /// store stands only once no healthy device rebuilt it within the lease
+    /// time, and any healthy candidate outranks it.
+    public var healthy: Bool
 
     /// Creates a candidacy's payload.
-    public init(device: DeviceID, applied: UInt64, since: UInt64, milliseconds: UInt64) {
+    public init(device: DeviceID, applied: UInt64, since: UInt64, milliseconds: UInt64, healthy: Bool = true) {
         self.device = device
         self.applied = applied
         self.since = since
         self.milliseconds = milliseconds
+        self.healthy = healthy
     }
 
-    /// Whether this candidate wins over `other`: more saves applied, then
-    /// the smaller device ID.
+    private enum CodingKeys: String, CodingKey { case device, applied, since, milliseconds, healthy }
+
+    /// Reads the JSON form (`healthy` true when absent).
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        device = try c.decode(DeviceID.self, forKey: .device)
+        applied = try c.decode(UInt64.self, forKey: .applied)
+        since = try c.decode(UInt64.self, forKey: .since)
+        milliseconds = try c.decode(UInt64.self, forKey: .milliseconds)
+        healthy = try c.decodeIfPresent(Bool.self, forKey: .healthy) ?? true
+    }
+
+    /// Whether this candidate wins over `other`: a healthy one first, then
+    /// more saves applied, then the smaller device ID.
     public func outranks(_ other: RebuildCandidacy) -> Bool {
-        applied != other.applied ? applied > other.applied : device < other.device
+        if healthy != other.healthy { return healthy }
+        return applied != other.applied ? applied > other.applied : device < other.device
     }
 }

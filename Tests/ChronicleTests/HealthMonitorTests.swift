@@ -233,4 +233,46 @@ import Testing
         #expect(try await Self.titles(c) == ["a1"])
         for m in [a, c] { try await m.close() }
     }
+
+    /// Every device fails on the damaged log: none is healthy. After the
+    /// lease time one of the marked devices rebuilds from its own copy, and
+    /// every device ends on the new store with everything it saved (the
+    /// damaged log's saves are on no device: its owner is gone).
+    @Test(arguments: [true, false]) func withNoHealthyDeviceLeftAMarkedDeviceRebuildsAfterTheLease(reliable: Bool) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", reliable: reliable)
+        let c = try await manager("c", reliable: reliable)
+        for m in [a, c] { try await m.sync() }
+        let old = try await a.store.storeID
+        let b = try await manager("b", reliable: reliable)
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        let bID = try await b.store.deviceID
+        try await b.close()
+        _ = try damageLogs(of: bID, in: old)
+        try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        try await StoreManagerTests.saveNotes(try await c.store, folder: "C", titles: ["c1"])
+        for _ in 0..<3 {
+            for m in [a, c] { _ = try? await m.sync() }
+            clock.advance(byMilliseconds: 1_500)
+        }
+        #expect(try await a.health().status == .corrupted)
+        #expect(try await c.health().status == .corrupted)
+        // Past the lease: one of them stands, wins, rebuilds; the other follows.
+        clock.advance(byMilliseconds: 11_000)
+        for _ in 0..<4 {
+            for m in [a, c] { _ = try? await m.sync() }
+            clock.advance(byMilliseconds: 1_500)
+        }
+        let new = try await a.store.storeID
+        #expect(new != old)
+        #expect(try await c.store.storeID == new)
+        for m in [a, c] {
+            #expect(try await Self.titles(m) == ["a1", "c1"])
+            let health = try await m.health()
+            #expect(health.status == .healthy, "\(health)")
+        }
+        #expect(try await a.health().history.count == 1)
+        for m in [a, c] { try await m.close() }
+    }
 }
