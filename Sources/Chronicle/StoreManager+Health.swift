@@ -161,9 +161,19 @@ extension StoreManager {
         var appHandles: Bool?
         /// This device's candidacy, while it stands (unreliable create).
         var candidacy: RebuildCandidacy?
+        /// This device's own logs it put back, and when it first did: one
+        /// it must put back again after the repair wait does not stay in
+        /// the container (see ``markOwnLogLost(_:since:store:)``).
+        var putBack: [String: UInt64]? = nil
     }
 
     // MARK: Reading
+
+    /// This device's health and the store it is for, from the manager's
+    /// record (no container read): for the simulation's watch.
+    package var healthStatus: (status: Health.Status, store: StoreID)? {
+        state.health.map { ($0.status, $0.store) }
+    }
 
     /// What the health monitor knows: this device's health for the cloud
     /// store, the failures keeping it from being healthy, held logs, the
@@ -304,6 +314,15 @@ extension StoreManager {
         }
         record.problems = problems
         record.held = report.imported.held.map(\.name)
+        // This device's own logs that do not stay in the container.
+        var putBack = (record.putBack ?? [:]).filter { now &- $0.value < 10 * health.repairWait.milliseconds }
+        var lost: (name: String, since: UInt64)?
+        for name in report.repairedLogs.map(\.rawValue) {
+            let since = putBack[name] ?? now
+            putBack[name] = since
+            if now &- since >= health.repairWait.milliseconds, lost == nil { lost = (name, since) }
+        }
+        record.putBack = putBack.isEmpty ? nil : putBack
         let permanent = problems.values.filter { problem in
             switch problem.kind {
             case .damagedBlob, .localSnapshot: true
@@ -337,7 +356,31 @@ extension StoreManager {
             return
         }
         try setHealth(record)
+        if let lost { try await markOwnLogLost(lost.name, since: lost.since, store: store) }
         if record.status == .healthy { try await watchForMarks(of: store) }
+    }
+
+    /// One of this device's own logs does not stay in the container: put
+    /// back, it is gone or damaged again after the repair wait (a sync
+    /// service that keeps losing the file). A device that joins could not
+    /// build the store: this device marks it, and stays loaded (it holds
+    /// the log's saves, and may rebuild the store itself).
+    private func markOwnLogLost(_ name: String, since: UInt64, store: Store) async throws {
+        let container = configuration.store.container
+        let now = configuration.store.clock.nowMilliseconds()
+        let markName = ContainerLayout.corruptionMark(store: store.storeID, device: store.deviceID)
+        guard try await container.readMarker(markName) == nil else { return }
+        let mark = CorruptionMark(device: store.deviceID, store: store.storeID, blob: name,
+                                  reason: "this device's own log does not stay in the container: put back since \(now &- since) ms ago, it is missing or damaged again",
+                                  milliseconds: now)
+        do {
+            _ = try await container.createMarker(markName, mark)
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            return
+        }
+        configuration.store.log.error("one of this device's logs does not stay in the container; marked the store for a rebuild",
+                                      metadata: ["chronicle.store": "\(store.storeID)", "chronicle.blob": "\(name)"])
+        continuations.publish(.cloudContentCorrupted(mark, healthy: true))
     }
 
     /// Builds this device's copy of the store again from the container,

@@ -62,6 +62,9 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "Run every device through a store manager: local stores first, several devices turning the cloud on at the same moment, then cloud toggles, deletions and maintenance operations (the cloud-toggle, cloud-deletion and maintenance rates).")
     var lifecycle = false
 
+    @Flag(help: "Turn the lifecycle and the corruption faults on (the damaged-view and unrepairable-log rates): logs some devices see damaged for good, logs their owner cannot put back. The health monitors find them, mark the store, elect one device to rebuild it, and every device moves to the new store.")
+    var corruption = false
+
     @Option(help: "With --lifecycle: how many devices turn the cloud on at the same moment, first (default: drawn from the seed, 2 to --devices).")
     var firstEnables: Int?
 
@@ -83,8 +86,11 @@ struct Simulate: AsyncParsableCommand {
         guard devices >= 1, devices <= 64 else { throw ValidationError("--devices takes 1 to 64") }
         guard saves >= 0, seeds >= 1 else { throw ValidationError("--saves and --seeds must be positive") }
         guard !(swarm && calm) else { throw ValidationError("--swarm draws the rates and --calm turns them off: give one of them") }
-        if firstEnables != nil && !lifecycle { throw ValidationError("--first-enables needs --lifecycle") }
-        if exclusiveCreate != nil && !lifecycle { throw ValidationError("--exclusive-create needs --lifecycle") }
+        if firstEnables != nil && !(lifecycle || corruption) { throw ValidationError("--first-enables needs --lifecycle") }
+        if exclusiveCreate != nil && !(lifecycle || corruption) { throw ValidationError("--exclusive-create needs --lifecycle") }
+        if processes != nil && corruption {
+            throw ValidationError("--processes runs real processes without simulated faults: --corruption is for the simulated mode")
+        }
         if exclusiveCreate == .drawn { throw ValidationError("--exclusive-create takes reliable or unreliable") }
         if processes != nil && (swarm || calm || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
             throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves, --lifecycle and --verbose")
@@ -114,6 +120,7 @@ struct Simulate: AsyncParsableCommand {
         base.devices = devices
         base.savesPerDevice = saves
         base.lifecycle = lifecycle
+        if corruption { base.enableCorruption() }
         base.firstEnables = firstEnables ?? 0
         base.exclusiveCreate = exclusiveCreate ?? .drawn
         var options = swarm ? SimulationOptions.swarm(seed: seed, base: base) : base
@@ -123,7 +130,8 @@ struct Simulate: AsyncParsableCommand {
 
     func reproduce(_ seed: UInt64, _ overrides: SimulationOverrides) -> String {
         (["chronicle", "simulate", "--seed", "0x\(String(seed, radix: 16))"] + (swarm ? ["--swarm"] : []) + (calm ? ["--calm"] : [])
-            + (lifecycle ? ["--lifecycle"] : []) + (firstEnables.map { ["--first-enables", String($0)] } ?? [])
+            + (lifecycle ? ["--lifecycle"] : []) + (corruption ? ["--corruption"] : [])
+            + (firstEnables.map { ["--first-enables", String($0)] } ?? [])
             + (exclusiveCreate.map { ["--exclusive-create", $0.rawValue] } ?? [])
             + ["--devices", String(devices), "--saves", String(saves)] + overrides.arguments + ["--verbose"]).joined(separator: " ")
     }
@@ -256,6 +264,10 @@ struct Simulate: AsyncParsableCommand {
             text += "\nlifecycle in all: \(all.summary)"
             text += "\nfirst enables at one moment: \(firstEnables) devices; \(lifecycles.filter(\.firstEnablesDuringOutage).count) during an outage"
         }
+        let healths = summaries.compactMap(\.health)
+        if !healths.isEmpty {
+            text += "\nhealth in all: \(healths.reduce(HealthCounts(), +).summary)"
+        }
         if swarm {
             let off = SimulationOptions.Rate.allCases.filter { $0.swarmRange != nil }.map { rate in
                 "\(rate.rawValue) \(summaries.filter { $0.options[rate].isNever }.count)"
@@ -308,7 +320,7 @@ struct Simulate: AsyncParsableCommand {
         let f = s.faults
         return """
             seed 0x\(String(s.seed, radix: 16)): \(s.options.devices) devices, \(s.savesAttempted) saves attempted, \(s.savesAcknowledged) acknowledged, \(s.savesRefused) refused by validation, \(s.syncs) syncs, \(s.logs) logs
-            faults: \(f.summary)\(s.lifecycle.map { "\nlifecycle: \($0.summary)" } ?? "")
+            faults: \(f.summary)\(s.lifecycle.map { "\nlifecycle: \($0.summary)" } ?? "")\(s.health.map { "\nhealth: \($0.summary)" } ?? "")
             baselines: \(s.baselinesPublished) published; the final check's new device started \(s.newDeviceStartedFromBaseline ? "from the newest intact one" : "from the logs alone")
             virtual time: \(s.virtualMilliseconds) ms of work, converged \(s.convergenceMilliseconds) ms after
             records: \(s.records.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); state \(s.stateHash)

@@ -49,8 +49,11 @@ package final class SimulatedContainer: Sendable {
         var owner: [ContainerName: DeviceID] = [:]
         var torn: [ContainerName: (until: UInt64, length: Int)] = [:]
         var unavailableUntil: UInt64 = 0
-        /// Names whose uploads were lost (kept only when ``ContainerFaults/lostUploadsStayLost``).
+        /// Names whose uploads were lost (kept only when
+        /// ``ContainerFaults/lostUploadsStayLost``), and logs made unrepairable.
         var swallowed: Set<ContainerName> = []
+        /// Blobs some devices see damaged, for good (their copy of the folder).
+        var damagedViews: [ContainerName: Set<DeviceID>] = [:]
         /// Writes of the active-store pointer not yet seen by every device
         /// (only without reliable exclusive create), oldest first.
         var pointerWrites: [PointerWrite] = []
@@ -103,6 +106,29 @@ package final class SimulatedContainer: Sendable {
         try await base.put(name, bytes)
         count { $0.bitFlips += 1 }
         return name
+    }
+
+    /// Makes the devices `seeing` read the blob `name` damaged from now on
+    /// (one bit flipped in their copy), while the others read it whole.
+    package func damageView(of name: ContainerName, for seeing: Set<DeviceID>) {
+        state.withLock { s in
+            s.damagedViews[name, default: []].formUnion(seeing)
+            s.counts.damagedViews += 1
+        }
+    }
+
+    /// Flips one bit of the stored blob `name`, and loses every later put of
+    /// it: not even its owner can put it back.
+    package func damageForGood(_ name: ContainerName) async throws {
+        var bytes = try await base.get(name)
+        guard !bytes.isEmpty else { return }
+        bytes[bytes.count / 2] ^= 0x08
+        try await base.delete(name)
+        try await base.put(name, bytes)
+        state.withLock { s in
+            s.swallowed.insert(name)
+            s.counts.unrepairableLogs += 1
+        }
     }
 
     /// Makes every operation fail as unavailable for `milliseconds`.
@@ -200,8 +226,7 @@ package final class SimulatedContainer: Sendable {
                 return (lost, delay, torn ? (now + delay + 1 + s.random.next() % 300, Int(s.random.next() % UInt64(bytes.count))) : nil)
             }
             let swallowed = container.state.withLock { s -> Bool in
-                guard faults.lostUploadsStayLost else { return false }
-                if lost { s.swallowed.insert(name) }
+                if faults.lostUploadsStayLost, lost { s.swallowed.insert(name) }
                 return s.swallowed.contains(name)
             }
             if lost || swallowed {
@@ -239,6 +264,11 @@ package final class SimulatedContainer: Sendable {
             let owner = container.state.withLock { $0.owner[name] }
             if owner != device, let tear = container.state.withLock({ $0.torn[name] }), now < tear.until {
                 return Array(bytes.prefix(tear.length))
+            }
+            if container.state.withLock({ $0.damagedViews[name]?.contains(device) ?? false }), !bytes.isEmpty {
+                var damaged = bytes
+                damaged[damaged.count / 2] ^= 0x10
+                return damaged
             }
             return bytes
         }
@@ -351,6 +381,10 @@ package struct FaultCounts: Sendable, Hashable, Codable {
     /// Writes of the active-store pointer that replaced another device's
     /// pointer that had not reached them (without reliable exclusive create).
     package var pointerOverwrites = 0
+    /// Corruption faults: blobs some devices see damaged for good, logs
+    /// damaged that their owner cannot put back.
+    package var damagedViews = 0
+    package var unrepairableLogs = 0
 
     /// Creates zero counts.
     package init() {}
@@ -372,6 +406,8 @@ package struct FaultCounts: Sendable, Hashable, Codable {
         c.folderTwins = a.folderTwins + b.folderTwins
         c.lostWALs = a.lostWALs + b.lostWALs
         c.pointerOverwrites = a.pointerOverwrites + b.pointerOverwrites
+        c.damagedViews = a.damagedViews + b.damagedViews
+        c.unrepairableLogs = a.unrepairableLogs + b.unrepairableLogs
         return c
     }
 
@@ -379,5 +415,6 @@ package struct FaultCounts: Sendable, Hashable, Codable {
     package var summary: String {
         "\(delayedBlobs) delayed, \(tornBlobs) torn, \(lostUploads) lost uploads, \(bitFlips) bit flips, \(outages) outages (\(unavailableErrors) failed calls), \(wipes) wipes, \(crashes) crashes, \(offlinePeriods) offline periods, \(accountSwitches) account switches, \(folderRestores) folder restores, \(folderTwins) folder twins, \(lostWALs) lost WALs"
             + (pointerOverwrites > 0 ? ", \(pointerOverwrites) pointers written twice" : "")
+            + (damagedViews + unrepairableLogs > 0 ? ", \(damagedViews) logs seen damaged by some devices, \(unrepairableLogs) unrepairable logs" : "")
     }
 }

@@ -98,7 +98,8 @@ extension Simulation {
             // files vanish (a wipe) is then the same account's, emptied, not
             // another account's (see docs/lifecycle.md, "Accounts").
             let manager = try await StoreManager.open(StoreManager.Configuration(
-                store: storeConfiguration(d), cloudEnabledByDefault: false, accountToken: d.account == 0 ? "account-A" : "account-B"))
+                store: storeConfiguration(d), cloudEnabledByDefault: false, accountToken: d.account == 0 ? "account-A" : "account-B",
+                health: options.corruption ? Self.health : StoreManager.HealthConfiguration()))
             d.manager = manager
             let stream = manager.events()
             d.eventCollector = Task {
@@ -175,7 +176,7 @@ extension Simulation {
 
     /// With nothing loaded (a failed load), the app tries again.
     func ensureLoaded(_ d: SimulatedDevice) async throws {
-        guard options.lifecycle, d.store == nil, d.manager != nil else { return }
+        guard options.lifecycle, d.store == nil, let manager = d.manager, await manager.healthStatus?.status != .corrupted else { return }
         try await managing(d, "reloading") { _ = try await $0.reload() }
     }
 
@@ -220,7 +221,8 @@ extension Simulation {
     /// local store is loaded.
     func managerSync(_ d: SimulatedDevice) async throws -> Store.SyncReport? {
         guard let manager = d.manager else { return nil }
-        if d.store == nil { _ = try await manager.reload() }
+        // A device that marked its store corrupted waits for the rebuild in sync().
+        if d.store == nil, await manager.healthStatus?.status != .corrupted { _ = try await manager.reload() }
         if options.devicesRepairTheirLogs && d.syncs % 4 == 0, d.loadedKind == .cloud, let store = d.store {
             try await store.repairOwnLogs()
         }

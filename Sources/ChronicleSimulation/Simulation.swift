@@ -38,6 +38,11 @@ package final class Simulation {
     var folderRandom: SeededRandom
     /// The lifecycle's stream (toggles, deletions, maintenance, the first enables).
     var lifecycleRandom: SeededRandom
+    /// The corruption faults' stream.
+    var corruptionRandom: SeededRandom
+    /// Each store of account A some device marked corrupted: when it was
+    /// first marked, and when every device was next healthy on one other store.
+    var episodes: [StoreID: CorruptionEpisode] = [:]
     var lifecycleCounts = LifecycleCounts()
     var firstEnableStep: Int?
     var firstEnableCount = 0
@@ -88,6 +93,7 @@ package final class Simulation {
         baselineRandom = SeededRandom(seed: seed ^ 0xBA5E_11AE)
         folderRandom = SeededRandom(seed: seed ^ 0xF01D_E2F0_1DE2)
         lifecycleRandom = SeededRandom(seed: seed ^ 0x11FE_C7C1_E000)
+        corruptionRandom = SeededRandom(seed: seed ^ 0xC022_0B7E_D000)
         crashes = CrashControl(seed: seed ^ 0xC4A5_4C4A_5443_4841, probability: options.crashProbability)
         summary = SimulationSummary(seed: seed, options: options)
         injectors = FaultInjectors.standard(options)
@@ -276,6 +282,7 @@ package final class Simulation {
             d.syncs += 1
             do {
                 let report = try await managerSync(d)
+                await watchHealth()
                 // Only the cloud store meets the container.
                 if report != nil, d.loadedKind == .cloud { d.behindOn.remove(d.account) }
                 note("device \(d.number) synced its \(d.loadedKind?.rawValue ?? "unloaded") store" + (report.map { ": up \($0.uploadedLogs), in \($0.imported.appliedLogs)" } ?? ""))
@@ -285,6 +292,7 @@ package final class Simulation {
                 try? await restart(d, "during sync")
             } catch {
                 await refresh(d)
+                await watchHealth()
                 note("device \(d.number) sync failed: \(error)")
             }
             return false
@@ -351,7 +359,8 @@ package final class Simulation {
             }
             d.online = true
         }
-        for round in 0..<12 {
+        // Health needs a grace period after the last rebuild: more rounds.
+        for round in 0..<(options.corruption ? 30 : 12) {
             clock.advance(byMilliseconds: 1_000)
             if round >= 2 { accounts[0].settle() }
             for d in devices {
@@ -365,8 +374,11 @@ package final class Simulation {
                         if round >= 8 { note("device \(d.number) quiescing: sync failed: \(error)") }
                     }
                     await refresh(d)
+                    await watchHealth()
                     // A deletion it learns of now sends it to its local store.
-                    if d.loadedKind != .cloud { await bringToCloud(d) }
+                    // (A device waiting for a rebuild of a store it marked
+                    // corrupted has nothing loaded, and waits.)
+                    if d.loadedKind != .cloud, await d.manager?.healthStatus?.status != .corrupted { await bringToCloud(d) }
                 } else {
                     _ = try? await d.store?.sync()
                 }
@@ -383,6 +395,7 @@ package final class Simulation {
                 hashes.insert((try? await store.stateHash()) ?? "?")
                 failures += (try? store.snapshot.pendingUploadCount()) ?? 1
             }
+            if options.corruption, await healthySettled() == nil { continue }
             if round >= 2, hashes.count == 1, failures == 0, try await quiescedState.fullyApplied() { break }
         }
         summary.convergenceMilliseconds = clock.nowMilliseconds() - start
@@ -425,6 +438,10 @@ package final class Simulation {
         for checker in checkers where options.lifecycle || !(checker is LocalDataReachesCloudChecker) {
             summary.invariantsChecked.append(checker.invariant)
             try await checker.check(state, &report)
+        }
+        if options.corruption {
+            summary.invariantsChecked.append("every corruption episode ends with every device healthy on one store, after one rebuild where exclusive create is reliable")
+            try await checkHealth(&report)
         }
         summary.violations = report.violations
         summary.stateHash = report.stateHash

@@ -77,6 +77,27 @@ package struct SimulationOptions: Sendable, Hashable, Codable {
     /// cloud store to its local store, delete its local store, or rebuild
     /// the cloud store under a new store ID.
     package var maintenanceProbability: Probability = 0.006
+    /// With ``lifecycle``: chance per step that a log of the active store
+    /// is seen damaged by some devices (not its owner), for good: a bit flip
+    /// in their copy of the synced folder. Off by default; `--corruption`
+    /// turns it on.
+    package var damagedViewProbability: Probability = 0
+    /// With ``lifecycle``: chance per step that a log of the active store is
+    /// damaged in the container and its owner can no longer put it back
+    /// (every later upload of the name is lost). Off by default;
+    /// `--corruption` turns it on.
+    package var unrepairableLogProbability: Probability = 0
+
+    /// Whether the corruption faults are on: the devices' health monitors
+    /// then run on the simulation's timings (``Simulation/health``).
+    package var corruption: Bool { !damagedViewProbability.isNever || !unrepairableLogProbability.isNever }
+
+    /// Turns the lifecycle and the corruption faults on, at their default rates.
+    package mutating func enableCorruption() {
+        lifecycle = true
+        damagedViewProbability = 0.005
+        unrepairableLogProbability = 0.005
+    }
 
     /// Whether devices can put back their own logs that are missing or
     /// damaged. Every sync does so; turning this off also stops the extra
@@ -164,6 +185,8 @@ extension SimulationOptions {
         case cloudToggle = "cloud-toggle"
         case cloudDeletion = "cloud-deletion"
         case maintenance
+        case damagedView = "damaged-view"
+        case unrepairableLog = "unrepairable-log"
 
         /// Where the rate lives in the options.
         var keyPath: WritableKeyPath<SimulationOptions, Probability> {
@@ -184,6 +207,8 @@ extension SimulationOptions {
             case .cloudToggle: \.cloudToggleProbability
             case .cloudDeletion: \.cloudDeletionProbability
             case .maintenance: \.maintenanceProbability
+            case .damagedView: \.damagedViewProbability
+            case .unrepairableLog: \.unrepairableLogProbability
             }
         }
 
@@ -210,6 +235,8 @@ extension SimulationOptions {
             case .cloudToggle: "with --lifecycle, a device turns the cloud on or off, per step"
             case .cloudDeletion: "with --lifecycle, a device deletes the cloud store everywhere, per step"
             case .maintenance: "with --lifecycle, a device runs a maintenance operation, per step"
+            case .damagedView: "with --lifecycle, some devices see a log of the active store damaged for good, per step"
+            case .unrepairableLog: "with --lifecycle, a log of the active store is damaged and its owner cannot put it back, per step"
             }
         }
 
@@ -233,11 +260,15 @@ extension SimulationOptions {
             case .cloudToggle: 0...0.04
             case .cloudDeletion: 0...0.006
             case .maintenance: 0...0.02
+            // Kept as given: swarm runs without --corruption stay as they were.
+            case .damagedView, .unrepairableLog: nil
             }
         }
 
         /// Whether it drives the store manager (``SimulationOptions/lifecycle``).
-        package var isLifecycle: Bool { self == .cloudToggle || self == .cloudDeletion || self == .maintenance }
+        package var isLifecycle: Bool {
+            self == .cloudToggle || self == .cloudDeletion || self == .maintenance || self == .damagedView || self == .unrepairableLog
+        }
     }
 }
 

@@ -36,6 +36,8 @@ package struct SimulationSummary: Sendable, Hashable, Codable {
     package var stateHash = ""
     /// What the store managers did (with ``SimulationOptions/lifecycle``).
     package var lifecycle: LifecycleCounts?
+    /// What the health monitors did (with corruption faults).
+    package var health: HealthCounts?
     /// Records visible at the end, per entity.
     package var records: [String: Int] = [:]
 

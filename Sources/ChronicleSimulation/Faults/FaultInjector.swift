@@ -36,6 +36,8 @@ enum FaultInjectors {
             CloudToggleFault(probability: options.cloudToggleProbability),
             CloudDeletionFault(probability: options.cloudDeletionProbability),
             MaintenanceFault(probability: options.maintenanceProbability),
+            DamagedViewFault(probability: options.damagedViewProbability),
+            UnrepairableLogFault(probability: options.unrepairableLogProbability),
         ]
     }
 }

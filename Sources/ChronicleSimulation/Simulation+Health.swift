@@ -1,0 +1,185 @@
+import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import Foundation
+
+/// A store of account A that a device marked corrupted.
+struct CorruptionEpisode: Hashable {
+    /// The virtual time of its first mark.
+    var start: UInt64
+    /// When every device of account A was next healthy on one other store.
+    var end: UInt64?
+}
+
+/// What the health monitors did in a run with corruption faults.
+package struct HealthCounts: Sendable, Hashable, Codable {
+    /// Stores marked corrupted.
+    package var corruptionEpisodes = 0
+    /// Rebuilds by an elected device (maintenance rebuilds apart).
+    package var rebuilds = 0
+    /// Episodes that had not ended (every device healthy on one other store) when the run ended.
+    package var openEpisodes = 0
+    /// The longest virtual time from a store's first mark until every
+    /// device was healthy on the store that replaced it.
+    package var maxMarkToHealthyMilliseconds: UInt64 = 0
+    /// Runs on a container without reliable exclusive create (the deterministic rule).
+    package var unreliableCreateRuns = 0
+    package var runs = 0
+
+    package init() {}
+
+    package static func + (a: HealthCounts, b: HealthCounts) -> HealthCounts {
+        var c = HealthCounts()
+        c.corruptionEpisodes = a.corruptionEpisodes + b.corruptionEpisodes
+        c.rebuilds = a.rebuilds + b.rebuilds
+        c.openEpisodes = a.openEpisodes + b.openEpisodes
+        c.maxMarkToHealthyMilliseconds = max(a.maxMarkToHealthyMilliseconds, b.maxMarkToHealthyMilliseconds)
+        c.unreliableCreateRuns = a.unreliableCreateRuns + b.unreliableCreateRuns
+        c.runs = a.runs + b.runs
+        return c
+    }
+
+    /// One line naming every count.
+    package var summary: String {
+        "\(corruptionEpisodes) corruption episodes, \(rebuilds) rebuilds by an elected device, longest from a mark to every device healthy "
+            + "on the new store \(maxMarkToHealthyMilliseconds) ms of virtual time"
+            + (openEpisodes > 0 ? ", \(openEpisodes) episodes still open at the end" : "")
+            + (runs > 1 ? " (\(runs - unreliableCreateRuns) runs with reliable exclusive create, \(unreliableCreateRuns) without)" : "")
+    }
+}
+
+extension Simulation {
+    /// The health monitor's timings in runs with corruption faults, in the
+    /// virtual time of a run that lasts seconds.
+    package static let health = StoreManager.HealthConfiguration(
+        gracePeriod: .seconds(2), repairWait: .seconds(3), gapTimeout: .seconds(8), electionWindow: .seconds(1), leaseDuration: .seconds(6))
+
+    /// A log of account A's active store, drawn from the corruption
+    /// stream, and the device ID that wrote it.
+    func activeStoreLog() async throws -> (name: ContainerName, owner: DeviceID)? {
+        let container = accounts[0].everything
+        guard let store = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store else { return nil }
+        let logs = try await container.listAll(prefix: ContainerLayout.logsPrefix(store: store))
+        guard !logs.isEmpty else { return nil }
+        let name = logs[Int(corruptionRandom.next() % UInt64(logs.count))].name
+        guard let parsed = ContainerLayout.parseLog(name) else { return nil }
+        return (name, parsed.device)
+    }
+
+    /// Whether `d` writes, or wrote, under `device` in the container.
+    func owns(_ d: SimulatedDevice, _ device: DeviceID) -> Bool {
+        d.cloudDeviceID == device || d.initialID == device || d.retiredIDs.contains(device)
+    }
+
+    /// After a sync: a new corruption mark starts an episode; an episode
+    /// ends once every device is healthy on one store that is not its own.
+    func watchHealth() async {
+        guard options.corruption else { return }
+        let container = accounts[0].everything
+        for name in (try? await container.listMarkers(prefix: "")) ?? [] where name.rawValue.contains("/corruption/") {
+            guard let mark = try? await container.readMarker(name, as: CorruptionMark.self)?.payload else { continue }
+            if episodes[mark.store] == nil {
+                episodes[mark.store] = CorruptionEpisode(start: mark.milliseconds)
+                note("device \(mark.device) marked store \(mark.store) corrupted: \(mark.blob): \(mark.reason)")
+            }
+        }
+        guard episodes.values.contains(where: { $0.end == nil }) else { return }
+        guard let store = await healthySettled() else { return }
+        for (marked, episode) in episodes where episode.end == nil && marked != store {
+            episodes[marked]?.end = clock.nowMilliseconds()
+            note("every device is healthy on store \(store), \(clock.nowMilliseconds() &- episode.start) ms after store \(marked) was marked corrupted")
+        }
+    }
+
+    /// The store every device of account A is healthy on, if there is one.
+    func healthySettled() async -> StoreID? {
+        var stores = Set<StoreID>()
+        for d in devices {
+            guard d.account == 0, let status = await d.manager?.healthStatus, status.status == .healthy else { return nil }
+            stores.insert(status.store)
+        }
+        return stores.count == 1 ? stores.first : nil
+    }
+
+    /// The rebuilds each store had by an elected device, from the events
+    /// the devices published.
+    func electedRebuilds() -> [StoreID: Int] {
+        var rebuilds: [StoreID: Int] = [:]
+        for d in devices {
+            var elected: StoreID?
+            for event in d.events {
+                switch event {
+                case .electedToRebuild(let store): elected = store
+                case .rebuiltCloudStore(_, let from):
+                    if elected == from { rebuilds[from, default: 0] += 1 }
+                    elected = nil
+                default: break
+                }
+            }
+        }
+        return rebuilds
+    }
+
+    /// Checks the health invariants after quiescence and fills the counts.
+    func checkHealth(_ report: inout CheckReport) async throws {
+        guard options.corruption else { return }
+        let reliable = accounts[0].faults.reliableExclusiveCreate
+        var counts = HealthCounts()
+        counts.runs = 1
+        counts.unreliableCreateRuns = reliable ? 0 : 1
+        let rebuilds = electedRebuilds()
+        counts.corruptionEpisodes = episodes.count
+        counts.rebuilds = rebuilds.values.reduce(0, +)
+        let active = try await accounts[0].everything.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store
+        for d in devices {
+            let status = await d.manager?.healthStatus
+            if status?.status != .healthy || status?.store != active {
+                report.violation("device \(d.number) ends \(status.map { "\($0.status.rawValue) on store \($0.store)" } ?? "with no health record"), not healthy on the active store \(active.map { "\($0)" } ?? "(none)")")
+            }
+        }
+        for (store, episode) in episodes.sorted(by: { $0.value.start < $1.value.start }) {
+            let count = rebuilds[store] ?? 0
+            if reliable, count > 1 {
+                report.violation("store \(store) was rebuilt \(count) times in one corruption episode, with reliable exclusive create")
+            }
+            if count == 0, fates[store] == nil {
+                report.violation("store \(store) was marked corrupted and neither rebuilt, deleted nor merged into another")
+            }
+            if let end = episode.end {
+                counts.maxMarkToHealthyMilliseconds = max(counts.maxMarkToHealthyMilliseconds, end &- episode.start)
+            } else {
+                counts.openEpisodes += 1
+            }
+        }
+        summary.health = counts
+    }
+}
+
+/// Some devices (not the log's owner) see a log of the active store
+/// damaged, for good: their copy of the synced folder has a bit flipped.
+struct DamagedViewFault: FaultInjector {
+    let probability: Probability
+
+    func step(_ run: Simulation) async throws {
+        guard probability.draw(&run.corruptionRandom), let log = try await run.activeStoreLog() else { return }
+        var seeing: [SimulatedDevice] = []
+        for d in run.devices where !run.owns(d, log.owner) && run.corruptionRandom.next() % 2 == 0 { seeing.append(d) }
+        if seeing.isEmpty, let any = run.devices.first(where: { !run.owns($0, log.owner) }) { seeing.append(any) }
+        guard !seeing.isEmpty else { return }
+        run.accounts[0].damageView(of: log.name, for: Set(seeing.map(\.initialID)))
+        run.note("devices \(seeing.map { String($0.number) }.joined(separator: ", ")) see \(log.name.lastComponent) damaged, for good")
+    }
+}
+
+/// A log of the active store is damaged in the container, and every later
+/// upload of it is lost: not even its owner can put it back.
+struct UnrepairableLogFault: FaultInjector {
+    let probability: Probability
+
+    func step(_ run: Simulation) async throws {
+        guard probability.draw(&run.corruptionRandom), let log = try await run.activeStoreLog() else { return }
+        try await run.accounts[0].damageForGood(log.name)
+        run.note("\(log.name.lastComponent) of device \(log.owner) damaged; its owner cannot put it back")
+    }
+}
