@@ -172,7 +172,17 @@ extension StoreManager {
     /// This device's health and the store it is for, from the manager's
     /// record (no container read): for the simulation's watch.
     package var healthStatus: (status: Health.Status, store: StoreID)? {
-        state.health.map { ($0.status, $0.store) }
+        currentRecord.map { ($0.status, $0.store) }
+    }
+
+    /// The record, as of the loaded cloud store: a store loaded since the
+    /// last judgement is still being checked.
+    private var currentRecord: HealthRecord? {
+        guard let record = state.health else { return nil }
+        if let loaded, loaded.kind == .cloud, loaded.store.storeID != record.store {
+            return HealthRecord(store: loaded.store.storeID, status: .checking, since: configuration.store.clock.nowMilliseconds())
+        }
+        return record
     }
 
     /// What the health monitor knows: this device's health for the cloud
@@ -182,7 +192,7 @@ extension StoreManager {
     ///
     /// - Throws: what the container throws when it cannot be read.
     public func health() async throws -> Health {
-        let record = state.health
+        let record = currentRecord
         let container = configuration.store.container
         var health = Health(status: record?.status, store: record?.store ?? (loaded?.kind == .cloud ? loaded?.store.storeID : nil),
                             since: record?.since)

@@ -395,7 +395,7 @@ package final class Simulation {
                 hashes.insert((try? await store.stateHash()) ?? "?")
                 failures += (try? store.snapshot.pendingUploadCount()) ?? 1
             }
-            if options.corruption, await healthySettled() == nil { continue }
+            if options.corruption, await healthySettled() == nil || episodes.values.contains(where: { $0.end == nil }) { continue }
             if round >= 2, hashes.count == 1, failures == 0, try await quiescedState.fullyApplied() { break }
         }
         summary.convergenceMilliseconds = clock.nowMilliseconds() - start
