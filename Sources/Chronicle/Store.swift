@@ -741,6 +741,18 @@ public actor Store {
         }
     }
 
+    /// One bounded scrub pass (see ``Replayer/scrubLogs(from:budget:recheck:)``),
+    /// from the cursor kept in the snapshot, re-reading `recheck` too.
+    package func scrub(recheck: [String]) async throws -> Replayer.ScrubFindings {
+        try beginOperation()
+        defer { endOperation() }
+        let cursor = try snapshot.metadata("scrub_cursor").flatMap { try? ContainerName($0) }
+        let findings = try await replayer.scrubLogs(from: cursor, budget: Replayer.RepairBudget(listed: 256, verifiedBytes: 1 << 20),
+                                                    recheck: recheck.compactMap { try? ContainerName($0) })
+        try snapshot.setMetadata("scrub_cursor", findings.next?.rawValue)
+        return findings
+    }
+
     /// Where the next bounded repair pass starts, kept in the snapshot so
     /// that one-shot processes (the CLI) still cover every log over time.
     private func repairWindow() async throws -> [ContainerName] {

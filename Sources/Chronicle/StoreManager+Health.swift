@@ -165,6 +165,9 @@ extension StoreManager {
         /// it must put back again after the repair wait does not stay in
         /// the container (see ``markOwnLogLost(_:since:store:)``).
         var putBack: [String: UInt64]? = nil
+        /// Logs of other devices, applied here, that the scrub found damaged
+        /// or missing in the container, and when it first did.
+        var scrubbed: [String: UInt64]? = nil
     }
 
     // MARK: Reading
@@ -333,12 +336,27 @@ extension StoreManager {
             if now &- since >= health.repairWait.milliseconds, lost == nil { lost = (name, since) }
         }
         record.putBack = putBack.isEmpty ? nil : putBack
+
         let permanent = problems.values.filter { problem in
             switch problem.kind {
             case .damagedBlob, .localSnapshot: true
             case .missingLog, .unreadable: now &- problem.since >= health.gapTimeout.milliseconds
             }
         }
+        // What a device that joins would fail on, though this one holds it.
+        var scrubbed = (record.scrubbed ?? [:]).filter { now &- $0.value < 10 * health.repairWait.milliseconds }
+        var stale: (name: String, since: UInt64)?
+        if permanent.isEmpty {
+            let damagedBefore = scrubbed.keys.filter { !$0.contains(" sequence ") }
+            let findings = try await store.scrub(recheck: damagedBefore)
+            for name in damagedBefore where !findings.damaged.map(\.rawValue).contains(name) { scrubbed[name] = nil }
+            for name in findings.damaged.map(\.rawValue) + findings.missing {
+                let since = scrubbed[name] ?? now
+                scrubbed[name] = since
+                if now &- since >= health.repairWait.milliseconds, stale == nil { stale = (name, since) }
+            }
+        }
+        record.scrubbed = scrubbed.isEmpty ? nil : scrubbed
         if permanent.isEmpty {
             let clean = record.cleanSince ?? now
             record.cleanSince = clean
@@ -366,23 +384,28 @@ extension StoreManager {
             return
         }
         try setHealth(record)
-        if let lost { try await markOwnLogLost(lost.name, since: lost.since, store: store) }
+        if let lost {
+            try await markForRebuild(lost.name, store: store,
+                                     reason: "this device's own log does not stay in the container: put back \(now &- lost.since) ms ago, it is missing or damaged again")
+        } else if let stale {
+            try await markForRebuild(stale.name, store: store,
+                                     reason: "a log this device applied is damaged or missing in the container, and its owner has not put it back for \(now &- stale.since) ms: a device that joins could not build the store")
+        }
         if record.status == .healthy { try await watchForMarks(of: store) }
     }
 
-    /// One of this device's own logs does not stay in the container: put
-    /// back, it is gone or damaged again after the repair wait (a sync
-    /// service that keeps losing the file). A device that joins could not
-    /// build the store: this device marks it, and stays loaded (it holds
-    /// the log's saves, and may rebuild the store itself).
-    private func markOwnLogLost(_ name: String, since: UInt64, store: Store) async throws {
+    /// A log a device that joins could not import, though this healthy
+    /// device holds its saves: one of its own that does not stay in the
+    /// container after it puts it back (a sync service that keeps losing
+    /// the file), or another device's, applied here, that stays damaged or
+    /// missing past the repair wait (found by the scrub). This device marks
+    /// the store and stays loaded: it may rebuild the store itself.
+    private func markForRebuild(_ name: String, store: Store, reason: String) async throws {
         let container = configuration.store.container
         let now = configuration.store.clock.nowMilliseconds()
         let markName = ContainerLayout.corruptionMark(store: store.storeID, device: store.deviceID)
         guard try await container.readMarker(markName) == nil else { return }
-        let mark = CorruptionMark(device: store.deviceID, store: store.storeID, blob: name,
-                                  reason: "this device's own log does not stay in the container: put back since \(now &- since) ms ago, it is missing or damaged again",
-                                  milliseconds: now)
+        let mark = CorruptionMark(device: store.deviceID, store: store.storeID, blob: name, reason: reason, milliseconds: now)
         do {
             _ = try await container.createMarker(markName, mark)
         } catch let error as ChronicleError where error.code == .markerConflict {

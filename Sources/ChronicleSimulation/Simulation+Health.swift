@@ -102,6 +102,25 @@ extension Simulation {
         return stores.count == 1 ? stores.first : nil
     }
 
+    /// Whether every log of account A's active store verifies and each
+    /// device's logs run without a gap.
+    func activeStoreIntact() async throws -> Bool {
+        let container = accounts[0].everything
+        guard let store = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store else { return true }
+        let logs = try await StoreLogs.read(container, store: store)
+        return logs.damaged.isEmpty && logs.devices.allSatisfy { logs.runs($0).count <= 1 }
+    }
+
+    /// Whether a device that joins now, replaying the container, reaches
+    /// the devices' state (the order-independence checker's replay).
+    func joinerAgrees() async throws -> Bool {
+        guard let store = devices.first?.store else { return false }
+        try await recordFates()
+        let logs = try await StoreLogs.read(accounts[0].everything, store: store.storeID)
+        let reference = try await OrderIndependenceChecker.reference(logs, store: store.storeID, state: quiescedState)
+        return reference.hash == (try await store.stateHash())
+    }
+
     /// The rebuilds each store had by an elected device, from the events
     /// the devices published.
     func electedRebuilds() -> [StoreID: Int] {

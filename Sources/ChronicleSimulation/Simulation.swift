@@ -395,7 +395,13 @@ package final class Simulation {
                 hashes.insert((try? await store.stateHash()) ?? "?")
                 failures += (try? store.snapshot.pendingUploadCount()) ?? 1
             }
+            // With corruption faults, also until the active store's logs are
+            // whole: a device that joins must be able to build it.
             if options.corruption, await healthySettled() == nil || episodes.values.contains(where: { $0.end == nil }) { continue }
+            if options.corruption {
+                guard try await activeStoreIntact() else { continue }
+                guard try await joinerAgrees() else { continue }
+            }
             if round >= 2, hashes.count == 1, failures == 0, try await quiescedState.fullyApplied() { break }
         }
         summary.convergenceMilliseconds = clock.nowMilliseconds() - start

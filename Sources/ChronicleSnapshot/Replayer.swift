@@ -269,6 +269,54 @@ package struct Replayer: Sendable {
         return (repaired, reachedEnd ? nil : page.last?.name)
     }
 
+    /// What one scrub pass found: logs of other devices, applied by this
+    /// device, that no longer verify in the container, and sequences this
+    /// device applied whose log is gone. A device that joins could not build
+    /// the store from these; their owners put their own back at their syncs.
+    package struct ScrubFindings: Sendable {
+        /// Damaged logs.
+        package var damaged: [ContainerName] = []
+        /// Missing logs, in words ("<device's log prefix> sequence N").
+        package var missing: [String] = []
+        /// Where the next pass starts (nil once the pass reached the end).
+        package var next: ContainerName?
+    }
+
+    /// One bounded scrub pass over the store's logs of other devices,
+    /// after `cursor`: reads back (within the byte budget) the logs this
+    /// device has applied, and notes gaps between them, then re-reads
+    /// `recheck` (logs found damaged before).
+    package func scrubLogs(from cursor: ContainerName?, budget: RepairBudget, recheck: [ContainerName] = []) async throws -> ScrubFindings {
+        let page = try await container.list(prefix: ContainerLayout.logsPrefix(store: snapshot.storeID), after: cursor, limit: max(1, budget.listed))
+        let vector = try snapshot.vector()
+        var findings = ScrubFindings()
+        var verified = 0
+        var previous: ContainerLayout.ParsedLogName?
+        var toRead: [ContainerName] = []
+        for blob in page {
+            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device != snapshot.deviceID else { continue }
+            let applied = vector[parsed.device] ?? 0
+            if let p = previous, p.device == parsed.device, p.last + 1 < parsed.first, p.last < applied {
+                findings.missing.append("\(ContainerLayout.logPrefix(store: snapshot.storeID, device: parsed.device)) sequence \(p.last + 1)")
+            }
+            previous = parsed
+            guard parsed.last <= applied, verified < budget.verifiedBytes else { continue }
+            verified += blob.size
+            toRead.append(blob.name)
+        }
+        for name in Set(toRead).union(recheck).sorted() {
+            do {
+                _ = try decoder.open(try await container.get(name, maxBytes: decoder.limits.maxLogBytes))
+            } catch let error as ChronicleError where error.code == .notFound || error.code.isTransient {
+                // Gone or unreachable now: the listing decides next time.
+            } catch {
+                findings.damaged.append(name)
+            }
+        }
+        findings.next = page.count < max(1, budget.listed) ? nil : page.last?.name
+        return findings
+    }
+
     /// One log's range of sequences.
     private struct LogKey: Hashable {
         var first: UInt64
