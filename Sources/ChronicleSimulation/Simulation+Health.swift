@@ -3,6 +3,7 @@ import ChronicleContainer
 import ChronicleCore
 import ChronicleSnapshot
 import Foundation
+import GRDB
 
 /// A store of account A that a device marked corrupted.
 struct CorruptionEpisode: Hashable {
@@ -119,6 +120,25 @@ extension Simulation {
         let logs = try await StoreLogs.read(accounts[0].everything, store: store.storeID)
         let reference = try await OrderIndependenceChecker.reference(logs, store: store.storeID, state: quiescedState)
         return reference.hash == (try await store.stateHash())
+    }
+
+    /// The records the newest intact baseline of `store` (account A) holds.
+    func recordsInBaselines(of store: StoreID) async throws -> Set<RecordID> {
+        let path = root.appendingPathComponent("baseline-\(store).sqlite").path
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        let snapshot = try Snapshot(path: path, schema: Self.schema, storeID: store, deviceID: DeviceID(index: 998), durability: .normal)
+        defer { try? snapshot.close() }
+        var replayer = Replayer(snapshot: snapshot, container: accounts[0].everything, logger: logger)
+        replayer.baselineWait = Duration.zero
+        let report = try await replayer.importOnce()
+        guard report.baseline != nil else { return [] }
+        return try await snapshot.databasePool.read { db in
+            var all = Set(try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_records"))
+            for entity in Workload.schema.entities {
+                all.formUnion(try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)"))
+            }
+            return all
+        }
     }
 
     /// The rebuilds each store had by an elected device, from the events

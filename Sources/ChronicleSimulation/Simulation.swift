@@ -428,6 +428,8 @@ package final class Simulation {
                         for change in t.changes { deletedWithStore[change.recordID] = max(deletedWithStore[change.recordID] ?? at, at) }
                     }
                 }
+                // And in its baselines: a rebuilt store's past is only there.
+                for id in try await recordsInBaselines(of: store) { deletedWithStore[id] = max(deletedWithStore[id] ?? at, at) }
             }
         }
         let state = quiescedState
