@@ -276,7 +276,9 @@ extension StoreManager {
     /// record is of another store.
     private func record(for store: StoreID, now: UInt64) -> HealthRecord {
         if let record = state.health, record.store == store { return record }
-        return HealthRecord(store: store, status: .checking, since: now, cleanSince: now)
+        // The grace period runs from the load.
+        let loaded = min(loadedAt ?? now, now)
+        return HealthRecord(store: store, status: .checking, since: loaded, cleanSince: loaded)
     }
 
     private func setHealth(_ record: HealthRecord) throws {
@@ -411,9 +413,9 @@ extension StoreManager {
         } catch let error as ChronicleError where error.code == .markerConflict {
             return
         }
-        configuration.store.log.error("one of this device's logs does not stay in the container; marked the store for a rebuild",
-                                      metadata: ["chronicle.store": "\(store.storeID)", "chronicle.blob": "\(name)"])
-        continuations.publish(.cloudContentCorrupted(mark, healthy: true))
+        // The election that follows says so (``Event/cloudContentCorrupted(_:healthy:)``).
+        configuration.store.log.error("a log a joining device needs is damaged or missing for good; marked the store for a rebuild",
+                                      metadata: ["chronicle.store": "\(store.storeID)", "chronicle.blob": "\(name)", "chronicle.reason": "\(reason)"])
     }
 
     /// Builds this device's copy of the store again from the container,

@@ -326,6 +326,8 @@ public actor StoreManager {
     private var seedLogs: (store: StoreID, devices: [(device: DeviceID, logs: [(first: UInt64, last: UInt64, transactions: [Transaction])])])?
     /// Set by ``close()``: every later call throws ``ChronicleError/Code/closed``.
     private var isClosed = false
+    /// When the loaded store was loaded (its health's grace period starts there).
+    var loadedAt: UInt64?
     /// How many IDs this manager drew for rebuilds (each draw differs).
     private var rebuildDraws = 0
 
@@ -1846,6 +1848,7 @@ public actor StoreManager {
     /// Publishes a load, and starts its sync status afresh.
     private func didLoad(_ kind: Kind, _ store: Store) {
         loadError = nil
+        loadedAt = configuration.store.clock.nowMilliseconds()
         firstSyncComplete = kind != .cloud
         lastReport = nil
         lastError = nil

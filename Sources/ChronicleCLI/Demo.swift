@@ -13,8 +13,11 @@ struct Demo: AsyncParsableCommand {
         abstract: "Run a short, readable multi-device sync on a temporary DirectoryContainer.",
         discussion: """
             Five devices save notes with conflicting edits; one stays offline for a while; one log is
-            damaged in the container, detected by everyone, and repaired by its owner. The run ends by
-            showing every device's state hash. The same --seed gives the same run.
+            damaged in the container, detected by everyone, and repaired by its owner; one device turns
+            the cloud off and on. Every device's state hash shows they converged. Then a corruption
+            episode on a second container: a damaged log whose owner is gone, the device that cannot
+            import it marks the store, a healthy device is elected and rebuilds it under a new store ID,
+            and every device moves there with every save. The same --seed gives the same run.
             Exits 1 if the devices did not converge. --json prints the run as one object instead (docs/cli.md).
             """)
 
@@ -203,6 +206,80 @@ struct DemoRun {
         } else {
             say("\nNOT converged: \(hashes.count) different states (seed \(seed))")
         }
-        return Result(store: store, devices: shown, converged: hashes.count == 1)
+        let healed = try await corruptionEpisode()
+        return Result(store: store, devices: shown, converged: hashes.count == 1 && healed)
+    }
+
+    /// A corruption episode on a container of its own: a log nobody can
+    /// repair, a device that marks the store, one elected rebuilder, every
+    /// device on the new store with every save. Returns whether they converged.
+    func corruptionEpisode() async throws -> Bool {
+        say("\n7. a corruption episode, on a second container shared by the laptop, phone and watch:")
+        let container = try DirectoryContainer(root: root.appendingPathComponent("container-2"), create: true)
+        let clock = ManualClock()
+        let health = StoreManager.HealthConfiguration(gracePeriod: .seconds(5), repairWait: .seconds(10), electionWindow: .seconds(2), leaseDuration: .seconds(30))
+        func open(_ name: String, _ i: UInt64) async throws -> StoreManager {
+            try await StoreManager.open(StoreManager.Configuration(store: Store.Configuration(
+                schema: Self.schema, directory: root.appendingPathComponent("episode").appendingPathComponent(name), container: container,
+                clock: clock, seed: seed &+ 100 &+ i, logger: Logger(label: "demo") { _ in SwiftLogNoOpLogHandler() }, durability: .normal),
+                cloudEnabledByDefault: true, health: health))
+        }
+        let laptop = try await open("laptop", 1)
+        let watch = try await open("watch", 3)
+        for m in [laptop, watch] { try await m.sync() }
+        let phone = try await open("phone", 2)
+        let old = try await laptop.store.storeID
+        for (m, name) in [(laptop, "laptop"), (phone, "phone")] {
+            try await m.store.write { tx in _ = tx.insert("Note", ["title": .string("\(name)'s note")]) }
+            try await m.sync()
+        }
+        try await laptop.sync()
+        // The phone's log is damaged, and the phone is gone: nobody can put it back.
+        let phoneID = try await phone.store.deviceID
+        try await phone.close()
+        for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: old, device: phoneID)) {
+            let path = container.root.appendingPathComponent(ContainerLayout.Directory.blobPath(blob.name))
+            var bytes = try Data(contentsOf: path)
+            bytes[bytes.count / 2] ^= 0x10
+            try bytes.write(to: path)
+        }
+        say("   the laptop imported the phone's note; then the phone's log was damaged and the phone retired: nobody can put it back")
+        try await watch.store.write { tx in _ = tx.insert("Note", ["title": "the watch's note, saved as it found the damage"]) }
+        let watchEvents = HealthEventLines(watch)
+        let laptopEvents = HealthEventLines(laptop)
+        clock.advance(byMilliseconds: 6_000)
+        try await laptop.sync()
+        let report = try await watch.sync()
+        for failure in report?.imported.permanentFailures ?? [] {
+            say("   watch: import failed: \(failure.error.code) in \(failure.name.split(separator: "/").last ?? "")")
+        }
+        clock.advance(byMilliseconds: 11_000)
+        _ = try? await watch.sync()
+        if let mark = try await watch.health().marks.first {
+            say("   watch: still failing after the repair wait and a rebuild of its own copy: marked store \(old) corrupted, unloaded it")
+            say("          (mark: \(mark.reason.prefix(60))…)")
+        }
+        try await laptop.sync()
+        let new = try await laptop.store.storeID
+        say("   laptop: healthy, saw the mark, took the election lease, rebuilt the store as \(new)")
+        try await watch.sync()
+        say("   watch: moved to \(try await watch.store.storeID), carrying its saves")
+        clock.advance(byMilliseconds: 6_000)
+        for _ in 0..<2 { for m in [laptop, watch] { try await m.sync() } }
+        var hashes: Set<String> = []
+        for (m, name) in [(laptop, "laptop"), (watch, "watch")] {
+            let store = try await m.store
+            let titles = try await store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note ORDER BY title") }
+            let hash = try await store.stateHash()
+            hashes.insert(hash)
+            say("   \(name.padding(toLength: 7, withPad: " ", startingAt: 0)) \(try await m.health().status?.rawValue ?? "?") on \(store.storeID), state \(hash): \(titles.joined(separator: "; "))")
+        }
+        let rebuilds = try await laptop.health().history.count
+        for m in [laptop, watch] { try await m.close() }
+        _ = (await watchEvents.lines, await laptopEvents.lines)
+        say(hashes.count == 1 && rebuilds == 1
+            ? "   one rebuild, both devices healthy on the new store with every note, the phone's included"
+            : "   NOT healed: \(hashes.count) states, \(rebuilds) rebuilds")
+        return hashes.count == 1 && rebuilds == 1
     }
 }
