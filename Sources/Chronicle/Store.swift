@@ -916,12 +916,17 @@ public actor Store {
         for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.first <= own else { continue }
             let last = min(parsed.last, own)
+            let read = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes))
             if uploaded.contains("\(parsed.first)-\(parsed.last)") {
+                // Only if it verifies: the new snapshot imports these logs,
+                // and one that is damaged (its owner unable to put it back)
+                // would leave its saves nowhere. Those are carried instead.
+                guard read != nil else { continue }
                 present.insert(integersIn: Int(parsed.first)...Int(last))
                 ours.append((parsed.first, parsed.last))
                 continue
             }
-            guard let stored = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)).transactions(),
+            guard let stored = try? read?.transactions(),
                   let mine = try old.ownTransactions(first: parsed.first, last: last) else { continue }
             let theirs = Dictionary(stored.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
             for t in mine where theirs[t.sequence] == t { present.insert(Int(t.sequence)) }

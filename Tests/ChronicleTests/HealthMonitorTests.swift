@@ -275,4 +275,25 @@ import Testing
         #expect(try await a.health().history.count == 1)
         for m in [a, c] { try await m.close() }
     }
+
+    /// A device that builds its copy again while one of its own uploaded
+    /// logs is damaged in the container keeps that log's saves: they are
+    /// carried under its new ID, not left to an import that fails.
+    @Test func rebuildingTheLocalCopyKeepsSavesWhoseOwnLogIsDamaged() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1", "a2"])
+        try await a.sync()
+        let store = try await a.store
+        #expect(try damageLogs(of: store.deviceID, in: store.storeID) == 1)
+        _ = try await store.rebuildLocalCopy(reason: "a test")
+        #expect(try await StoreManagerTests.titles(store) == ["a1", "a2"])
+        try await store.sync()
+        #expect(try await StoreManagerTests.titles(store) == ["a1", "a2"])
+        // A device that joins gets them too (the carried saves are logs of the new ID).
+        let b = try await manager("b")
+        try await b.sync()
+        #expect(try await Self.titles(b) == ["a1", "a2"])
+        for m in [a, b] { try await m.close() }
+    }
 }
