@@ -684,6 +684,14 @@ public actor Store {
         return repaired
     }
 
+    /// This device's saves that the container does not hold as made: never
+    /// uploaded, or in a log that is missing or no longer verifies.
+    package func savesNotInContainer() async throws -> [Transaction] {
+        try beginOperation()
+        defer { endOperation() }
+        return try await savesMissingFromContainer(snapshot).0
+    }
+
     /// Builds this device's copy of the store again from the container (its
     /// newest intact baseline, then the logs), under a new device ID, and
     /// saves into it again, with their original clocks, this device's saves

@@ -1048,8 +1048,12 @@ public actor StoreManager {
             // Saves made after the deletion go too, even if something
             // uploaded them since (a baseline, a maintenance operation):
             // nobody chose to delete them.
+            // And saves whose log the container holds damaged even after
+            // the repair (a sync service that keeps damaging it): the
+            // deleted store never held them either.
             let pending = try cloud.snapshot.pendingUploadTransactions(alsoFrom: from)
                 + cloud.snapshot.ownTransactions(since: HybridTimestamp(milliseconds: tombstone.milliseconds, counter: 0))
+                + (try await cloud.savesNotInContainer())
             let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })
             if !ids.isEmpty {
                 let local = try await Store.open(configuration(for: .local))
