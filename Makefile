@@ -38,8 +38,8 @@ docs-check: deps
 	$(SWIFT) build --target Chronicle
 	scripts/check-docs --build-dir "$$($(SWIFT) build --show-bin-path)"
 
-# The main job: five devices syncing through a folder (one turns the cloud off and on), then the
-# seeded multi-device simulation with every fault kind and its invariant checks.
+# The main job: five devices syncing through a folder (one turns the cloud off and on), a corruption
+# episode, then the seeded multi-device simulation with every fault kind and its invariant checks.
 demo: deps
 	$(SWIFT) build --product chronicle
 	$$($(SWIFT) build --show-bin-path)/chronicle demo
@@ -50,6 +50,9 @@ demo: deps
 	@echo
 	@echo "==> the same with every device under a store manager: two turn the cloud on at the same moment; then a toggle, a deletion, a rebuild and the moves they cause"
 	$$($(SWIFT) build --show-bin-path)/chronicle simulate --lifecycle --first-enables 2 --rate cloud-deletion=0.01,maintenance=0.03 --seed 15
+	@echo
+	@echo "==> with corruption faults: logs some devices see damaged, logs nobody can repair; the health monitors mark, elect and rebuild"
+	$$($(SWIFT) build --show-bin-path)/chronicle simulate --corruption --seed 2 --seeds 20
 
 bench: deps
 	$(SWIFT) build -c release --product chronicle
