@@ -19,8 +19,16 @@ struct SimulateWorker: AsyncParsableCommand {
     @Option var seed: UInt64
     @Flag var lifecycle = false
     @Flag var deleter = false
+    @Flag var corruption = false
 
     func run() async throws {
+        if corruption {
+            let manager = try await device.openManager(schema: try device.loadSchema(), health: MultiProcessSimulation.workerHealth,
+                                                       tolerating: [.cloudContentCorrupted])
+            try await MultiProcessSimulation.runWorker(manager: manager, journal: URL(fileURLWithPath: journal), saves: saves, seed: seed,
+                                                       deleter: false, toggles: lifecycle)
+            return
+        }
         let opened = try await device.open()
         if lifecycle {
             try await MultiProcessSimulation.runWorker(manager: opened.manager, journal: URL(fileURLWithPath: journal), saves: saves, seed: seed,

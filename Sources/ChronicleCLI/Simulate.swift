@@ -88,12 +88,10 @@ struct Simulate: AsyncParsableCommand {
         guard !(swarm && calm) else { throw ValidationError("--swarm draws the rates and --calm turns them off: give one of them") }
         if firstEnables != nil && !(lifecycle || corruption) { throw ValidationError("--first-enables needs --lifecycle") }
         if exclusiveCreate != nil && !(lifecycle || corruption) { throw ValidationError("--exclusive-create needs --lifecycle") }
-        if processes != nil && corruption {
-            throw ValidationError("--processes runs real processes without simulated faults: --corruption is for the simulated mode")
-        }
+
         if exclusiveCreate == .drawn { throw ValidationError("--exclusive-create takes reliable or unreliable") }
         if processes != nil && (swarm || calm || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
-            throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves, --lifecycle and --verbose")
+            throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves, --lifecycle, --corruption and --verbose")
         }
         if let processes {
             do {
@@ -286,12 +284,14 @@ struct Simulate: AsyncParsableCommand {
                 let s = seed &+ UInt64(i)
                 var run = MultiProcessSimulation(processes: processes, saves: saves, seed: s, executable: binary)
                 run.lifecycle = lifecycle
+                run.corruption = corruption
                 let result = try await run.run()
                 results.append(result)
                 if !output.json {
                     if verbose { result.events.forEach { print($0) } }
                     print("run \(i + 1)/\(seeds) seed \(s): \(processes) processes, \(result.kills) kills, \(result.acknowledged) acknowledged saves checked"
                           + (lifecycle ? " (\(result.savesDeletedWithTheirStore) went with \(result.deletedStores) cloud store deleted on purpose; \(result.toggles) cloud toggles)" : "")
+                          + (corruption ? " (\(result.damagedLogs) logs damaged for good, \(result.corruptionRebuilds) rebuilds after a corruption, \(result.killsDuringElection) lease holders killed while rebuilding)" : "")
                           + ", state \(result.stateHash): "
                           + (result.passed ? "all invariants hold" : "VIOLATIONS: " + result.violations.prefix(5).joined(separator: "; ")))
                 }
@@ -313,7 +313,7 @@ struct Simulate: AsyncParsableCommand {
     }
 
     func reproduceProcesses(_ processes: Int, _ seed: UInt64) -> String {
-        "chronicle simulate --processes \(processes)" + (lifecycle ? " --lifecycle" : "") + " --seed \(seed) --saves \(saves) --verbose"
+        "chronicle simulate --processes \(processes)" + (lifecycle ? " --lifecycle" : "") + (corruption ? " --corruption" : "") + " --seed \(seed) --saves \(saves) --verbose"
     }
 
     static func text(_ s: SimulationSummary) -> String {

@@ -45,6 +45,18 @@ package struct MultiProcessSimulation: Sendable {
     /// local data) and the first one deletes the cloud store everywhere
     /// once, half-way through its saves.
     package var lifecycle = false
+    /// Whether the run damages a log of the active store over and over (a
+    /// sync service that keeps damaging the file, so that not even its
+    /// owner can put it back), once every device has saved a little, and
+    /// SIGKILLs the device holding the election lease while it rebuilds.
+    /// The workers run their health monitors on short real-time timings
+    /// (``workerHealth``), and the check waits until every device is
+    /// healthy on one store.
+    package var corruption = false
+
+    /// The health monitor's timings of the workers with ``corruption``.
+    package static let workerHealth = StoreManager.HealthConfiguration(
+        gracePeriod: .milliseconds(500), repairWait: .seconds(1), gapTimeout: .seconds(20), electionWindow: .milliseconds(500), leaseDuration: .seconds(3))
 
     /// What a run did and found.
     package struct Result: Sendable, Hashable, Codable {
@@ -67,6 +79,12 @@ package struct MultiProcessSimulation: Sendable {
         package var savesDeletedWithTheirStore = 0
         /// With the lifecycle: times a worker turned the cloud off or on.
         package var toggles = 0
+        /// With corruption: logs damaged for good, rebuilds after a
+        /// corruption (supersession markers that say so), and kills of a
+        /// device that held the election lease.
+        package var damagedLogs = 0
+        package var corruptionRebuilds = 0
+        package var killsDuringElection = 0
 
         /// Whether every invariant held.
         package var passed: Bool { violations.isEmpty }
@@ -114,20 +132,21 @@ package struct MultiProcessSimulation: Sendable {
                 "--device-dir", root.appendingPathComponent("device-\(i)").path, "--container", container.path,
                 "--schema", schemaURL.path, "--journal", root.appendingPathComponent("journal-\(i).txt").path,
                 "--saves", String(saves), "--seed", String(seed &+ UInt64(i)),
-            ] + (lifecycle ? ["--lifecycle"] + (i == 0 ? ["--deleter"] : []) : [])
+            ] + (lifecycle ? ["--lifecycle"] + (i == 0 ? ["--deleter"] : []) : []) + (corruption ? ["--corruption"] : [])
             p.standardOutput = FileHandle.nullDevice
             p.standardError = FileHandle.nullDevice
             try p.run()
             return p
         }
         var result = Result(seed: seed, processes: processes)
-        try killAndRestart(try (0..<processes).map(launch), launch: launch, into: &result)
+        var damage = corruption ? Damage(container: container, root: root) : nil
+        try killAndRestart(try (0..<processes).map(launch), launch: launch, damage: &damage, into: &result)
         try await check(root: root, schema: Schema(contentsOf: schemaURL), container: container, into: &result)
         return result
     }
 
     /// Kills and restarts workers at random moments until all have finished.
-    private func killAndRestart(_ started: [Process], launch: (Int) throws -> Process, into result: inout Result) throws {
+    private func killAndRestart(_ started: [Process], launch: (Int) throws -> Process, damage: inout Damage?, into result: inout Result) throws {
         var workers = started
         var random = SeededRandom(seed: seed)
         let deadline = ContinuousClock.now + timeLimit
@@ -137,6 +156,19 @@ package struct MultiProcessSimulation: Sendable {
                 throw ChronicleError(.unavailable, "workers did not finish within \(timeLimit)")
             }
             usleep(UInt32(10_000 + random.next() % 70_000))
+            if var d = damage {
+                if let event = d.step(&random) { result.events.append(event) }
+                result.damagedLogs = d.damaged.count
+                if let holder = d.leaseHolderToKill(), workers[holder].isRunning {
+                    kill(workers[holder].processIdentifier, SIGKILL)
+                    workers[holder].waitUntilExit()
+                    result.kills += 1
+                    result.killsDuringElection += 1
+                    result.events.append("killed device \(holder + 1), which held the election lease, while it rebuilt; restarting")
+                    workers[holder] = try launch(holder)
+                }
+                damage = d
+            }
             let i = Int(random.next() % UInt64(processes))
             if result.kills < processes * killsPerProcess && workers[i].isRunning {
                 kill(workers[i].processIdentifier, SIGKILL)
@@ -163,8 +195,9 @@ package struct MultiProcessSimulation: Sendable {
             if lifecycle {
                 // Every device ends with the cloud on, its local data merged in.
                 let manager = try await StoreManager.open(StoreManager.Configuration(
-                    store: Store.Configuration(schema: schema, directory: directory, container: shared), cloudEnabledByDefault: true))
-                _ = try await manager.setCloudEnabled(true)
+                    store: Store.Configuration(schema: schema, directory: directory, container: shared), cloudEnabledByDefault: true,
+                    health: corruption ? Self.workerHealth : StoreManager.HealthConfiguration()))
+                _ = try? await manager.setCloudEnabled(true)
                 managers.append(manager)
             } else {
                 stores.append(try await Self.openDevice(directory, schema: schema, container: shared))
@@ -172,11 +205,35 @@ package struct MultiProcessSimulation: Sendable {
         }
         for _ in 0..<3 {
             for m in managers {
+                if corruption {
+                    _ = try? await m.sync()
+                    continue
+                }
                 try await m.store.repairOwnLogs()
                 try await m.sync()
                 if await m.loadedKind != .cloud { _ = try await m.setCloudEnabled(true) }
             }
             for s in stores { try await s.repairOwnLogs(); try await s.sync() }
+        }
+        if corruption {
+            // Until every device is healthy on one store (real time: the
+            // grace period, an election, a rebuild, the moves).
+            let until = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < until {
+                var healthy = Set<StoreID>()
+                var all = true
+                for m in managers {
+                    _ = try? await m.sync()
+                    if let h = await m.healthStatus, h.status == .healthy { healthy.insert(h.store) } else { all = false }
+                }
+                if all, healthy.count == 1 { break }
+                usleep(200_000)
+            }
+            for (i, m) in managers.enumerated() {
+                let h = await m.healthStatus
+                if h?.status != .healthy { result.violations.append("health: device \(i + 1) ends \(h.map { "\($0.status.rawValue)" } ?? "without a health record")") }
+            }
+            result.corruptionRebuilds = try await Self.corruptionRebuilds(in: shared)
         }
         for m in managers { stores.append(try await m.store) }
         var hashes = Set<String>()
@@ -204,13 +261,112 @@ package struct MultiProcessSimulation: Sendable {
             }
         }
         let decoder = LogDecoder(schema: schema)
+        let replaced = try await Self.replacedStores(in: shared)
         for blob in try await shared.listAll(prefix: "") where blob.name.rawValue.hasSuffix(ContainerLayout.logExtension) {
+            // The logs damaged on purpose are in stores rebuilt since.
+            if corruption, let store = blob.name.rawValue.split(separator: "/").first.flatMap({ StoreID(string: String($0)) }), replaced.contains(store) { continue }
             do { _ = try decoder.open(try await shared.get(blob.name)) } catch {
                 result.violations.append("verify: \(blob.name): \(error)")
             }
         }
         for m in managers { try await m.close() }
         if managers.isEmpty { for s in stores { try await s.close() } }
+    }
+
+    /// The stores rebuilt as another (their supersession markers).
+    static func replacedStores(in container: any Container) async throws -> Set<StoreID> {
+        var replaced = Set<StoreID>()
+        for store in try await container.listChildren(prefix: "").compactMap(StoreID.init(string:)) {
+            if try await container.readMarker(ContainerLayout.supersession(store: store)) != nil { replaced.insert(store) }
+        }
+        return replaced
+    }
+
+    /// Rebuilds whose supersession marker says a corruption caused them.
+    static func corruptionRebuilds(in container: any Container) async throws -> Int {
+        var count = 0
+        for store in try await replacedStores(in: container) {
+            if let s = try await container.readMarker(ContainerLayout.supersession(store: store), as: StoreSupersession.self),
+               s.payload.reason?.hasPrefix("corruption") == true { count += 1 }
+        }
+        return count
+    }
+
+    /// The coordinator's corruption: once the active store has logs of
+    /// several devices, one log is damaged on disk, and damaged again each
+    /// time its owner puts it back, until the store is rebuilt.
+    struct Damage {
+        let container: URL
+        let root: URL
+        /// The logs damaged, by store.
+        var damaged: [StoreID: String] = [:]
+        /// Stores whose lease holder was killed already.
+        var killedFor: Set<StoreID> = []
+
+        init(container: URL, root: URL) {
+            self.container = container
+            self.root = root
+        }
+
+        var activeStore: StoreID? {
+            guard let bytes = Self.marker(container.appendingPathComponent("markers/active-store")),
+                  let pointer = try? ActiveStorePointer(markerBytes: bytes) else { return nil }
+            return pointer.store
+        }
+
+        /// A directory container's marker file's payload (after its 8-byte version).
+        static func marker(_ url: URL) -> [UInt8]? {
+            guard let data = FileManager.default.contents(atPath: url.path), data.count > 8 else { return nil }
+            return Array(data.dropFirst(8))
+        }
+
+        /// Damages a log of the active store (once per store), or damages
+        /// again the one its owner put back. Returns what it did, if anything new.
+        mutating func step(_ random: inout SeededRandom) -> String? {
+            guard let store = activeStore else { return nil }
+            if let name = damaged[store] {
+                flip(container.appendingPathComponent("blobs").appendingPathComponent(name))
+                return nil
+            }
+            // At most two stores per run.
+            guard damaged.count < 2, random.next() % 50 == 0 else { return nil }
+            let logs = container.appendingPathComponent("blobs/\(store)/logs")
+            guard let walker = FileManager.default.enumerator(at: logs, includingPropertiesForKeys: nil) else { return nil }
+            let names = walker.compactMap { ($0 as? URL)?.path }.filter { $0.hasSuffix(ContainerLayout.logExtension) }.sorted()
+            guard names.count >= 3 else { return nil }
+            let path = names[Int(random.next() % UInt64(names.count))]
+            let name = String(path.dropFirst(container.appendingPathComponent("blobs").path.count + 1))
+            damaged[store] = name
+            flip(URL(fileURLWithPath: path))
+            return "damaged \(name) for good"
+        }
+
+        /// Flips a byte in the middle of the file, unless it is damaged already.
+        private func flip(_ url: URL) {
+            guard var bytes = FileManager.default.contents(atPath: url.path), bytes.count > 16,
+                  (try? LogDecoder(schema: try! Schema(json: Data(MultiProcessSimulation.schemaJSON.utf8))).open(Array(bytes))) != nil
+            else { return }
+            bytes[bytes.count / 2] ^= 0x20
+            // In place, as bit rot would: the owner's next put replaces the file.
+            try? bytes.write(to: url)
+        }
+
+        /// The worker holding the lease of an election of the active store,
+        /// once per store: the coordinator kills it while it rebuilds.
+        mutating func leaseHolderToKill() -> Int? {
+            guard let store = activeStore, damaged[store] != nil, !killedFor.contains(store),
+                  let bytes = Self.marker(container.appendingPathComponent("markers/\(store)/election")),
+                  let lease = try? ElectionLease(markerBytes: bytes) else { return nil }
+            for i in 0..<64 {
+                let identity = root.appendingPathComponent("device-\(i)").appendingPathComponent("device.json")
+                guard let data = FileManager.default.contents(atPath: identity.path) else { if i > 32 { break }; continue }
+                if String(decoding: data, as: UTF8.self).contains(lease.device.description) {
+                    killedFor.insert(store)
+                    return i
+                }
+            }
+            return nil
+        }
     }
 
     /// A worker's journal: one line per acknowledged save (its title, and
@@ -270,11 +426,18 @@ package struct MultiProcessSimulation: Sendable {
     /// journaled first, so that a kill right after the
     /// deletion still tells the check which store went). Saves go to
     /// whichever store is loaded; the worker ends with the cloud on.
-    package static func runWorker(manager: StoreManager, journal: URL, saves: Int, seed: UInt64, deleter: Bool) async throws {
-        try await runWorker(manager: manager, store: try await manager.store, journal: journal, saves: saves, seed: seed, deleter: deleter)
+    package static func runWorker(manager: StoreManager, journal: URL, saves: Int, seed: UInt64, deleter: Bool, toggles: Bool = true) async throws {
+        // A device waiting for the rebuild of a store it marked corrupted syncs until it has a store.
+        while await manager.healthStatus?.status == .corrupted, (try? await manager.store) == nil {
+            _ = try? await manager.sync()
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await runWorker(manager: manager, store: try await manager.store, journal: journal, saves: saves, seed: seed, deleter: deleter,
+                            toggles: toggles)
     }
 
-    private static func runWorker(manager: StoreManager?, store first: Store, journal: URL, saves: Int, seed: UInt64, deleter: Bool) async throws {
+    private static func runWorker(manager: StoreManager?, store first: Store, journal: URL, saves: Int, seed: UInt64, deleter: Bool,
+                                  toggles: Bool = true) async throws {
         let previous = Journal(lines: (try? String(contentsOf: journal, encoding: .utf8)) ?? "")
         let existing = previous.saves.count
         var deleted = !previous.deleting.isEmpty
@@ -289,7 +452,7 @@ package struct MultiProcessSimulation: Sendable {
             attempt += 1
             if let manager {
                 let draw = random.next() % 40
-                if draw == 0 {
+                if draw == 0, toggles {
                     try handle.write(contentsOf: Data("#toggle\n".utf8))
                     _ = try? await manager.setCloudEnabled(!(await manager.cloudEnabled))
                     if let loaded = try? await manager.store { store = loaded }
@@ -321,7 +484,18 @@ package struct MultiProcessSimulation: Sendable {
             }
             if let manager {
                 // The manager may have moved to another store (a deletion, a move).
-                do { store = try await manager.store } catch { _ = try? await manager.reload(); continue }
+                do {
+                    store = try await manager.store
+                } catch {
+                    if await manager.healthStatus?.status == .corrupted {
+                        // Waiting for the rebuild: its syncs follow it.
+                        _ = try? await manager.sync()
+                        try? await Task.sleep(for: .milliseconds(50))
+                    } else {
+                        _ = try? await manager.reload()
+                    }
+                    continue
+                }
             }
             let title = "d\(SimulatedDevice.deviceID(of: store).description.prefix(8))-\(done)-\(getpid())-\(attempt)"
             let words = Int64(random.next() % 10_000)
