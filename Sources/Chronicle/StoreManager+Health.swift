@@ -388,10 +388,10 @@ extension StoreManager {
         try setHealth(record)
         if let lost {
             try await markForRebuild(lost.name, store: store,
-                                     reason: "this device's own log does not stay in the container: put back \(now &- lost.since) ms ago, it is missing or damaged again")
+                                     reason: "this device's own log does not stay in the container: put back first \(now &- lost.since) ms before, it is missing or damaged again")
         } else if let stale {
             try await markForRebuild(stale.name, store: store,
-                                     reason: "a log this device applied is damaged or missing in the container, and its owner has not put it back for \(now &- stale.since) ms: a device that joins could not build the store")
+                                     reason: "a log this device applied is damaged or missing in the container and its owner did not put it back (first seen \(now &- stale.since) ms before): a device that joins could not build the store")
         }
         if record.status == .healthy { try await watchForMarks(of: store) }
     }
@@ -414,7 +414,7 @@ extension StoreManager {
             return
         }
         // The election that follows says so (``Event/cloudContentCorrupted(_:healthy:)``).
-        configuration.store.log.error("a log a joining device needs is damaged or missing for good; marked the store for a rebuild",
+        configuration.store.log.warning("a log a joining device needs is damaged or missing for good; marked the store for a rebuild",
                                       metadata: ["chronicle.store": "\(store.storeID)", "chronicle.blob": "\(name)", "chronicle.reason": "\(reason)"])
     }
 
@@ -457,7 +457,8 @@ extension StoreManager {
                 _ = try await container.replaceMarker(name, mark, expected: existing.version)
             }
         }
-        configuration.store.log.error("the cloud store is corrupted: marked it and unloaded it; a healthy device rebuilds it",
+        // The app hears of it through the delegate and the events: a warning, not an error of the call.
+        configuration.store.log.warning("the cloud store is corrupted: marked it and unloaded it; a healthy device rebuilds it",
                                       metadata: ["chronicle.store": "\(store.storeID)", "chronicle.blob": "\(problem.blob)", "chronicle.reason": "\(problem.reason)"])
         record.marked = mark
         setStatus(.corrupted, &record, now: now)
@@ -530,7 +531,7 @@ extension StoreManager {
             configuration.store.log.notice("no healthy device rebuilt the corrupted store; this device rebuilds it from its own copy",
                                            metadata: ["chronicle.store": "\(mark.store)", "chronicle.newStore": "\(newID)"])
             continuations.publish(.electedToRebuild(mark.store))
-            _ = try await rebuild(from: .cloud, as: newID, reason: "corruption: device \(mark.device) could not import \(mark.blob) (\(mark.reason)); no healthy device was left to rebuild it")
+            _ = try await rebuild(from: .cloud, as: newID, reason: "corruption: device \(mark.device) reported \(mark.blob): \(mark.reason); no healthy device was left to rebuild it")
         } catch {
             if loaded?.store === store {
                 loaded = nil
@@ -576,7 +577,7 @@ extension StoreManager {
         guard let newID = won else { return }
         configuration.store.log.notice("elected to rebuild the corrupted cloud store", metadata: ["chronicle.store": "\(store.storeID)", "chronicle.newStore": "\(newID)"])
         continuations.publish(.electedToRebuild(store.storeID))
-        let reason = "corruption: device \(first.device) could not import \(first.blob) (\(first.reason))"
+        let reason = "corruption: device \(first.device) reported \(first.blob): \(first.reason)"
         _ = try await rebuild(from: .cloud, as: newID, reason: reason)
         await clearEpisode(of: store.storeID)
     }

@@ -5,15 +5,15 @@ import Foundation
 
 /// The health monitor's timings, for the commands that sync.
 struct HealthOptions: ParsableArguments {
-    @Option(name: .customLong("grace-period"), help: "Seconds a device must import everything without a permanent failure before it is healthy.")
+    @Option(name: .customLong("grace-period"), help: "Seconds a device must import everything without a permanent failure before it is healthy (0 to 31536000).")
     var gracePeriod: Int = 30
-    @Option(name: .customLong("repair-wait"), help: "Seconds a damaged log may stay damaged (its owner puts it back) before this device acts.")
+    @Option(name: .customLong("repair-wait"), help: "Seconds a damaged log may stay damaged (its owner puts it back) before this device acts (0 to 31536000).")
     var repairWait: Int = 60
-    @Option(name: .customLong("gap-timeout"), help: "Seconds a missing log is waited for before it counts as a permanent failure.")
+    @Option(name: .customLong("gap-timeout"), help: "Seconds a missing log is waited for before it counts as a permanent failure (0 to 31536000).")
     var gapTimeout: Int = 900
-    @Option(name: .customLong("election-window"), help: "Seconds candidates stand before the winner is picked, where exclusive create is not reliable.")
+    @Option(name: .customLong("election-window"), help: "Seconds candidates stand before the winner is picked, where exclusive create is not reliable (0 to 31536000).")
     var electionWindow: Int = 10
-    @Option(name: .customLong("lease"), help: "Seconds an election lease lasts before another device may take it over.")
+    @Option(name: .customLong("lease"), help: "Seconds an election lease lasts before another device may take it over (0 to 31536000).")
     var lease: Int = 120
 
     func validate() throws {
@@ -86,32 +86,48 @@ struct HealthCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
+            // A folder that is not there has no health: nothing is made for it.
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: device.deviceDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ChronicleError(.notFound, "no device folder at \(device.deviceDirectory)")
+            }
             // Whatever the device could load: health is most wanted when it could not.
             let manager = try await device.openManager(schema: try device.loadSchema(), tolerating: [.cloudContentCorrupted, .unavailable, .storeNotLoaded])
+            // Opening may have moved the device to a rebuilt store: said below.
+            let events = HealthEventLines(manager)
             let health: StoreManager.Health
-            let deviceID: DeviceID?
             let cloudEnabled = await manager.cloudEnabled
             let loadError = await manager.loadError
+            // The device ID it has in the cloud store, whichever store is loaded.
+            let deviceID = (try? StoreManager.cloudDeviceID(in: URL(fileURLWithPath: device.deviceDirectory))) ?? nil
             do {
                 health = try await manager.health()
-                deviceID = await manager.loadedKind == nil ? health.marked?.device : try await manager.store.deviceID
                 try await manager.close()
             } catch {
                 try? await manager.close()
                 throw error
             }
-            output.print(Self.value(health, device: deviceID, cloudEnabled: cloudEnabled, loadError: loadError),
-                         text: Self.text(health, device: deviceID, cloudEnabled: cloudEnabled, loadError: loadError))
+            let opened = await events.lines
+            var value = Self.value(health, device: deviceID, cloudEnabled: cloudEnabled, loadError: loadError)
+            if case .object(var object) = value {
+                object["opening"] = .array(opened.map { .string($0) })
+                value = .object(object)
+            }
+            output.print(value, text: (opened.map { "opening the device: \($0)" } + [Self.text(health, device: deviceID, cloudEnabled: cloudEnabled, loadError: loadError)])
+                .joined(separator: "\n"))
         }
     }
 
     static func text(_ h: StoreManager.Health, device: DeviceID?, cloudEnabled: Bool, loadError: ChronicleError?) -> String {
         var lines: [String] = []
         let who = device.map { "device \($0)" } ?? "this device"
-        if let status = h.status, let store = h.store {
+        if !cloudEnabled {
+            lines.append("\(who): the cloud is off (the local store is loaded)"
+                         + (h.status.map { s in "; when it was last on: \(s.rawValue) on store \(h.store.map(\.description) ?? "?")" } ?? ""))
+        } else if let status = h.status, let store = h.store {
             lines.append("\(who): \(status.rawValue) on store \(store)" + (h.since.map { " since \(millisecondsText($0))" } ?? ""))
         } else {
-            lines.append("\(who): no health yet" + (cloudEnabled ? " (the cloud store has not been synced)" : " (the cloud is off)"))
+            lines.append("\(who): no health yet (the cloud store has not been synced)")
         }
         if let mark = h.marked {
             lines.append("this device marked the store corrupted at \(millisecondsText(mark.milliseconds)) (\(mark.blob): \(mark.reason)) "

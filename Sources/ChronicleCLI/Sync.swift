@@ -59,16 +59,26 @@ struct Sync: AsyncParsableCommand {
             if await manager.loadedKind == nil {
                 // This sync marked the store corrupted and unloaded it.
                 try await manager.close()
-                let lines = (synced.map { Self.importLines($0) } ?? []) + (await events.lines)
-                output.print(.object(["status": .string("markedCorrupted"), "health": .array(lines.map { .string($0) })]),
-                             text: lines.joined(separator: "\n"))
+                let imported = synced.map { Self.importLines($0) } ?? []
+                let health = await events.lines
+                output.print(.object(["status": .string("markedCorrupted"), "health": .array(health.map { .string($0) }),
+                                      "sync": .array(imported.map { .string($0) })]),
+                             text: (imported + health).joined(separator: "\n"))
                 throw ExitCode.failure
             }
             let store = try await manager.store
             let kind = await manager.loadedKind ?? .local
             let hash = try await store.stateHash()
             let deviceID = store.deviceID
-            let healthStatus = try? await manager.health().status
+            let currentHealth = try? await manager.health()
+            let healthStatus = currentHealth?.status
+            var waitLines: [String] = []
+            if healthStatus == .unhealthy, let first = currentHealth?.problems.first {
+                // What happens next, and when.
+                let due = first.since + UInt64(health.repairWait) * 1000
+                waitLines.append("health: unhealthy since \(millisecondsText(first.since)); if \(first.blob.split(separator: "/").last ?? "") still fails "
+                                 + "after \(millisecondsText(due)) (the repair wait), a sync builds this device's copy again, then marks the store corrupted")
+            }
             try await manager.close()
             let healthLines = await events.lines
             guard let report = synced else {
@@ -84,7 +94,7 @@ struct Sync: AsyncParsableCommand {
             }
             let failures = report.imported.failures
             let change = report.identityChange
-            var lines = healthLines + Self.importLines(report)
+            var lines = healthLines + Self.importLines(report) + waitLines
             lines.append("state hash \(hash)")
             output.print(.object([
                 "status": .string(report.status.rawValue),

@@ -210,7 +210,7 @@ struct CLIHealthTests {
             #expect(h["status"] as? String == "healthy", "\(h)")
             let history = try #require(h["history"] as? [[String: Any]])
             #expect(history.count == 1 && history.first?["from"] as? String == store, "one rebuild: \(history)")
-            #expect((history.first?["reason"] as? String)?.contains("could not import") == true)
+            #expect((history.first?["reason"] as? String)?.contains("reported") == true)
         }
         #expect(try w.stateHash("a") == (try w.stateHash("c")))
         let text = try w.run("health", "a").stdout

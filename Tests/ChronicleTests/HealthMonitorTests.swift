@@ -100,7 +100,7 @@ import Testing
         let history = try await a.health().history
         #expect(history.count == 1)
         #expect(history.first?.from == old && history.first?.to == new)
-        #expect(history.first?.reason?.contains("could not import") == true)
+        #expect(history.first?.reason?.contains("reported") == true)
         #expect(try await Self.titles(a) == ["a1", "b1", "b2", "c1"])
 
         // c moves at its next sync, carrying its save, and is healthy again.
