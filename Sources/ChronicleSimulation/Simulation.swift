@@ -412,7 +412,7 @@ package final class Simulation {
         QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
                       fates: fates, deletedStoreLogs: deletedStoreLogs, duplicates: options.lifecycle ? duplicates : [:],
                       hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedStoreVersions: deletedStoreVersions, deletedAt: deletedAt,
-                      firstEnableRecords: firstEnableRecords)
+                      firstEnableRecords: firstEnableRecords, corruption: options.corruption)
     }
 
     func check() async throws {

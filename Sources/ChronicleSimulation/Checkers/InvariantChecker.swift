@@ -56,6 +56,8 @@ struct QuiescedState {
     var deletedStoreVersions: [StoreID: [RecordID: Snapshot.RecordVersions]] = [:]
     var deletedAt: [StoreID: UInt64] = [:]
     var firstEnableRecords: [Int: [(entity: String, id: RecordID)]] = [:]
+    /// Whether the run has corruption faults (``SimulationOptions/corruption``).
+    var corruption = false
 
     var stores: [Store] {
         devices.map { d in

@@ -41,12 +41,16 @@ struct OrderIndependenceChecker: InvariantChecker {
     /// baseline.
     /// The state hash of a fresh device importing `logs`, and the records it shows.
     static func reference(_ logs: StoreLogs, store storeID: StoreID, state: QuiescedState) async throws -> (hash: String, records: Set<String>) {
+        // With corruption faults a log can be damaged for good after every
+        // device applied it: a device that joins starts from a baseline
+        // that covers it, as it does after a rebuild.
+        let fromBaselines = !state.fates.isEmpty || state.corruption
         let pristine = InMemoryContainer()
         _ = try await pristine.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: storeID))
         for device in logs.devices {
             // After a rebuild, one log per save: the fresh device starts
             // from a baseline and takes each log after its vector.
-            let runs = state.fates.isEmpty ? [logs.contiguous(device)] : logs.runs(device).flatMap { $0.map { [$0] } }
+            let runs = !fromBaselines ? [logs.contiguous(device)] : logs.runs(device).flatMap { $0.map { [$0] } }
             for transactions in runs {
                 guard let first = transactions.first?.sequence, let last = transactions.last?.sequence else { continue }
                 let bytes = try LogEncoder(storeID: storeID).encode(transactions)
@@ -54,7 +58,7 @@ struct OrderIndependenceChecker: InvariantChecker {
             }
             _ = try await pristine.createMarker(ContainerLayout.deviceRegistration(store: storeID, device: device), [])
         }
-        if !state.fates.isEmpty {
+        if fromBaselines {
             for blob in try await state.container.everything.listAll(prefix: ContainerLayout.baselinesPrefix(store: storeID)) {
                 try await pristine.put(blob.name, try await state.container.everything.get(blob.name))
             }
