@@ -68,6 +68,17 @@ extension Simulation {
         return (name, parsed.device)
     }
 
+    /// Whether a device of account A, with its files not behind the
+    /// container, has applied (or made) every save of the log.
+    func someDeviceHolds(_ log: (name: ContainerName, owner: DeviceID)) async throws -> Bool {
+        guard let parsed = ContainerLayout.parseLog(log.name) else { return false }
+        for d in devices where d.account == 0 && !d.wentBackInTime && d.loadedKind == .cloud {
+            guard let store = d.store, store.storeID == parsed.store else { continue }
+            if try store.snapshot.vector()[log.owner] ?? 0 >= parsed.last { return true }
+        }
+        return false
+    }
+
     /// Whether `d` writes, or wrote, under `device` in the container.
     func owns(_ d: SimulatedDevice, _ device: DeviceID) -> Bool {
         d.cloudDeviceID == device || d.initialID == device || d.retiredIDs.contains(device)
@@ -218,6 +229,9 @@ struct UnrepairableLogFault: FaultInjector {
 
     func step(_ run: Simulation) async throws {
         guard probability.draw(&run.corruptionRandom), let log = try await run.activeStoreLog() else { return }
+        // Only a log some device holds: damaging the last copy of a save
+        // (its owner's files went back in time) loses it on any system.
+        guard try await run.someDeviceHolds(log) else { return }
         try await run.accounts[0].damageForGood(log.name)
         run.note("\(log.name.lastComponent) of device \(log.owner) damaged; its owner cannot put it back")
     }

@@ -1,0 +1,62 @@
+@testable import ChronicleSimulation
+import Chronicle
+import ChronicleCore
+import Foundation
+import Testing
+
+/// The simulation with corruption faults (`--corruption`): health monitors
+/// mark, elect, rebuild; every device ends healthy on one store.
+@Suite struct HealthSimulationTests {
+    static func options(_ create: ExclusiveCreate = .drawn) -> SimulationOptions {
+        var options = SimulationOptions()
+        options.enableCorruption()
+        options.exclusiveCreate = create
+        return options
+    }
+
+    /// Seeds a corruption sweep failed on, pinned
+    /// (`chronicle simulate --corruption --seed N`).
+    static let regressionSeeds: [(seed: UInt64, what: String)] = [
+        (0x3, "a log its owner could not put back showed as a gap that outlasted quiescence: the gap timeout was longer than the run"),
+        (0x19, "an owner's damaged log that every device had applied stayed damaged: a device joining could not build the store"),
+        (0x22, "quiescence ended in the round a rebuild happened: devices were left on the replaced store"),
+        (0x80, "the checker did not count the records a deleted store held only in its baseline among those that went with it"),
+        (0x1bc, "an owner whose -wal was lost had its log damaged for good: the saves were nowhere (the fault now spares the last copy of a save); on the way, an owner that rebuilt its own copy over its damaged log left that log's saves to an import that failed"),
+        (0x108, "a device leaving a deleted store did not carry a save whose log stayed damaged: the deleted store never held it"),
+        (0x28b, "the checker's fresh replay ignored the baseline that covers a log damaged after every device applied it"),
+    ]
+
+    @Test(arguments: regressionSeeds.map(\.seed))
+    func pinnedCorruptionSeeds(seed: UInt64) async throws {
+        let summary = try await Simulation(seed: seed, options: Self.options()).run()
+        #expect(summary.passed, "seed \(seed): \(summary.violations)")
+        #expect(summary.health != nil)
+    }
+
+    /// On both kinds of container the faults make episodes, the monitors
+    /// end them with rebuilds, and every run passes.
+    @Test(arguments: [ExclusiveCreate.reliable, .unreliable])
+    func episodesEndInOneStoreOnBothContainerKinds(create: ExclusiveCreate) async throws {
+        var counts = HealthCounts()
+        for seed: UInt64 in 1...8 {
+            let summary = try await Simulation(seed: seed, options: Self.options(create)).run()
+            #expect(summary.passed, "seed \(seed) (\(create)): \(summary.violations)")
+            counts = counts + (summary.health ?? HealthCounts())
+        }
+        #expect(counts.corruptionEpisodes > 0, "the faults made no corruption episode: \(counts.summary)")
+        #expect(counts.rebuilds >= counts.corruptionEpisodes - counts.openEpisodes)
+        #expect(counts.openEpisodes == 0)
+        #expect(counts.unreliableCreateRuns == (create == .unreliable ? 8 : 0))
+    }
+
+    /// The checkers see a device that does not end healthy on the active store.
+    @Test func theHealthCheckReportsADeviceLeftMarked() async throws {
+        let simulation = Simulation(seed: 3, options: Self.options(.reliable))
+        simulation.beforeChecks = { run in
+            // As if its monitor had marked the store and nobody rebuilt it.
+            run.episodes[StoreID(string: "018bcfe5-6800-7000-8000-000000000001")!] = CorruptionEpisode(start: 0)
+        }
+        let summary = try await simulation.run()
+        #expect(summary.violations.contains { $0.contains("was marked corrupted and neither rebuilt, deleted nor merged") }, "\(summary.violations)")
+    }
+}
