@@ -305,7 +305,7 @@ import Testing
         let swallowed = HiddenPrefix()
         let base = try DirectoryContainer(root: containerURL, create: true)
         let configuration = StoreManager.Configuration(store: Store.Configuration(
-            schema: Self.schema, directory: root.appendingPathComponent("a2"), container: SwallowingContainer(base: base, swallowed: swallowed),
+            schema: Self.schema, directory: root.appendingPathComponent("a2"), container: HidingContainer(base: base, swallowing: { swallowed.hides($0) }, hides: { _ in false }),
             clock: clock, seed: 7, logger: Logger(label: "test"), durability: .normal), cloudEnabledByDefault: true, health: Self.health)
         let a = try await StoreManager.open(configuration)
         let b = try await manager("b")
@@ -322,32 +322,4 @@ import Testing
         #expect(try await Self.titles(a) == ["a1"], "carried into the local store")
         for m in [a, b] { try await m.close() }
     }
-}
-
-/// A container that loses every put of a name under a prefix (a sync
-/// service that keeps losing the file), as the test sets it.
-struct SwallowingContainer: Container {
-    let base: any Container
-    let swallowed: HiddenPrefix
-
-    var capabilities: ContainerCapabilities { base.capabilities }
-    func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
-        if swallowed.hides(name) { return }
-        try await base.put(name, bytes)
-    }
-    func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] { try await base.get(name, maxBytes: maxBytes) }
-    func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] { try await base.list(prefix: prefix, after: after, limit: limit) }
-    func listChildren(prefix: String) async throws -> [String] { try await base.listChildren(prefix: prefix) }
-    func delete(_ name: ContainerName) async throws {
-        if swallowed.hides(name) { return }
-        try await base.delete(name)
-    }
-    func readMarker(_ name: ContainerName) async throws -> Marker? { try await base.readMarker(name) }
-    func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker { try await base.createMarker(name, bytes) }
-    func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
-        try await base.replaceMarker(name, bytes, expected: expected)
-    }
-    func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws { try await base.deleteMarker(name, expected: expected) }
-    func listMarkers(prefix: String) async throws -> [ContainerName] { try await base.listMarkers(prefix: prefix) }
-    func foreignEntries(prefix: String) async throws -> [ForeignEntry] { try await base.foreignEntries(prefix: prefix) }
 }

@@ -1591,9 +1591,21 @@ import Testing
 struct HidingContainer: Container {
     let base: any Container
     let hides: @Sendable (ContainerName) -> Bool
+    /// Names whose puts and deletes are lost (a sync service that keeps losing the file).
+    var swallows: @Sendable (ContainerName) -> Bool = { _ in false }
+
+    init(base: any Container, swallowing swallows: @escaping @Sendable (ContainerName) -> Bool = { _ in false },
+         hides: @escaping @Sendable (ContainerName) -> Bool) {
+        self.base = base
+        self.hides = hides
+        self.swallows = swallows
+    }
 
     var capabilities: ContainerCapabilities { base.capabilities }
-    func put(_ name: ContainerName, _ bytes: [UInt8]) async throws { try await base.put(name, bytes) }
+    func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
+        if swallows(name) { return }
+        try await base.put(name, bytes)
+    }
     func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
         if hides(name) { throw ChronicleError(.notFound, "\(name) is not here yet") }
         return try await base.get(name, maxBytes: maxBytes)
@@ -1602,7 +1614,10 @@ struct HidingContainer: Container {
         try await base.list(prefix: prefix, after: after, limit: limit).filter { !hides($0.name) }
     }
     func listChildren(prefix: String) async throws -> [String] { try await base.listChildren(prefix: prefix) }
-    func delete(_ name: ContainerName) async throws { try await base.delete(name) }
+    func delete(_ name: ContainerName) async throws {
+        if swallows(name) { return }
+        try await base.delete(name)
+    }
     func readMarker(_ name: ContainerName) async throws -> Marker? { try await base.readMarker(name) }
     func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker { try await base.createMarker(name, bytes) }
     func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
