@@ -24,6 +24,9 @@ package struct HealthCounts: Sendable, Hashable, Codable {
     /// The longest virtual time from a store's first mark until every
     /// device was healthy on the store that replaced it.
     package var maxMarkToHealthyMilliseconds: UInt64 = 0
+    /// Each ended episode's time from its first mark to every device
+    /// healthy on the new store.
+    package var markToHealthyMilliseconds: [UInt64] = []
     /// Runs on a container without reliable exclusive create (the deterministic rule).
     package var unreliableCreateRuns = 0
     package var runs = 0
@@ -36,15 +39,26 @@ package struct HealthCounts: Sendable, Hashable, Codable {
         c.rebuilds = a.rebuilds + b.rebuilds
         c.openEpisodes = a.openEpisodes + b.openEpisodes
         c.maxMarkToHealthyMilliseconds = max(a.maxMarkToHealthyMilliseconds, b.maxMarkToHealthyMilliseconds)
+        c.markToHealthyMilliseconds = a.markToHealthyMilliseconds + b.markToHealthyMilliseconds
         c.unreliableCreateRuns = a.unreliableCreateRuns + b.unreliableCreateRuns
         c.runs = a.runs + b.runs
         return c
     }
 
+    /// The bound the design aims at: grace period + election window + one
+    /// sync interval (a second, the quiescence's rounds).
+    package static var boundMilliseconds: UInt64 {
+        Simulation.health.gracePeriod.wholeMilliseconds + Simulation.health.electionWindow.wholeMilliseconds + 1_000
+    }
+
     /// One line naming every count.
     package var summary: String {
-        "\(corruptionEpisodes) corruption episodes, \(rebuilds) rebuilds by an elected device, longest from a mark to every device healthy "
-            + "on the new store \(maxMarkToHealthyMilliseconds) ms of virtual time"
+        let sorted = markToHealthyMilliseconds.sorted()
+        let median = sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+        let within = sorted.filter { $0 <= Self.boundMilliseconds }.count
+        return "\(corruptionEpisodes) corruption episodes, \(rebuilds) rebuilds by an elected device; from a mark to every device healthy "
+            + "on the new store: median \(median) ms, longest \(maxMarkToHealthyMilliseconds) ms of virtual time, \(within) of \(sorted.count) "
+            + "within grace + window + one sync (\(Self.boundMilliseconds) ms)"
             + (openEpisodes > 0 ? ", \(openEpisodes) episodes still open at the end" : "")
             + (runs > 1 ? " (\(runs - unreliableCreateRuns) runs with reliable exclusive create, \(unreliableCreateRuns) without)" : "")
     }
@@ -198,6 +212,7 @@ extension Simulation {
             }
             if let end = episode.end {
                 counts.maxMarkToHealthyMilliseconds = max(counts.maxMarkToHealthyMilliseconds, end &- episode.start)
+                counts.markToHealthyMilliseconds.append(end &- episode.start)
             } else {
                 counts.openEpisodes += 1
             }
