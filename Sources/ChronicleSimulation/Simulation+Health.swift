@@ -103,11 +103,21 @@ extension Simulation {
     func watchHealth() async {
         guard options.corruption else { return }
         let container = accounts[0].everything
-        for name in (try? await container.listMarkers(prefix: "")) ?? [] where name.rawValue.contains("/corruption/") {
-            guard let mark = try? await container.readMarker(name, as: CorruptionMark.self)?.payload else { continue }
-            if episodes[mark.store] == nil {
-                episodes[mark.store] = CorruptionEpisode(start: mark.milliseconds)
-                note("device \(mark.device) marked store \(mark.store) corrupted: \(mark.blob): \(mark.reason)")
+        for name in (try? await container.listMarkers(prefix: "")) ?? [] {
+            if name.rawValue.contains("/corruption/") {
+                guard let mark = try? await container.readMarker(name, as: CorruptionMark.self)?.payload else { continue }
+                if episodes[mark.store] == nil {
+                    episodes[mark.store] = CorruptionEpisode(start: mark.milliseconds)
+                    note("device \(mark.device) marked store \(mark.store) corrupted: \(mark.blob): \(mark.reason)")
+                }
+            } else if name.rawValue.hasSuffix("/superseded"), let store = StoreID(string: String(name.rawValue.prefix { $0 != "/" })),
+                      episodes[store] == nil,
+                      let supersession = try? await container.readMarker(name, as: StoreSupersession.self)?.payload,
+                      supersession.reason?.hasPrefix("corruption") == true {
+                // Marked and rebuilt in one sync (a healthy device that
+                // found the damage and won the election at once).
+                episodes[store] = CorruptionEpisode(start: supersession.milliseconds)
+                note("store \(store) was marked corrupted and rebuilt in one sync: \(supersession.reason ?? "")")
             }
         }
         guard episodes.values.contains(where: { $0.end == nil }) else { return }
