@@ -84,6 +84,7 @@ struct AcknowledgementLedger {
     /// clock moved.
     mutating func resubmitted(old: DeviceID, new: DeviceID, sequences: [(old: UInt64, new: UInt64)],
                               clocks: [UInt64: HybridTimestamp] = [:], in store: StoreID? = nil) {
+        successors[old, default: []].insert(new)
         let moved = Dictionary(sequences.map { ($0.old, $0.new) }, uniquingKeysWith: { first, _ in first })
         for i in entries.indices where entries[i].device == old && (store == nil || entries[i].store == store) {
             guard let sequence = moved[entries[i].sequence] else { continue }
@@ -91,6 +92,26 @@ struct AcknowledgementLedger {
             entries[i].device = new
             entries[i].sequence = sequence
         }
+    }
+
+    /// For each device ID given up, the IDs that continued it (see
+    /// ``resubmitted(old:new:sequences:clocks:in:)``).
+    private(set) var successors: [DeviceID: Set<DeviceID>] = [:]
+
+    /// Whether `device` continued `original`, through one or more moves to
+    /// a new ID: a save `original` made may come back under `device`, with
+    /// its clock (a move to a rebuilt store carries an earlier ID's saves
+    /// under the current one).
+    func continues(_ device: DeviceID, _ original: DeviceID) -> Bool {
+        var seen: Set<DeviceID> = []
+        var next = [original]
+        while let d = next.popLast() {
+            for s in successors[d] ?? [] where seen.insert(s).inserted {
+                if s == device { return true }
+                next.append(s)
+            }
+        }
+        return false
     }
 
     /// The entries saved under `account`.

@@ -87,7 +87,7 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             // Merged into the cloud store that loaded next: if a store
             // deleted on purpose held it, it went with that store.
             for versions in state.deletedStoreVersions.values {
-                if let v = versions[ack.id], Self.holds(v, ack) { return .gone }
+                if let v = versions[ack.id], Self.holds(v, ack, state.ledger) { return .gone }
             }
             return .everyDevice
         case .cloud: break
@@ -101,7 +101,7 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
                 // in the store's logs, or (for a store reached by rebuilds)
                 // in what the deleting device's copy held.
                 if held[ack.store]?.contains(LogKey(device: ack.device, sequence: ack.sequence)) == true { return .gone }
-                if let versions = state.deletedStoreVersions[store]?[ack.id], Self.holds(versions, ack) { return .gone }
+                if let versions = state.deletedStoreVersions[store]?[ack.id], Self.holds(versions, ack, state.ledger) { return .gone }
                 return .localStore(ack.deviceIndex, orEveryDevice: true)
             case .superseded(let next)?:
                 store = next
@@ -113,13 +113,19 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
     }
 
     /// Whether `versions` hold the save, or a write that wins over it.
-    static func holds(_ versions: Snapshot.RecordVersions, _ ack: AcknowledgementLedger.Entry) -> Bool {
-        let none = Version(clock: .zero, device: DeviceID(index: 0))
+    static func holds(_ versions: Snapshot.RecordVersions, _ ack: AcknowledgementLedger.Entry, _ ledger: AcknowledgementLedger) -> Bool {
         switch ack.kind {
-        case .insert: return versions.inserted && ack.fields.allSatisfy { (versions.fields[$0] ?? none) >= ack.version }
-        case .update: return ack.fields.allSatisfy { (versions.fields[$0] ?? none) >= ack.version }
-        case .delete: return (versions.deleteVersion ?? none) >= ack.version
+        case .insert: return versions.inserted && ack.fields.allSatisfy { covers(versions.fields[$0], ack, ledger) }
+        case .update: return ack.fields.allSatisfy { covers(versions.fields[$0], ack, ledger) }
+        case .delete: return covers(versions.deleteVersion, ack, ledger)
         }
+    }
+
+    /// Whether `held` is the save's version or newer: the same clock from a
+    /// later ID of the same device counts (a move carried the save under it).
+    static func covers(_ held: Version?, _ ack: AcknowledgementLedger.Entry, _ ledger: AcknowledgementLedger) -> Bool {
+        guard let held else { return false }
+        return held >= ack.version || (held.clock == ack.clock && ledger.continues(held.device, ack.device))
     }
 
     /// What `snapshot` lacks of the save.
@@ -160,11 +166,11 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             if ack.kind == .insert && !v.inserted { problems.append("never applied the insert of \(ack.entity) \(ack.id)") }
             // A record found under another ID holds the other record's values.
             guard id == ack.id else { break }
-            for f in ack.fields where (v.fields[f] ?? none) < ack.version {
-                problems.append("holds \(ack.entity) \(ack.id).\(f) older than acknowledged \(ack.version)")
+            for f in ack.fields where !covers(v.fields[f], ack, state.ledger) {
+                problems.append("holds \(ack.entity) \(ack.id).\(f) at \(v.fields[f] ?? none), older than acknowledged \(ack.version)")
             }
         case .delete:
-            if (v.deleteVersion ?? none) < ack.version {
+            if !covers(v.deleteVersion, ack, state.ledger) {
                 problems.append("missed the delete of \(ack.entity) \(ack.id) at \(ack.version)")
             }
         }
