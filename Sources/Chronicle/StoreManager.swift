@@ -1243,6 +1243,17 @@ public actor StoreManager {
             throw ChronicleError(.markerConflict, "the store \(old.storeID) was rebuilt by another device first; this device moves to that store at its next sync")
         }
         do {
+            if try await container.readMarker(ContainerLayout.activeStore) == nil,
+               try await container.readMarker(ContainerLayout.tombstone(store: old.storeID)) == nil {
+                // The container lost the pointer (a wipe), and every device
+                // that would put it back is waiting for this rebuild: the
+                // rebuilt store takes it.
+                do {
+                    _ = try await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: newID))
+                } catch let error as ChronicleError where error.code == .markerConflict {
+                    // Put back meanwhile: checked below.
+                }
+            }
             guard let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
                   pointer.payload.store == old.storeID || pointer.payload.store == newID else {
                 throw ChronicleError(.markerConflict, "the active store is no longer \(old.storeID): another device replaced it first")

@@ -322,4 +322,36 @@ import Testing
         #expect(try await Self.titles(a) == ["a1"], "carried into the local store")
         for m in [a, b] { try await m.close() }
     }
+
+    /// The container lost the active-store pointer (a wipe of the markers)
+    /// while a device waited for a rebuild: the elected device's rebuilt
+    /// store takes the pointer, and the waiting device follows.
+    @Test func aRebuildTakesAPointerTheContainerLost() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        let c = try await manager("c")
+        for m in [a, c] { try await m.sync() }
+        let b = try await manager("b")
+        let old = try await a.store.storeID
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        let bID = try await b.store.deviceID
+        try await b.close()
+        _ = try damageLogs(of: bID, in: old)
+        clock.advance(byMilliseconds: 2_000)
+        try await a.sync()
+        try await c.sync()
+        clock.advance(byMilliseconds: 3_000)
+        try await c.sync()
+        #expect(try await c.health().status == .corrupted)
+        try await DirectoryContainer(root: containerURL).deleteMarker(ContainerLayout.activeStore, expected: nil)
+        try await a.sync()
+        let new = try await a.store.storeID
+        #expect(new != old, "a rebuilt the store")
+        try await c.sync()
+        #expect(try await c.store.storeID == new)
+        #expect(try await Self.titles(c) == ["b1"])
+        for m in [a, c] { try await m.close() }
+    }
 }
