@@ -26,6 +26,24 @@ import Testing
         (0x28b, "the checker's fresh replay ignored the baseline that covers a log damaged after every device applied it"),
     ]
 
+    /// Seeds that failed with the health monitor alone, the lifecycle's
+    /// operations off (`chronicle simulate --corruption --exclusive-create
+    /// reliable --rate cloud-toggle=0,cloud-deletion=0,maintenance=0 --seed N`).
+    static let healthOnlySeeds: [(seed: UInt64, what: String)] = [
+        (0x96, "after a wipe took the active-store pointer, every device but the elected one waited for the rebuild, and the rebuild refused to start without the pointer"),
+        (0x1e7, "the checker took a save carried into a rebuilt store under a later ID of its device, with its clock, for an older version"),
+    ]
+
+    @Test(arguments: healthOnlySeeds.map(\.seed))
+    func pinnedHealthOnlySeeds(seed: UInt64) async throws {
+        var options = Self.options(.reliable)
+        options.cloudToggleProbability = .never
+        options.cloudDeletionProbability = .never
+        options.maintenanceProbability = .never
+        let summary = try await Simulation(seed: seed, options: options).run()
+        #expect(summary.passed, "seed \(seed): \(summary.violations)")
+    }
+
     @Test(arguments: regressionSeeds.map(\.seed))
     func pinnedCorruptionSeeds(seed: UInt64) async throws {
         let summary = try await Simulation(seed: seed, options: Self.options()).run()
