@@ -37,16 +37,27 @@ extension StoreManager {
         /// decides through ``StoreManagerDelegate`` and calls
         /// ``StoreManager/rebuildCloudStore(from:)`` itself.
         public var rebuildsAutomatically: Bool
+        /// How long a device that marked the store waits for a healthy
+        /// device to rebuild it before it stands itself, with its own copy
+        /// (24 h by default; nil: never). A healthy device may just be away
+        /// (a phone in a drawer) and hold saves this device lacks; a rebuild
+        /// from this device's copy leaves out the saves only absent devices
+        /// hold of a device that is gone for good. Waiting long makes that
+        /// unlikely; an app that knows better asks its user (see
+        /// ``StoreManagerDelegate``).
+        public var unhealthyRebuildWait: Duration?
 
         /// Creates a health configuration.
         public init(gracePeriod: Duration = .seconds(30), repairWait: Duration = .seconds(60), gapTimeout: Duration = .seconds(900),
-                    electionWindow: Duration = .seconds(10), leaseDuration: Duration = .seconds(120), rebuildsAutomatically: Bool = true) {
+                    electionWindow: Duration = .seconds(10), leaseDuration: Duration = .seconds(120), rebuildsAutomatically: Bool = true,
+                    unhealthyRebuildWait: Duration? = .seconds(86_400)) {
             self.gracePeriod = gracePeriod
             self.repairWait = repairWait
             self.gapTimeout = gapTimeout
             self.electionWindow = electionWindow
             self.leaseDuration = leaseDuration
             self.rebuildsAutomatically = rebuildsAutomatically
+            self.unhealthyRebuildWait = unhealthyRebuildWait
         }
     }
 
@@ -208,7 +219,7 @@ extension StoreManager {
         if let store = health.store {
             health.marks = try await marks(of: store)
             if !health.marks.isEmpty {
-                let lease = try await container.readMarker(ContainerLayout.election(store: store), as: ElectionLease.self)?.payload
+                let lease = try? await container.readMarker(ContainerLayout.election(store: store), as: ElectionLease.self)?.payload
                 let candidacies = try await self.candidacies(of: store)
                 health.election = Health.Election(lease: lease, candidacies: candidacies, leader: leader(of: candidacies))
             }
@@ -224,7 +235,8 @@ extension StoreManager {
         for name in try await container.listMarkers(prefix: ContainerLayout.corruptionMarksPrefix(store: store)) {
             do {
                 if let mark = try await container.readMarker(name, as: CorruptionMark.self) { marks.append(mark.payload) }
-            } catch let error as ChronicleError where error.code == .malformedBody {
+            } catch let error as ChronicleError where !error.code.isTransient {
+                // Damaged, oversized or not a mark: not one to act on.
                 configuration.store.log.warning("a corruption mark cannot be read", metadata: ["chronicle.marker": "\(name)", "chronicle.error": "\(error)"])
             }
         }
@@ -504,8 +516,8 @@ extension StoreManager {
         _ = try await load()
     }
 
-    /// No healthy device rebuilt the store within the lease time after this
-    /// device marked it (none may be left: every other device failed too):
+    /// No healthy device rebuilt the store within ``HealthConfiguration/unhealthyRebuildWait``
+    /// after this device marked it (none may be left: every other device failed too):
     /// this device stands with its own copy, ranked below any healthy
     /// candidate, and rebuilds if it wins. What its copy lacks is beyond the
     /// new store's vector, so every device that made it carries it over.
@@ -513,7 +525,8 @@ extension StoreManager {
     private func standWhileCorrupted(_ mark: CorruptionMark) async throws -> Bool {
         let now = configuration.store.clock.nowMilliseconds()
         guard configuration.health.rebuildsAutomatically, state.health?.appHandles != true, state.cloudEnabled, loaded == nil,
-              now &- min(mark.milliseconds, now) >= configuration.health.leaseDuration.milliseconds,
+              let wait = configuration.health.unhealthyRebuildWait,
+              now &- min(mark.milliseconds, now) >= max(wait, configuration.health.leaseDuration).milliseconds,
               FileManager.default.fileExists(atPath: DeviceFolder.snapshotPath(mark.store, in: configuration.store.directory))
         else { return false }
         let store = try await Store.open(configuration(for: .cloud), exactly: mark.store)
@@ -589,13 +602,19 @@ extension StoreManager {
         let container = configuration.store.container
         let name = ContainerLayout.election(store: store.storeID)
         let now = configuration.store.clock.nowMilliseconds()
-        let mine = ElectionLease(device: store.deviceID, newStore: drawStoreID(), expires: now &+ configuration.health.leaseDuration.milliseconds)
+        let lease = configuration.health.leaseDuration.milliseconds
+        let mine = ElectionLease(device: store.deviceID, newStore: drawStoreID(), expires: now &+ lease)
         do {
-            if let current = try await container.readMarker(name, as: ElectionLease.self) {
-                guard current.payload.device == store.deviceID || current.payload.expires <= now else { return nil }
-                if current.payload.device != store.deviceID {
-                    configuration.store.log.notice("the election lease expired without a rebuild; taking it over",
-                                                   metadata: ["chronicle.device": "\(current.payload.device)"])
+            if let current = try await container.readMarker(name) {
+                // A lease that cannot be read, or that claims longer than a
+                // lease lasts (written by hand, or by a clock far ahead), is
+                // no lease: it is taken over like an expired one.
+                let payload = try? ElectionLease(markerBytes: current.bytes)
+                let valid = payload.map { $0.expires <= now &+ lease } ?? false
+                guard !valid || payload?.device == store.deviceID || (payload?.expires ?? 0) <= now else { return nil }
+                if payload?.device != store.deviceID {
+                    configuration.store.log.notice("the election lease expired (or is not a lease) without a rebuild; taking it over",
+                                                   metadata: ["chronicle.device": "\(payload.map { "\($0.device)" } ?? "?")"])
                 }
                 _ = try await container.replaceMarker(name, mine, expected: current.version)
             } else {

@@ -15,17 +15,21 @@ struct HealthOptions: ParsableArguments {
     var electionWindow: Int = 10
     @Option(name: .customLong("lease"), help: "Seconds an election lease lasts before another device may take it over (0 to 31536000).")
     var lease: Int = 120
+    @Option(name: .customLong("unhealthy-rebuild-wait"), help: "Seconds a device that marked the store waits for a healthy device to rebuild it before it rebuilds from its own copy (0 to 31536000).")
+    var unhealthyRebuildWait: Int = 86_400
 
     func validate() throws {
         for (name, value) in [("--grace-period", gracePeriod), ("--repair-wait", repairWait), ("--gap-timeout", gapTimeout),
-                              ("--election-window", electionWindow), ("--lease", lease)] where value < 0 || value > 86_400 * 365 {
+                              ("--election-window", electionWindow), ("--lease", lease),
+                              ("--unhealthy-rebuild-wait", unhealthyRebuildWait)] where value < 0 || value > 86_400 * 365 {
             throw ValidationError("\(name) is \(value): give a number of seconds from 0 to 31536000")
         }
     }
 
     var configuration: StoreManager.HealthConfiguration {
         StoreManager.HealthConfiguration(gracePeriod: .seconds(gracePeriod), repairWait: .seconds(repairWait), gapTimeout: .seconds(gapTimeout),
-                                         electionWindow: .seconds(electionWindow), leaseDuration: .seconds(lease))
+                                         electionWindow: .seconds(electionWindow), leaseDuration: .seconds(lease),
+                                         unhealthyRebuildWait: .seconds(unhealthyRebuildWait))
     }
 }
 

@@ -300,7 +300,7 @@ public struct DirectoryContainer: Container {
             guard current.version == expected else {
                 throw ChronicleError(.markerConflict, "marker \(name) is at version \(current.version), expected \(expected)")
             }
-            let marker = Marker(bytes: bytes, version: expected + 1)
+            let marker = Marker(bytes: bytes, version: expected == .max ? 1 : expected + 1)
             let temp = try writeTemporary(Self.markerFileBytes(marker), in: tmp)
             do throws(ChronicleError) {
                 try tmp.rename(temp, as: leaf, in: folder)

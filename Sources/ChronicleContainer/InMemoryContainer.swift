@@ -124,7 +124,7 @@ public final class InMemoryContainer: Container {
             guard let current = s.markers[name], current.version == expected else {
                 throw ChronicleError(.markerConflict, "marker \(name) is not at version \(expected)")
             }
-            let marker = Marker(bytes: bytes, version: expected + 1)
+            let marker = Marker(bytes: bytes, version: expected == .max ? 1 : expected + 1)
             s.markers[name] = marker
             return marker
         }

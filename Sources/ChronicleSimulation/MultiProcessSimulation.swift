@@ -56,7 +56,8 @@ package struct MultiProcessSimulation: Sendable {
 
     /// The health monitor's timings of the workers with ``corruption``.
     package static let workerHealth = StoreManager.HealthConfiguration(
-        gracePeriod: .milliseconds(500), repairWait: .seconds(1), gapTimeout: .seconds(20), electionWindow: .milliseconds(500), leaseDuration: .seconds(3))
+        gracePeriod: .milliseconds(500), repairWait: .seconds(1), gapTimeout: .seconds(20), electionWindow: .milliseconds(500), leaseDuration: .seconds(3),
+        unhealthyRebuildWait: .seconds(3))
 
     /// What a run did and found.
     package struct Result: Sendable, Hashable, Codable {

@@ -68,7 +68,8 @@ extension Simulation {
     /// The health monitor's timings in runs with corruption faults, in the
     /// virtual time of a run that lasts seconds.
     package static let health = StoreManager.HealthConfiguration(
-        gracePeriod: .seconds(2), repairWait: .seconds(3), gapTimeout: .seconds(8), electionWindow: .seconds(1), leaseDuration: .seconds(6))
+        gracePeriod: .seconds(2), repairWait: .seconds(3), gapTimeout: .seconds(8), electionWindow: .seconds(1), leaseDuration: .seconds(6),
+        unhealthyRebuildWait: .seconds(6))
 
     /// A log of account A's active store, drawn from the corruption
     /// stream, and the device ID that wrote it.

@@ -35,6 +35,23 @@ import Glibc
 
     /// Regression: a link at a blob's name was followed by `get`, and a
     /// link at a folder of a name sent a device's new log outside the container.
+    /// A marker file written by hand at the highest version is replaced
+    /// (its version wraps to 1), not a crash on every later write.
+    @Test func aMarkerAtTheHighestVersionIsReplaced() async throws {
+        let container = try open()
+        let name = ContainerLayout.election(store: store)
+        _ = try await container.createMarker(name, Array("{}".utf8))
+        let file = path("markers/\(store)/election")
+        var bytes = [UInt8](repeating: 0xFF, count: 8)
+        bytes += Array("{}".utf8)
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        let current = try #require(try await container.readMarker(name))
+        #expect(current.version == .max)
+        let replaced = try await container.replaceMarker(name, Array("{\"a\":1}".utf8), expected: .max)
+        #expect(replaced.version == 1)
+        #expect(try await container.readMarker(name)?.bytes == Array("{\"a\":1}".utf8))
+    }
+
     @Test func aLinkedFolderInsideTheContainerIsNeverWrittenThrough() async throws {
         let c = try open()
         try await c.put(log(1, 1), [1])

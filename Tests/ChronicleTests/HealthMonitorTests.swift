@@ -14,7 +14,8 @@ import Testing
     var containerURL: URL { root.appendingPathComponent("container") }
     let clock = ManualClock()
     static let health = StoreManager.HealthConfiguration(gracePeriod: .seconds(1), repairWait: .seconds(2), gapTimeout: .seconds(30),
-                                                         electionWindow: .seconds(1), leaseDuration: .seconds(10))
+                                                         electionWindow: .seconds(1), leaseDuration: .seconds(10),
+                                                         unhealthyRebuildWait: .seconds(10))
 
     func manager(_ device: String, reliable: Bool = true, health: StoreManager.HealthConfiguration = Self.health) async throws -> StoreManager {
         let configuration = Store.Configuration(
@@ -352,6 +353,44 @@ import Testing
         try await c.sync()
         #expect(try await c.store.storeID == new)
         #expect(try await Self.titles(c) == ["b1"])
+        for m in [a, c] { try await m.close() }
+    }
+
+    /// Markers written by hand do not lock an episode or fail syncs: a lease
+    /// that claims longer than a lease lasts, or is not a lease, is taken
+    /// over; a mark that cannot be read is passed over.
+    @Test(arguments: ["forever", "garbage"]) func aHandWrittenLeaseIsTakenOverAndAnUnreadableMarkIgnored(lease: String) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        let c = try await manager("c")
+        for m in [a, c] { try await m.sync() }
+        let b = try await manager("b")
+        let old = try await a.store.storeID
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        let bID = try await b.store.deviceID
+        try await b.close()
+        _ = try damageLogs(of: bID, in: old)
+        let container = try DirectoryContainer(root: containerURL)
+        // An oversized mark of a device that does not exist.
+        let bogus = ContainerLayout.corruptionMark(store: old, device: DeviceID(index: 0xEE))
+        _ = try await container.createMarker(bogus, Array("{}".utf8))
+        try Data(count: 2_000_000).write(to: containerURL.appendingPathComponent("markers/\(old)/corruption/\(DeviceID(index: 0xEE))"))
+        let bytes: [UInt8] = lease == "garbage" ? Array("not json{{".utf8)
+            : try ElectionLease(device: DeviceID(index: 0xAB), newStore: old, expires: UInt64.max / 2).markerBytes()
+        _ = try await container.createMarker(ContainerLayout.election(store: old), bytes)
+        clock.advance(byMilliseconds: 2_000)
+        try await a.sync()
+        try await c.sync()
+        clock.advance(byMilliseconds: 3_000)
+        try await c.sync()
+        #expect(try await c.health().status == .corrupted)
+        try await a.sync()
+        let new = try await a.store.storeID
+        #expect(new != old, "a took the lease over and rebuilt")
+        try await c.sync()
+        #expect(try await c.store.storeID == new)
         for m in [a, c] { try await m.close() }
     }
 }
