@@ -91,7 +91,7 @@ import Testing
         }
         #expect(before.violations.isEmpty, "\(before.violations)")
         #expect(after.violations.count == 3, "one per device: \(after.violations)")
-        #expect(after.violations.allSatisfy { $0.hasPrefix("lost: device") && $0.contains(".words older than acknowledged") })
+        #expect(after.violations.allSatisfy { $0.hasPrefix("lost: device") && $0.contains(".words at ") && $0.contains("older than acknowledged") })
     }
 
     @Test func allOrNothingImportsFailsOnSavesNotUploaded() async throws {
