@@ -40,6 +40,34 @@ import Testing
         return damaged
     }
 
+    /// Devices a and c on one store; device b saved "b1", a imported it,
+    /// then b's log was damaged and b closed for good: nobody can repair it.
+    func aLogOfADeviceThatIsGone(reliable: Bool = true) async throws -> (a: StoreManager, c: StoreManager, old: StoreID) {
+        let a = try await manager("a", reliable: reliable)
+        let c = try await manager("c", reliable: reliable)
+        for m in [a, c] { try await m.sync() }
+        let b = try await manager("b", reliable: reliable)
+        let old = try await a.store.storeID
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        let bID = try await b.store.deviceID
+        try await b.close()
+        _ = try damageLogs(of: bID, in: old)
+        return (a, c, old)
+    }
+
+    /// a syncs past the grace period; c fails on the damaged log, waits the
+    /// repair wait, rebuilds its copy, fails again and marks the store.
+    func cMarksTheStore(_ a: StoreManager, _ c: StoreManager) async throws {
+        clock.advance(byMilliseconds: 2_000)
+        try await a.sync()
+        try await c.sync()
+        clock.advance(byMilliseconds: 3_000)
+        try await c.sync()
+        #expect(try await c.health().status == .corrupted)
+    }
+
     static func titles(_ m: StoreManager) async throws -> [String] {
         try await StoreManagerTests.titles(try await m.store)
     }
@@ -155,25 +183,10 @@ import Testing
                 return true
             }
         }
-        let a = try await manager("a")
-        let c = try await manager("c")
-        for m in [a, c] { try await m.sync() }
-        let b = try await manager("b")
-        let old = try await a.store.storeID
-        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
-        try await b.sync()
-        try await a.sync()
-        let bID = try await b.store.deviceID
-        try await b.close()
-        _ = try damageLogs(of: bID, in: old)
+        let (a, c, old) = try await aLogOfADeviceThatIsGone()
         let handler = Handler()
         await a.setDelegate(handler)
-        clock.advance(byMilliseconds: 2_000)
-        try await a.sync()
-        try await c.sync()
-        clock.advance(byMilliseconds: 3_000)
-        try await c.sync()
-        #expect(try await c.health().status == .corrupted)
+        try await cMarksTheStore(a, c)
         try await a.sync()
         clock.advance(byMilliseconds: 20_000)
         try await a.sync()
@@ -329,23 +342,8 @@ import Testing
     /// store takes the pointer, and the waiting device follows.
     @Test func aRebuildTakesAPointerTheContainerLost() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let a = try await manager("a")
-        let c = try await manager("c")
-        for m in [a, c] { try await m.sync() }
-        let b = try await manager("b")
-        let old = try await a.store.storeID
-        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
-        try await b.sync()
-        try await a.sync()
-        let bID = try await b.store.deviceID
-        try await b.close()
-        _ = try damageLogs(of: bID, in: old)
-        clock.advance(byMilliseconds: 2_000)
-        try await a.sync()
-        try await c.sync()
-        clock.advance(byMilliseconds: 3_000)
-        try await c.sync()
-        #expect(try await c.health().status == .corrupted)
+        let (a, c, old) = try await aLogOfADeviceThatIsGone()
+        try await cMarksTheStore(a, c)
         try await DirectoryContainer(root: containerURL).deleteMarker(ContainerLayout.activeStore, expected: nil)
         try await a.sync()
         let new = try await a.store.storeID
@@ -361,17 +359,7 @@ import Testing
     /// over; a mark that cannot be read is passed over.
     @Test(arguments: ["forever", "garbage"]) func aHandWrittenLeaseIsTakenOverAndAnUnreadableMarkIgnored(lease: String) async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let a = try await manager("a")
-        let c = try await manager("c")
-        for m in [a, c] { try await m.sync() }
-        let b = try await manager("b")
-        let old = try await a.store.storeID
-        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
-        try await b.sync()
-        try await a.sync()
-        let bID = try await b.store.deviceID
-        try await b.close()
-        _ = try damageLogs(of: bID, in: old)
+        let (a, c, old) = try await aLogOfADeviceThatIsGone()
         let container = try DirectoryContainer(root: containerURL)
         // An oversized mark of a device that does not exist.
         let bogus = ContainerLayout.corruptionMark(store: old, device: DeviceID(index: 0xEE))
@@ -380,12 +368,7 @@ import Testing
         let bytes: [UInt8] = lease == "garbage" ? Array("not json{{".utf8)
             : try ElectionLease(device: DeviceID(index: 0xAB), newStore: old, expires: UInt64.max / 2).markerBytes()
         _ = try await container.createMarker(ContainerLayout.election(store: old), bytes)
-        clock.advance(byMilliseconds: 2_000)
-        try await a.sync()
-        try await c.sync()
-        clock.advance(byMilliseconds: 3_000)
-        try await c.sync()
-        #expect(try await c.health().status == .corrupted)
+        try await cMarksTheStore(a, c)
         try await a.sync()
         let new = try await a.store.storeID
         #expect(new != old, "a took the lease over and rebuilt")
