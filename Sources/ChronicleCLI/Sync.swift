@@ -144,7 +144,14 @@ struct Sync: AsyncParsableCommand {
         lines.append("uploaded \(report.uploadedLogs) log(s), imported \(report.imported.appliedLogs) log(s) with \(report.imported.appliedTransactions) transaction(s)"
                      + (report.repairedLogs.isEmpty ? "" : ", put back \(report.repairedLogs.count) of its own"))
         for gap in report.imported.gaps { lines.append("waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet") }
-        if let waiting = report.imported.waitingForBaseline { lines.append("waiting: baseline \(waiting) is still being written") }
+        if let waiting = report.imported.waitingForBaseline {
+            if waiting.hasSuffix("/origin") {
+                // The store starts from a baseline, and none is complete and intact here.
+                lines.append("waiting: the store starts from a baseline, and no complete, intact one is in the container yet (still arriving, or damaged: `chronicle verify` tells)")
+            } else {
+                lines.append("waiting: baseline \(waiting) is still being written")
+            }
+        }
         for f in failures {
             if f.error.code == .schemaMismatch {
                 lines.append("held, waiting for an app upgrade: \(f.name): \(f.error.message)")
