@@ -103,7 +103,8 @@ struct Verify: AsyncParsableCommand {
         discussion: """
             Also exits 1 naming each entry that is not Chronicle's (symbolic links, FIFOs, folders at a blob's name, \
             names outside the grammar) and each pair of overlapping logs of one device. With --schema, names and value \
-            types are checked against it too.
+            types are checked against it too. A damaged blob of a store that was rebuilt as another (after a \
+            corruption, say) is named apart and does not fail: no device reads it, and its saves were carried over.
             """)
 
     @OptionGroup var location: ContainerOptions
@@ -120,7 +121,9 @@ struct Verify: AsyncParsableCommand {
             output.print(.object([
                 "valid": .int(Int64(result.valid)), "bytes": .int(Int64(result.bytes)),
                 "bad": problemsJSON(result.problems),
-            ]), text: "\(result.valid) valid log(s), \(result.bytes) bytes" + result.problems.map { "\nBAD \(oneLine("\($0)"))" }.joined())
+                "badInReplacedStores": problemsJSON(result.replacedStoreProblems),
+            ]), text: "\(result.valid) valid log(s), \(result.bytes) bytes" + result.problems.map { "\nBAD \(oneLine("\($0)"))" }.joined()
+                + result.replacedStoreProblems.map { "\nin a replaced store (no device reads it; its saves were carried over): \(oneLine("\($0)"))" }.joined())
             if !result.passed { throw ExitCode.failure }
         }
     }

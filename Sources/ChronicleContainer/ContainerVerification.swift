@@ -25,6 +25,11 @@ package struct ContainerVerification: Sendable {
     /// foreign entries, with overlapping logs where the listing met them.
     package var problems: [ContainerProblem] = []
 
+    /// Damaged blobs of stores that were rebuilt as another (their
+    /// supersession marker): no device reads them any more, and their saves
+    /// were carried into the store that replaced them. Reported, not failing.
+    package var replacedStoreProblems: [ContainerProblem] = []
+
     /// Whether nothing is wrong.
     package var passed: Bool { problems.isEmpty }
 
@@ -37,6 +42,15 @@ package struct ContainerVerification: Sendable {
         let foreign = try await container.foreignEntries()
         let foreignPaths = Set(foreign.map(\.path))
         var overlaps = ContainerLayout.LogOverlapScan()
+        var replaced: [String: Bool] = [:]
+        func inReplacedStore(_ name: ContainerName) async -> Bool {
+            let first = String(name.rawValue.prefix { $0 != "/" })
+            guard let store = StoreID(string: first) else { return false }
+            if let known = replaced[first] { return known }
+            let isReplaced = ((try? await container.readMarker(ContainerLayout.supersession(store: store))) ?? nil) != nil
+            replaced[first] = isReplaced
+            return isReplaced
+        }
         var cursor: ContainerName?
         repeat {
             let page = try await container.list(prefix: "", after: cursor, limit: pageSize)
@@ -59,6 +73,10 @@ package struct ContainerVerification: Sendable {
                 case .failure(let error):
                     // A foreign entry at a blob's name is reported once, below.
                     guard error.code != .foreignEntry || !foreignPaths.contains(ContainerLayout.Directory.blobPath(blob.name)) else { break }
+                    if error.code != .foreignEntry, await inReplacedStore(blob.name) {
+                        replacedStoreProblems.append(ContainerProblem(name: blob.name.rawValue, error: error))
+                        break
+                    }
                     problems.append(ContainerProblem(name: blob.name.rawValue, error: error))
                 }
             }

@@ -215,6 +215,12 @@ struct CLIHealthTests {
         #expect(try w.stateHash("a") == (try w.stateHash("c")))
         let text = try w.run("health", "a").stdout
         #expect(text.contains("healthy on store") && text.contains("rebuilt: store \(store) became store"), "\(text)")
+        // The old store's damaged logs are named apart by verify, which passes.
+        let verify = try CLIErrorTests.run(["verify", "--container", w.container, "--json"])
+        #expect(verify.status == 0, "\(String(decoding: verify.stdout, as: UTF8.self))")
+        let verified = try CLILifecycleTests.object(String(decoding: verify.stdout, as: UTF8.self))
+        #expect((verified["badInReplacedStores"] as? [Any])?.count == damaged, "\(verified)")
+        #expect((verified["bad"] as? [Any])?.isEmpty == true)
         // b, restored as a new device, joins the new store with everything.
         #expect(try w.run("sync", "b", Self.quick).status == 0)
         #expect(try w.titles("b") == ["a1", "b1", "b2", "c0", "c1"])
