@@ -751,11 +751,11 @@ public actor Store {
 
     /// One bounded scrub pass (see ``Replayer/scrubLogs(from:budget:recheck:)``),
     /// from the cursor kept in the snapshot, re-reading `recheck` too.
-    package func scrub(recheck: [String]) async throws -> Replayer.ScrubFindings {
+    package func scrub(recheck: [String], bytes: Int = 1 << 20) async throws -> Replayer.ScrubFindings {
         try beginOperation()
         defer { endOperation() }
         let cursor = try snapshot.metadata("scrub_cursor").flatMap { try? ContainerName($0) }
-        let findings = try await replayer.scrubLogs(from: cursor, budget: Replayer.RepairBudget(listed: 256, verifiedBytes: 1 << 20),
+        let findings = try await replayer.scrubLogs(from: cursor, budget: Replayer.RepairBudget(listed: 256, verifiedBytes: max(1, bytes)),
                                                     recheck: recheck.compactMap { try? ContainerName($0) })
         try snapshot.setMetadata("scrub_cursor", findings.next?.rawValue)
         return findings

@@ -46,6 +46,11 @@ extension StoreManager {
         /// unlikely; an app that knows better asks its user (see
         /// ``StoreManagerDelegate``).
         public var unhealthyRebuildWait: Duration?
+        /// How many bytes of other devices' logs each sync re-reads to find
+        /// damage before a device that joins would (1 MiB by default; 0
+        /// turns the scrub off). The scrub goes round the whole store over
+        /// successive syncs.
+        public var scrubBytesPerSync: Int = 1 << 20
 
         /// Creates a health configuration.
         public init(gracePeriod: Duration = .seconds(30), repairWait: Duration = .seconds(60), gapTimeout: Duration = .seconds(900),
@@ -360,9 +365,9 @@ extension StoreManager {
         // What a device that joins would fail on, though this one holds it.
         var scrubbed = (record.scrubbed ?? [:]).filter { now &- $0.value < 10 * health.repairWait.milliseconds }
         var stale: (name: String, since: UInt64)?
-        if permanent.isEmpty {
+        if permanent.isEmpty, health.scrubBytesPerSync > 0 {
             let damagedBefore = scrubbed.keys.filter { !$0.contains(" sequence ") }
-            let findings = try await store.scrub(recheck: damagedBefore)
+            let findings = try await store.scrub(recheck: damagedBefore, bytes: health.scrubBytesPerSync)
             for name in damagedBefore where !findings.damaged.map(\.rawValue).contains(name) { scrubbed[name] = nil }
             for name in findings.damaged.map(\.rawValue) + findings.missing {
                 let since = scrubbed[name] ?? now
