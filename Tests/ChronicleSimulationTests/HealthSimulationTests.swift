@@ -24,6 +24,7 @@ import Testing
         (0x1bc, "an owner whose -wal was lost had its log damaged for good: the saves were nowhere (the fault now spares the last copy of a save); on the way, an owner that rebuilt its own copy over its damaged log left that log's saves to an import that failed"),
         (0x108, "a device leaving a deleted store did not carry a save whose log stayed damaged: the deleted store never held it"),
         (0x28b, "the checker's fresh replay ignored the baseline that covers a log damaged after every device applied it"),
+        (0x7c, "the checker missed that a fallback save the container held when its store was deleted went with it, once the log was lost afterwards"),
     ]
 
     /// Seeds that failed with the health monitor alone, the lifecycle's

@@ -26,6 +26,7 @@ import Testing
         (0x79, "a copy of a device's folder uploaded a save under their shared ID before a rebuild: the original's own save of that sequence was taken as covered, and lost"),
         (0xf2, "a device that deleted its copy of the cloud store did not carry its earlier ID's last save into a store rebuilt without it"),
         (0x78, "the checker did not count records kept compactly in their rows among those a deleted store took with it"),
+        (0x2ee, "the checker did not count a save the container held when its store was deleted among those that went with it, once its log was lost afterwards"),
     ]
 
     /// Seeds that failed on a container whose exclusive create is not

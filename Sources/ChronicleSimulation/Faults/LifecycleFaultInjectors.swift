@@ -62,6 +62,13 @@ struct CloudDeletionFault: FaultInjector {
         if try await run.accounts[0].everything.readMarker(ContainerLayout.tombstone(store: deleted)) != nil {
             run.deletedStoreLogs[deleted] = keys
             for id in records { run.deletedWithStore[id] = now }
+            // And every record the container's logs held as it went, even
+            // if a log is lost afterwards (nobody repairs a deleted store).
+            for device in held.devices {
+                for t in held.transactions[device]!.values {
+                    for change in t.changes { run.deletedWithStore[change.recordID] = max(run.deletedWithStore[change.recordID] ?? now, now) }
+                }
+            }
             run.deletedStoreVersions[deleted] = versions
             if done {
                 run.lifecycleCounts.cloudDeletions += 1
