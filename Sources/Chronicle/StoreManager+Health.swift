@@ -332,7 +332,10 @@ extension StoreManager {
         let now = configuration.store.clock.nowMilliseconds()
         var record = record(for: store.storeID, now: now)
         var problems: [String: Health.Problem] = [:]
-        for failure in report.imported.failures where failure.error.code != .schemaMismatch {
+        // Held logs are no failure; a container that does not answer, or a
+        // full disk here, says nothing about the store's content.
+        for failure in report.imported.failures
+        where failure.error.code != .schemaMismatch && failure.error.code != .unavailable && failure.error.code != .diskFull {
             let kind: Health.Problem.Kind = failure.error.code == .databaseCorrupt ? .localSnapshot
                 : failure.error.code.isTransient ? .unreadable : .damagedBlob
             problems[failure.name] = Health.Problem(kind: kind, blob: failure.name, reason: "\(failure.error.code): \(failure.error.message)",
