@@ -387,7 +387,7 @@ import Testing
         try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1"])
         try await a.sync()
         let c = try await StoreManager.open(StoreManager.Configuration(store: Store.Configuration(
-            schema: Self.schema, directory: root.appendingPathComponent("c"), container: OutageContainer(base: base, down: down),
+            schema: Self.schema, directory: root.appendingPathComponent("c"), container: HidingContainer(base: base, listingsDown: { down.hides(try! ContainerName("x")) }, hides: { _ in false }),
             clock: clock, seed: 3, logger: Logger(label: "test"), durability: .normal), cloudEnabledByDefault: true, health: Self.health))
         try await c.sync()
         down.set("")
@@ -405,29 +405,3 @@ import Testing
     }
 }
 
-/// A container whose listings fail as unavailable while the test says so
-/// (a network folder that answers reads but not listings).
-struct OutageContainer: Container {
-    let base: any Container
-    let down: HiddenPrefix
-
-    var capabilities: ContainerCapabilities { base.capabilities }
-    func put(_ name: ContainerName, _ bytes: [UInt8]) async throws { try await base.put(name, bytes) }
-    func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] { try await base.get(name, maxBytes: maxBytes) }
-    func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
-        if down.hides(try ContainerName(prefix.isEmpty ? "x" : String(prefix.drop { $0 == "/" }) + "x")) {
-            throw ChronicleError(.unavailable, "the container does not answer listings")
-        }
-        return try await base.list(prefix: prefix, after: after, limit: limit)
-    }
-    func listChildren(prefix: String) async throws -> [String] { try await base.listChildren(prefix: prefix) }
-    func delete(_ name: ContainerName) async throws { try await base.delete(name) }
-    func readMarker(_ name: ContainerName) async throws -> Marker? { try await base.readMarker(name) }
-    func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker { try await base.createMarker(name, bytes) }
-    func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
-        try await base.replaceMarker(name, bytes, expected: expected)
-    }
-    func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws { try await base.deleteMarker(name, expected: expected) }
-    func listMarkers(prefix: String) async throws -> [ContainerName] { try await base.listMarkers(prefix: prefix) }
-    func foreignEntries(prefix: String) async throws -> [ForeignEntry] { try await base.foreignEntries(prefix: prefix) }
-}

@@ -1593,12 +1593,16 @@ struct HidingContainer: Container {
     let hides: @Sendable (ContainerName) -> Bool
     /// Names whose puts and deletes are lost (a sync service that keeps losing the file).
     var swallows: @Sendable (ContainerName) -> Bool = { _ in false }
+    /// Whether listings fail as unavailable now (a network folder that
+    /// answers reads but not listings).
+    var listingsDown: @Sendable () -> Bool = { false }
 
     init(base: any Container, swallowing swallows: @escaping @Sendable (ContainerName) -> Bool = { _ in false },
-         hides: @escaping @Sendable (ContainerName) -> Bool) {
+         listingsDown: @escaping @Sendable () -> Bool = { false }, hides: @escaping @Sendable (ContainerName) -> Bool) {
         self.base = base
         self.hides = hides
         self.swallows = swallows
+        self.listingsDown = listingsDown
     }
 
     var capabilities: ContainerCapabilities { base.capabilities }
@@ -1611,7 +1615,8 @@ struct HidingContainer: Container {
         return try await base.get(name, maxBytes: maxBytes)
     }
     func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
-        try await base.list(prefix: prefix, after: after, limit: limit).filter { !hides($0.name) }
+        if listingsDown() { throw ChronicleError(.unavailable, "the container does not answer listings") }
+        return try await base.list(prefix: prefix, after: after, limit: limit).filter { !hides($0.name) }
     }
     func listChildren(prefix: String) async throws -> [String] { try await base.listChildren(prefix: prefix) }
     func delete(_ name: ContainerName) async throws {
