@@ -70,10 +70,11 @@ struct Sync: AsyncParsableCommand {
             let kind = await manager.loadedKind ?? .local
             let hash = try await store.stateHash()
             let deviceID = store.deviceID
-            let currentHealth = try? await manager.health()
-            let healthStatus = currentHealth?.status
+            // The status from the manager's record; the container is read
+            // (marks, election, history) only to say what an unhealthy device does next.
+            let healthStatus = await manager.healthStatus?.status
             var waitLines: [String] = []
-            if healthStatus == .unhealthy, let first = currentHealth?.problems.first {
+            if healthStatus == .unhealthy, let first = try? await manager.health().problems.first {
                 // What happens next, and when.
                 let due = first.since + UInt64(health.repairWait) * 1000
                 waitLines.append("health: unhealthy since \(millisecondsText(first.since)); if \(first.blob.split(separator: "/").last ?? "") still fails "
