@@ -33,14 +33,14 @@ import Glibc
     /// any bytes on standard input (text that is not UTF-8 included).
     static func run(_ arguments: [String], inputBytes: Data, timeLimitSeconds: Double = 300, shellPrefix: String? = nil,
                     environment: [String: String] = [:]) throws -> Run {
-        let process = Process()
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let executable: String
+        let launchArguments: [String]
         if let shellPrefix {
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", shellPrefix + "; exec \"$0\" \"$@\"", CrashSafetyTests.binary!.path] + arguments
+            executable = "/bin/sh"
+            launchArguments = ["-c", shellPrefix + "; exec \"$0\" \"$@\"", CrashSafetyTests.binary!.path] + arguments
         } else {
-            process.executableURL = CrashSafetyTests.binary!
-            process.arguments = arguments
+            executable = CrashSafetyTests.binary!.path
+            launchArguments = arguments
         }
         // Both streams go to files, so neither can fill a pipe and block the process.
         let files = ["stdout", "stderr"].map { FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-\($0)-\(UUID().uuidString)") }
@@ -48,19 +48,18 @@ import Glibc
         defer { for file in files { try? FileManager.default.removeItem(at: file) } }
         let handles = try files.map { try FileHandle(forWritingTo: $0) }
         let stdin = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = handles[0]
-        process.standardError = handles[1]
         let started = Date()
-        try process.runAlone()
+        let process = try SpawnedProcess.spawn(executable, launchArguments,
+                                               environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                               stdin: stdin.fileHandleForReading.fileDescriptor,
+                                               stdout: handles[0].fileDescriptor, stderr: handles[1].fileDescriptor)
+        try stdin.fileHandleForReading.close()
         stdin.fileHandleForWriting.write(inputBytes)
         try stdin.fileHandleForWriting.close()
-        while process.isRunning && Date().timeIntervalSince(started) < timeLimitSeconds { usleep(10_000) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        let ended = process.wait(killingAfter: timeLimitSeconds)
         for handle in handles { try handle.close() }
-        return Run(status: process.terminationStatus, stdout: try Data(contentsOf: files[0]), stderr: try String(contentsOf: files[1], encoding: .utf8),
-                   signaled: process.terminationReason == .uncaughtSignal, seconds: Date().timeIntervalSince(started))
+        return Run(status: ended.status, stdout: try Data(contentsOf: files[0]), stderr: try String(contentsOf: files[1], encoding: .utf8),
+                   signaled: ended.signaled, seconds: Date().timeIntervalSince(started))
     }
 
     /// Regression: `dump` and `demo` reported errors through an
