@@ -74,6 +74,8 @@ let package = Package(
                 "ChronicleCore",
                 "ChronicleContainer",
                 "ChronicleSnapshot",
+                // Its multi-process mode starts workers the way the tests start processes.
+                "ChronicleTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -139,7 +141,7 @@ let package = Package(
         .testTarget(
             name: "DocumentationTests",
             dependencies: [
-                "Chronicle",
+                "Chronicle", "ChronicleTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ],
             // As an app that opts in sees it: members only from imported modules.

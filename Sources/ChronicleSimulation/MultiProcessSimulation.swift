@@ -2,6 +2,7 @@ import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import ChronicleSnapshot
+import ChronicleTestSupport
 import Foundation
 import GRDB
 import Logging
@@ -126,18 +127,12 @@ package struct MultiProcessSimulation: Sendable {
         let container = root.appendingPathComponent("container")
         // Made once, as `chronicle init` would: workers only open it.
         _ = try DirectoryContainer(root: container, create: true)
-        func launch(_ i: Int) throws -> Process {
-            let p = Process()
-            p.executableURL = executable
-            p.arguments = workerCommand + [
+        func launch(_ i: Int) throws -> SpawnedProcess {
+            try SpawnedProcess.spawnQuietly(executable.path, workerCommand + [
                 "--device-dir", root.appendingPathComponent("device-\(i)").path, "--container", container.path,
                 "--schema", schemaURL.path, "--journal", root.appendingPathComponent("journal-\(i).txt").path,
                 "--saves", String(saves), "--seed", String(seed &+ UInt64(i)),
-            ] + (lifecycle ? ["--lifecycle"] + (i == 0 ? ["--deleter"] : []) : []) + (corruption ? ["--corruption"] : [])
-            p.standardOutput = FileHandle.nullDevice
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            return p
+            ] + (lifecycle ? ["--lifecycle"] + (i == 0 ? ["--deleter"] : []) : []) + (corruption ? ["--corruption"] : []))
         }
         var result = Result(seed: seed, processes: processes)
         var damage = corruption ? Damage(container: container, root: root) : nil
@@ -147,13 +142,13 @@ package struct MultiProcessSimulation: Sendable {
     }
 
     /// Kills and restarts workers at random moments until all have finished.
-    private func killAndRestart(_ started: [Process], launch: (Int) throws -> Process, damage: inout Damage?, into result: inout Result) throws {
+    private func killAndRestart(_ started: [SpawnedProcess], launch: (Int) throws -> SpawnedProcess, damage: inout Damage?, into result: inout Result) throws {
         var workers = started
         var random = SeededRandom(seed: seed)
         let deadline = ContinuousClock.now + timeLimit
         while workers.contains(where: { $0.isRunning }) {
             guard ContinuousClock.now < deadline else {
-                workers.forEach { kill($0.processIdentifier, SIGKILL) }
+                workers.forEach { $0.kill() }
                 throw ChronicleError(.unavailable, "workers did not finish within \(timeLimit)")
             }
             usleep(UInt32(10_000 + random.next() % 70_000))
@@ -161,7 +156,7 @@ package struct MultiProcessSimulation: Sendable {
                 if let event = d.step(&random) { result.events.append(event) }
                 result.damagedLogs = d.damaged.count
                 if let holder = d.leaseHolderToKill(), workers[holder].isRunning {
-                    kill(workers[holder].processIdentifier, SIGKILL)
+                    workers[holder].kill()
                     workers[holder].waitUntilExit()
                     result.kills += 1
                     result.killsDuringElection += 1
@@ -172,15 +167,16 @@ package struct MultiProcessSimulation: Sendable {
             }
             let i = Int(random.next() % UInt64(processes))
             if result.kills < processes * killsPerProcess && workers[i].isRunning {
-                kill(workers[i].processIdentifier, SIGKILL)
+                workers[i].kill()
                 workers[i].waitUntilExit()
                 result.kills += 1
-                result.events.append("killed device \(i + 1) (pid \(workers[i].processIdentifier)), restarting")
+                result.events.append("killed device \(i + 1) (pid \(workers[i].pid)), restarting")
                 workers[i] = try launch(i)
             }
-            for j in 0..<processes where !workers[j].isRunning && workers[j].terminationReason == .exit && workers[j].terminationStatus != 0 {
+            for j in 0..<processes {
                 // A worker that failed (not killed) is a finding: restart it once more, and record it.
-                result.violations.append("device \(j + 1) exited with status \(workers[j].terminationStatus)")
+                guard let ended = workers[j].poll(), !ended.signaled, ended.status != 0 else { continue }
+                result.violations.append("device \(j + 1) exited with status \(ended.status)")
                 workers[j] = try launch(j)
             }
         }

@@ -479,13 +479,13 @@ struct CLIContractTests {
         // Not inherited by processes other tests start meanwhile.
         _ = fcntl(master, F_SETFD, FD_CLOEXEC)
         _ = fcntl(terminal, F_SETFD, FD_CLOEXEC)
-        let process = Process()
-        process.executableURL = CrashSafetyTests.binary!
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle(fileDescriptor: terminal, closeOnDealloc: true)
-        try process.runAlone()
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        try #require(null >= 0)
+        defer { close(null) }
+        let process = try SpawnedProcess.spawn(CrashSafetyTests.binary!.path, arguments,
+                                               environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                               stdin: null, stdout: null, stderr: terminal)
+        close(terminal)
         var output = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
         _ = fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK)
@@ -501,9 +501,9 @@ struct CLIContractTests {
             drain()
             usleep(10_000)
         }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        process.kill()
+        let ended = process.waitUntilExit()
         drain()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        return (ended.signaled ? -1 : ended.status, String(decoding: output, as: UTF8.self))
     }
 }

@@ -42,24 +42,9 @@ import Glibc
             executable = CrashSafetyTests.binary!.path
             launchArguments = arguments
         }
-        // Both streams go to files, so neither can fill a pipe and block the process.
-        let files = ["stdout", "stderr"].map { FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-\($0)-\(UUID().uuidString)") }
-        for file in files { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
-        defer { for file in files { try? FileManager.default.removeItem(at: file) } }
-        let handles = try files.map { try FileHandle(forWritingTo: $0) }
-        let stdin = Pipe()
-        let started = Date()
-        let process = try SpawnedProcess.spawn(executable, launchArguments,
-                                               environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
-                                               stdin: stdin.fileHandleForReading.fileDescriptor,
-                                               stdout: handles[0].fileDescriptor, stderr: handles[1].fileDescriptor)
-        try stdin.fileHandleForReading.close()
-        stdin.fileHandleForWriting.write(inputBytes)
-        try stdin.fileHandleForWriting.close()
-        let ended = process.wait(killingAfter: timeLimitSeconds)
-        for handle in handles { try handle.close() }
-        return Run(status: ended.status, stdout: try Data(contentsOf: files[0]), stderr: try String(contentsOf: files[1], encoding: .utf8),
-                   signaled: ended.signaled, seconds: Date().timeIntervalSince(started))
+        let run = try SpawnedProcess.run(executable, launchArguments, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                         input: inputBytes, timeLimitSeconds: timeLimitSeconds)
+        return Run(status: run.status, stdout: run.stdout, stderr: String(decoding: run.stderr, as: UTF8.self), signaled: run.signaled, seconds: run.seconds)
     }
 
     /// Regression: `dump` and `demo` reported errors through an

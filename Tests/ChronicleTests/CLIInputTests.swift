@@ -214,16 +214,8 @@ struct CLIInputTests {
             printf '%s\\n' '\(Self.insert("piped"))' | '\(chronicle)' \(arguments) --input /dev/stdin || exit 10
             '\(chronicle)' \(arguments) --input <(printf '%s\\r\\n' '\(Self.insert("substituted"))') || exit 11
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-c", script]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.runAlone()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(stderr)")
+        let run = try SpawnedProcess.run("/bin/bash", ["-c", script], timeLimitSeconds: 120)
+        #expect(!run.signaled && run.status == 0, "\(String(decoding: run.stderr, as: UTF8.self))")
         #expect(try titles() == ["piped", "substituted"])
     }
 

@@ -33,25 +33,26 @@ import Glibc
     }
 
     static func run(_ arguments: [String], input: String = "", killAfterMicroseconds: UInt32?) throws -> Outcome {
-        let process = Process()
-        process.executableURL = binary!
-        process.arguments = arguments
+        let output = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-stdout-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: output.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: output) }
+        let stdout = try FileHandle(forWritingTo: output)
+        let null = try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/null"))
         let stdin = Pipe()
-        let stdout = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = FileHandle.nullDevice
-        try process.runAlone()
-        stdin.fileHandleForWriting.write(Data(input.utf8))
+        let process = try SpawnedProcess.spawn(binary!.path, arguments, environment: ProcessInfo.processInfo.environment,
+                                               stdin: stdin.fileHandleForReading.fileDescriptor,
+                                               stdout: stdout.fileDescriptor, stderr: null.fileDescriptor)
+        try stdin.fileHandleForReading.close()
+        try? stdin.fileHandleForWriting.write(contentsOf: Data(input.utf8))
         try stdin.fileHandleForWriting.close()
         if let delay = killAfterMicroseconds {
             usleep(delay)
-            kill(process.processIdentifier, SIGKILL)
+            process.kill()
         }
-        process.waitUntilExit()
-        let output = String(decoding: stdout.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let killed = process.terminationReason == .uncaughtSignal
-        return Outcome(status: killed ? nil : process.terminationStatus, stdout: output)
+        let ended = process.waitUntilExit()
+        try stdout.close()
+        try null.close()
+        return Outcome(status: ended.signaled ? nil : ended.status, stdout: String(decoding: try Data(contentsOf: output), as: UTF8.self))
     }
 
     /// Regression: the CLI wrote device.json after creating the snapshot; a

@@ -1,3 +1,4 @@
+import ChronicleTestSupport
 import Foundation
 import Testing
 
@@ -18,15 +19,8 @@ import Testing
 
     @Test func everyPublicSymbolIsDocumentedAndCatalogued() throws {
         let script = DocumentationExampleTests.root.appendingPathComponent("scripts/check-docs")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, "--build-dir", try Self.buildDirectory().path]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "scripts/check-docs:\n\(text)")
+        let run = try SpawnedProcess.run("/usr/bin/env", ["python3", script.path, "--build-dir", try Self.buildDirectory().path], timeLimitSeconds: 300)
+        let text = String(decoding: run.stdout + run.stderr, as: UTF8.self)
+        #expect(!run.signaled && run.status == 0, "scripts/check-docs:\n\(text)")
     }
 }
