@@ -954,6 +954,28 @@ public actor Store {
     /// The logs of `device` in the container, other than `besides`, that
     /// verify: what its files uploaded and no longer hold. Logs that do not
     /// verify are left to the importers' failure reports.
+    /// Keeps again the bodies of `devices`' logs (a seeding device, an
+    /// earlier ID: see ``Snapshot/inherit(logs:of:)``) that this snapshot
+    /// no longer holds, from the container, while it still has them: files
+    /// that went back in time (a lost `-wal`, a restored copy) lose what
+    /// they kept, and a wiped container would then lose those saves for
+    /// every device that does not start from a baseline.
+    ///
+    /// - Returns: how many logs it kept again.
+    @discardableResult
+    package func keepLogs(of devices: [DeviceID]) async throws -> Int {
+        try beginOperation()
+        defer { endOperation() }
+        var kept = 0
+        for device in devices where device != snapshot.deviceID {
+            let held = try snapshot.inheritedGroups(of: device).map { (first: $0.0, last: $0.1) }
+            let missing = try await logsOnlyInContainer(of: device, besides: held)
+            try snapshot.inherit(logs: missing, of: device)
+            kept += missing.count
+        }
+        return kept
+    }
+
     private func logsOnlyInContainer(of device: DeviceID, besides: [(first: UInt64, last: UInt64)]) async throws -> [(first: UInt64, last: UInt64, transactions: [Transaction])] {
         let known = Set(besides.map { "\($0.first)-\($0.last)" })
         let decoder = LogDecoder(schema: snapshot.schema, limits: configuration.limits)

@@ -655,6 +655,7 @@ public actor StoreManager {
             }
             let store: Store
             let last = kind == .cloud && state.leaving == nil ? try lastStore() : nil
+            var staying: StoreID?
             if let last {
                 do {
                     try await restoreLineage(of: last)
@@ -666,11 +667,19 @@ public actor StoreManager {
                 // Rebuilt while this device was away.
                 state.leaving = last
                 try Self.write(state, in: folder)
-            } else if let last, let active = try await marker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.store,
-                      active != last, try await replaced(last, by: active) {
-                // Another store became the active one while this device was away.
-                state.leaving = last
-                try Self.write(state, in: folder)
+            } else if let last, let active = try await marker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.store, active != last {
+                if try await replaced(last, by: active) {
+                    // Another store became the active one while this device was away.
+                    state.leaving = last
+                    try Self.write(state, in: folder)
+                } else {
+                    // The pointer names a store this one did not go to (one
+                    // still being seeded, one deleted, or one this store
+                    // outranks, the pointer read before it settled): this
+                    // device stays on its store, which holds its saves,
+                    // until the pointer leads somewhere it can carry them.
+                    staying = last
+                }
             }
             if kind == .cloud, let leaving = state.leaving,
                let deleted = try await deletedSuccessor(of: leaving) {
@@ -716,8 +725,8 @@ public actor StoreManager {
                         try Self.write(state, in: folder)
                         seeded = true
                     }
-                    store = try await Store.open(configuration(for: .cloud))
-                    try keepSeedLogs(store)
+                    store = try await Store.open(configuration(for: .cloud), exactly: staying)
+                    try await keepSeedLogs(store)
                     if seeded {
                         // Show the app its records at once.
                         do {
@@ -898,21 +907,31 @@ public actor StoreManager {
         return true
     }
 
-    /// Whether `store`, which is not the active store `active`, was replaced
-    /// by another: rebuilt (its supersession marker), or else merged into
-    /// `active`. A store that is not the active one and was neither rebuilt
+    /// Whether `store`, which is not the store the active-store pointer
+    /// names (`pointer`), was replaced by another: rebuilt (its supersession
+    /// marker), or else merged into the active store (`pointer`, or the
+    /// store its rebuilds led to). A store that is not the active one and was neither rebuilt
     /// nor deleted lost the active-store pointer to another store (one
     /// created while its pointer was missing after the container lost
     /// files, or beside it where exclusive create is not reliable): the
     /// pointer decides, and this device writes the supersession marker that
-    /// sends every device of `store` to `active`, carrying its saves there.
-    /// False if `active` is not a store to join (deleted, rebuilt itself, or
+    /// sends every device of `store` there, carrying its saves.
+    /// False if the active store is not a store to join (deleted, rebuilt itself, or
     /// still being seeded).
-    func replaced(_ store: StoreID, by active: StoreID) async throws -> Bool {
+    func replaced(_ store: StoreID, by pointer: StoreID) async throws -> Bool {
         let container = configuration.store.container
-        if try await reassertDeletion(of: active) { return false }
+        if try await reassertDeletion(of: pointer) { return false }
         if try await container.readMarker(ContainerLayout.supersession(store: store), as: StoreSupersession.self) != nil { return true }
         if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil { return false }
+        // A pointer read before its last move (a sync service delivers
+        // markers late) can name a store rebuilt since: the store that
+        // stands for it is the end of its chain of rebuilds.
+        var active = pointer
+        for _ in 0..<64 {
+            guard let next = try await container.readMarker(ContainerLayout.supersession(store: active), as: StoreSupersession.self)?.payload.store,
+                  next != store, next != active else { break }
+            active = next
+        }
         guard try await !Store.isWithdrawnOrTentative(active, in: container) else {
             // The pointer names the store this one replaced (put back by a
             // device still on it after the container lost files): it goes
@@ -925,7 +944,9 @@ public actor StoreManager {
         if try await outranks(store, active) {
             // This store wins: the pointer goes back to it, and the other
             // store's devices merge into it when they see the pointer.
-            if try await movePointer(from: active, to: store) {
+            var moved = try await movePointer(from: pointer, to: store)
+            if !moved, active != pointer { moved = try await movePointer(from: active, to: store) }
+            if moved {
                 configuration.store.log.notice("two stores were active; the pointer goes back to this one, which the other merges into",
                                                metadata: ["chronicle.store": "\(store)", "chronicle.other": "\(active)"])
             }
@@ -967,6 +988,14 @@ public actor StoreManager {
     private func reassertDeletion(of store: StoreID) async throws -> Bool {
         guard let deleted = state.deletedStores?.first(where: { $0.store == store }) else { return false }
         let container = configuration.store.container
+        // A store left because the store it was rebuilt as was deleted: the
+        // container still tells that while the chain and its tombstone are
+        // there, and a tombstone of its own would hide where its devices'
+        // saves went.
+        if try await container.readMarker(ContainerLayout.tombstone(store: store)) == nil,
+           try await deletedSuccessor(of: store) != nil {
+            return true
+        }
         do {
             _ = try await container.createMarker(ContainerLayout.tombstone(store: store), deleted.tombstone)
             configuration.store.log.notice("a store deleted on purpose came back without its tombstone; wrote it again",
@@ -1519,7 +1548,7 @@ public actor StoreManager {
             }
         }
         let store = try await Store.open(configuration(for: .cloud))
-        try keepSeedLogs(store)
+        try await keepSeedLogs(store)
         var report = MergeReport()
         // The store may have been replaced again meanwhile (rebuilt twice,
         // or merged after a rebuild): follow the chain to the store opened.
@@ -1713,7 +1742,19 @@ public actor StoreManager {
     /// them, and without them a container that lost those logs (a wiped
     /// account) would lose their saves for every device that does not start
     /// from a baseline. Repairs put them back like this device's own.
-    private func keepSeedLogs(_ store: Store) throws {
+    ///
+    /// The logs of the devices kept for `store` that its snapshot no longer
+    /// holds (its files went back in time) are kept again from the
+    /// container, while it has them.
+    private func keepSeedLogs(_ store: Store) async throws {
+        defer { seedLogs = nil }
+        if let kept = state.keptDevices?[store.storeID.description], !kept.isEmpty {
+            do {
+                try await store.keepLogs(of: kept)
+            } catch let error as ChronicleError where error.code.isTransient {
+                configuration.store.log.notice("the logs this device keeps for others could not be checked", metadata: ["chronicle.error": "\(error)"])
+            }
+        }
         guard let seed = seedLogs, seed.store == store.storeID else { return }
         var kept = state.keptDevices ?? [:]
         let key = store.storeID.description
@@ -1727,7 +1768,6 @@ public actor StoreManager {
             state.keptDevices = kept
             try Self.write(state, in: folder)
         }
-        seedLogs = nil
     }
 
     /// Uploads the store's pending saves and checks that the container

@@ -50,6 +50,10 @@ package final class Simulation {
     var steps = 0
     /// For each store deleted on purpose, the logs the container held when it was.
     var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
+    /// For each store deleted on purpose, the changes its logs held when it
+    /// was, by record and clock (a save a move or merge carried is logged
+    /// again under another device, with its clock).
+    var deletedStoreSaves: [StoreID: Set<RecordSave>] = [:]
     /// Records a store deleted on purpose held (on the deleting device), and when.
     var deletedWithStore: [RecordID: UInt64] = [:]
     /// What each store deleted on purpose held of each record on the
@@ -410,7 +414,7 @@ package final class Simulation {
     /// What the checkers see.
     var quiescedState: QuiescedState {
         QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
-                      fates: fates, deletedStoreLogs: deletedStoreLogs, duplicates: options.lifecycle ? duplicates : [:],
+                      fates: fates, deletedStoreLogs: deletedStoreLogs, deletedStoreSaves: deletedStoreSaves, duplicates: options.lifecycle ? duplicates : [:],
                       hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedStoreVersions: deletedStoreVersions, deletedAt: deletedAt,
                       firstEnableRecords: firstEnableRecords, corruption: options.corruption)
     }

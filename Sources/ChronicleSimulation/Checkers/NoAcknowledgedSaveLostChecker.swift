@@ -101,6 +101,9 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
                 // in the store's logs, or (for a store reached by rebuilds)
                 // in what the deleting device's copy held.
                 if held[ack.store]?.contains(LogKey(device: ack.device, sequence: ack.sequence)) == true { return .gone }
+                // Or carried into the deleted store (by a move or a merge,
+                // logged again under another device) before it went.
+                if state.deletedStoreSaves[store]?.contains(RecordSave(id: ack.id, clock: ack.clock)) == true { return .gone }
                 if let versions = state.deletedStoreVersions[store]?[ack.id], Self.holds(versions, ack, state.ledger) { return .gone }
                 return .localStore(ack.deviceIndex, orEveryDevice: true)
             case .superseded(let next)?:
@@ -135,8 +138,12 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         var id = ack.id
         var versions = try snapshot.recordVersions(entity: ack.entity, id: id)
         var hops = 0
-        // A record a merge found under another ID was never inserted under its own.
-        while versions == nil || versions?.inserted == false, let other = state.duplicates[id], hops < 16 {
+        // A record a merge found under another ID was never inserted under
+        // its own. Not for a delete: a merge copies only the records its
+        // store still has, so the record a merge found in place of a deleted
+        // one came from another copy of it (a twin's older copy of the same
+        // fallback store), and deleting one record deletes no other.
+        while ack.kind != .delete, versions == nil || versions?.inserted == false, let other = state.duplicates[id], hops < 16 {
             id = other
             versions = try snapshot.recordVersions(entity: ack.entity, id: id)
             hops += 1
@@ -170,11 +177,24 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
                 problems.append("holds \(ack.entity) \(ack.id).\(f) at \(v.fields[f] ?? none), older than acknowledged \(ack.version)")
             }
         case .delete:
-            if !covers(v.deleteVersion, ack, state.ledger) {
+            if !covers(v.deleteVersion, ack, state.ledger), !supersededByLaterWrite(ack, v, state.ledger) {
                 problems.append("missed the delete of \(ack.entity) \(ack.id) at \(ack.version)")
             }
         }
         return problems
+    }
+
+    /// Whether an acknowledged write to the record made after the delete
+    /// (by a device that had not seen it: a twin's copy of the same
+    /// fallback store, merged by copying its records) brought the record
+    /// back, as a write newer than a delete does (docs/merge.md), and the
+    /// snapshot holds that write.
+    static func supersededByLaterWrite(_ ack: AcknowledgementLedger.Entry, _ v: Snapshot.RecordVersions, _ ledger: AcknowledgementLedger) -> Bool {
+        guard v.inserted else { return false }
+        return ledger.entries.contains { later in
+            later.id == ack.id && later.kind != .delete && !later.discarded && later.clock > ack.clock
+                && later.fields.allSatisfy { covers(v.fields[$0], later, ledger) }
+        }
     }
 
     /// The device's local store, opened read-only beside its manager (which
@@ -195,4 +215,10 @@ extension AcknowledgementLedger.Entry {
         case .fallback: "to its fallback store"
         }
     }
+}
+
+/// A change to a record by a save with this clock.
+struct RecordSave: Hashable {
+    var id: RecordID
+    var clock: HybridTimestamp
 }
