@@ -1065,7 +1065,23 @@ public actor StoreManager {
         do {
             // What the container lost of this device's uploaded saves goes
             // back first: the deleted store's logs stay as what it held.
-            _ = try? await cloud.repairOwnLogs()
+            // Those saves go to the local store too: a log missing now may
+            // never have arrived (a sync service reported it stored and
+            // dropped it), and then the store did not hold them when it was
+            // deleted.
+            let putBack = (try? await cloud.repairOwnLogs()) ?? []
+            var lostSaves: [Transaction] = []
+            if !putBack.isEmpty {
+                let inherited = try cloud.snapshot.inheritedSaves()
+                for name in putBack {
+                    guard let log = ContainerLayout.parseLog(name) else { continue }
+                    if log.device == cloud.deviceID {
+                        lostSaves += try cloud.snapshot.ownTransactions(within: log.first, log.last)
+                    } else {
+                        lostSaves += inherited.filter { $0.deviceID == log.device && (log.first...log.last).contains($0.sequence) }
+                    }
+                }
+            }
             // Left for a store that replaced it and was then deleted: the
             // saves that store never got (beyond its vector) were deleted
             // by no one, and go too.
@@ -1083,6 +1099,7 @@ public actor StoreManager {
             let pending = try cloud.snapshot.pendingUploadTransactions(alsoFrom: from)
                 + cloud.snapshot.ownTransactions(since: HybridTimestamp(milliseconds: tombstone.milliseconds, counter: 0))
                 + (try await cloud.savesNotInContainer())
+                + lostSaves
             let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })
             if !ids.isEmpty {
                 let local = try await Store.open(configuration(for: .local))

@@ -11,6 +11,12 @@ struct CorruptionEpisode: Hashable {
     var start: UInt64
     /// When every device of account A was next healthy on one other store.
     var end: UInt64?
+    /// Whether, while it lasted, a device of account A was away (offline,
+    /// the cloud off, on another account) or crashed, or the container was
+    /// down: the bound on its length assumes devices that sync.
+    var disturbed = false
+    /// The run's disturbance count when it started.
+    var disturbancesAtStart = 0
 }
 
 /// What the health monitors did in a run with corruption faults.
@@ -27,6 +33,10 @@ package struct HealthCounts: Sendable, Hashable, Codable {
     /// Each ended episode's time from its first mark to every device
     /// healthy on the new store.
     package var markToHealthyMilliseconds: [UInt64] = []
+    /// The same, for the episodes during which every device of account A
+    /// stayed online, with the cloud on, and nothing crashed or went down
+    /// (see ``CorruptionEpisode/disturbed``): the bound holds for these.
+    package var undisturbedMarkToHealthyMilliseconds: [UInt64] = []
     /// Runs on a container without reliable exclusive create (the deterministic rule).
     package var unreliableCreateRuns = 0
     package var runs = 0
@@ -40,6 +50,7 @@ package struct HealthCounts: Sendable, Hashable, Codable {
         c.openEpisodes = a.openEpisodes + b.openEpisodes
         c.maxMarkToHealthyMilliseconds = max(a.maxMarkToHealthyMilliseconds, b.maxMarkToHealthyMilliseconds)
         c.markToHealthyMilliseconds = a.markToHealthyMilliseconds + b.markToHealthyMilliseconds
+        c.undisturbedMarkToHealthyMilliseconds = a.undisturbedMarkToHealthyMilliseconds + b.undisturbedMarkToHealthyMilliseconds
         c.unreliableCreateRuns = a.unreliableCreateRuns + b.unreliableCreateRuns
         c.runs = a.runs + b.runs
         return c
@@ -58,7 +69,9 @@ package struct HealthCounts: Sendable, Hashable, Codable {
         let within = sorted.filter { $0 <= Self.boundMilliseconds }.count
         return "\(corruptionEpisodes) corruption episodes, \(rebuilds) rebuilds by an elected device; from a mark to every device healthy "
             + "on the new store: median \(median) ms, longest \(maxMarkToHealthyMilliseconds) ms of virtual time, \(within) of \(sorted.count) "
-            + "within grace + window + one sync (\(Self.boundMilliseconds) ms)"
+            + "within grace + window + one sync (\(Self.boundMilliseconds) ms); "
+            + "the \(undisturbedMarkToHealthyMilliseconds.count) during which every device stayed online with the cloud on and nothing crashed: "
+            + "longest \(undisturbedMarkToHealthyMilliseconds.max() ?? 0) ms"
             + (openEpisodes > 0 ? ", \(openEpisodes) episodes still open at the end" : "")
             + (runs > 1 ? " (\(runs - unreliableCreateRuns) runs with reliable exclusive create, \(unreliableCreateRuns) without)" : "")
     }
@@ -108,7 +121,7 @@ extension Simulation {
             if name.rawValue.contains("/corruption/") {
                 guard let mark = try? await container.readMarker(name, as: CorruptionMark.self)?.payload else { continue }
                 if episodes[mark.store] == nil {
-                    episodes[mark.store] = CorruptionEpisode(start: mark.milliseconds)
+                    episodes[mark.store] = CorruptionEpisode(start: mark.milliseconds, disturbancesAtStart: disturbances)
                     note("device \(mark.device) marked store \(mark.store) corrupted: \(mark.blob): \(mark.reason)")
                 }
             } else if name.rawValue.hasSuffix("/superseded"), let store = StoreID(string: String(name.rawValue.prefix { $0 != "/" })),
@@ -117,11 +130,17 @@ extension Simulation {
                       supersession.reason?.hasPrefix("corruption") == true {
                 // Marked and rebuilt in one sync (a healthy device that
                 // found the damage and won the election at once).
-                episodes[store] = CorruptionEpisode(start: supersession.milliseconds)
+                episodes[store] = CorruptionEpisode(start: supersession.milliseconds, disturbancesAtStart: disturbances)
                 note("store \(store) was marked corrupted and rebuilt in one sync: \(supersession.reason ?? "")")
             }
         }
         guard episodes.values.contains(where: { $0.end == nil }) else { return }
+        let away = devices.contains { $0.account != 0 || !$0.online || $0.loadedKind != .cloud && $0.loadedKind != nil }
+        let outages = accounts[0].counts.outages
+        for (marked, episode) in episodes where episode.end == nil && (away || disturbances != episode.disturbancesAtStart || outages != outagesSeen) {
+            episodes[marked]?.disturbed = true
+        }
+        outagesSeen = outages
         guard let store = await healthySettled() else { return }
         for (marked, episode) in episodes where episode.end == nil && marked != store {
             episodes[marked]?.end = clock.nowMilliseconds()
@@ -224,6 +243,7 @@ extension Simulation {
             if let end = episode.end {
                 counts.maxMarkToHealthyMilliseconds = max(counts.maxMarkToHealthyMilliseconds, end &- episode.start)
                 counts.markToHealthyMilliseconds.append(end &- episode.start)
+                if !episode.disturbed { counts.undisturbedMarkToHealthyMilliseconds.append(end &- episode.start) }
             } else {
                 counts.openEpisodes += 1
             }

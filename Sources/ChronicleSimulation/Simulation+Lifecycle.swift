@@ -108,6 +108,7 @@ extension Simulation {
                 return all
             }
             if let error = await manager.loadError, error.code == .simulatedCrash, attempt < 50 {
+                disturbances += 1
                 note("device \(d.number) crashed loading its store and restarts")
                 try await closeManager(d)
                 continue

@@ -43,6 +43,10 @@ package final class Simulation {
     /// Each store of account A some device marked corrupted: when it was
     /// first marked, and when every device was next healthy on one other store.
     var episodes: [StoreID: CorruptionEpisode] = [:]
+    /// Crashes so far, and the container's outages last seen (see
+    /// ``CorruptionEpisode/disturbed``).
+    var disturbances = 0
+    var outagesSeen = 0
     var lifecycleCounts = LifecycleCounts()
     var firstEnableStep: Int?
     var firstEnableCount = 0
@@ -53,7 +57,7 @@ package final class Simulation {
     /// For each store deleted on purpose, the changes its logs held when it
     /// was, by record and clock (a save a move or merge carried is logged
     /// again under another device, with its clock).
-    var deletedStoreSaves: [StoreID: Set<RecordSave>] = [:]
+    var deletedStoreSaves: [StoreID: [RecordID: Set<HybridTimestamp>]] = [:]
     /// Records a store deleted on purpose held (on the deleting device), and when.
     var deletedWithStore: [RecordID: UInt64] = [:]
     /// What each store deleted on purpose held of each record on the
@@ -206,6 +210,7 @@ package final class Simulation {
 
     /// A crash: the process dies; its files stay. Restart from them.
     func restart(_ d: SimulatedDevice, _ why: String) async throws {
+        disturbances += 1
         note("device \(d.number) crashed (\(why)) and restarts")
         try await reopen(d) {}
     }

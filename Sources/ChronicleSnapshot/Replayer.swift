@@ -435,6 +435,17 @@ package struct Replayer: Sendable {
     package func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes, for target: StoreID? = nil,
                                  publisher: DeviceID? = nil) async throws -> (prefix: String, parts: Int, records: Int) {
         let store = target ?? snapshot.storeID
+        if store == snapshot.storeID, try !snapshot.vector().contains(where: { $0.key != snapshot.deviceID && $0.value > 0 }) {
+            // A copy that has not started from the store's baseline yet (one
+            // still arriving, or passed over) holds only this device's own
+            // saves: published, it would be the newest baseline, and devices
+            // that join would start from it without the store's past.
+            let others = try await baselines().contains { ContainerLayout.parseBaselinePart($0[0])?.device != snapshot.deviceID }
+            let origin = try await container.readMarker(ContainerLayout.origin(store: store)) != nil
+            if others || origin {
+                throw ChronicleError(.unavailable, "this device has not imported the store's baseline yet; it can publish a baseline once it has")
+            }
+        }
         let export = try snapshot.baselineExport(partBytes: partBytes, for: store, publisher: publisher)
         let digest = ContainerLayout.vectorDigest(export.vector)
         var parts = 0

@@ -87,6 +87,34 @@ import Testing
         #expect(try await d.hashes().count == 1)
     }
 
+    /// Regression: a device whose copy had not yet started from the store's
+    /// baseline (one still arriving through a sync service) published a
+    /// baseline of its own few saves. As the newest, it was the one devices
+    /// that joined started from, without the store's past. Such a copy now
+    /// refuses to publish until it has imported the store.
+    @Test func aCopyThatHasNotImportedTheStoreCannotPublishABaseline() async throws {
+        let d = try await TestDevices(1, schema: Self.schema)
+        var rng = SeededRandom(seed: 7)
+        try await Self.randomSaves(d, &rng, rounds: 10)
+        try await d.syncAll()
+        _ = try await d.stores[0].publishBaseline()
+        let newcomer = try await d.add()
+        // Saves before its first import: its copy holds only these.
+        try await newcomer.write { tx in tx.insert("Note", ["title": "early"]) }
+        let refused = await #expect(throws: ChronicleError.self) { try await newcomer.publishBaseline() }
+        #expect(refused?.code == .unavailable)
+        #expect(refused?.message.contains("has not imported the store's baseline yet") == true)
+        // Once it has imported the store, it publishes; joining devices converge.
+        try await d.syncAll()
+        let published = try await newcomer.publishBaseline()
+        #expect(published.records > 1)
+        let joiner = try await d.add()
+        let first = try await joiner.sync()
+        #expect(first.imported.baseline != nil)
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+    }
+
     /// A record deleted before the baseline and edited later by a device the
     /// baseline does not cover: the edit is newer than the delete, so the
     /// record comes back with all its fields, on the newcomer too. A baseline

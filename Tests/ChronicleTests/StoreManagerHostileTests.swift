@@ -219,6 +219,32 @@ import Testing
         try await b.close()
     }
 
+    /// Regression: b's log reached the container and the sync service then
+    /// dropped it, before a (who never saw it) deleted the cloud store
+    /// everywhere. Leaving, b put the log back into the deleted store and
+    /// counted its save as deleted with it: a store never held it. The save
+    /// is carried to b's local store.
+    @Test func aSaveWhoseLogTheContainerDroppedBeforeADeletionGoesToTheLocalStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNote(try await a.store, "a synced")
+        try await a.sync()
+        try await b.sync()
+        try await Self.saveNote(try await b.store, "b dropped")
+        try await b.sync()
+        let store = try await b.store
+        let logs = try await container().listAll(prefix: ContainerLayout.logPrefix(store: store.storeID, device: store.deviceID))
+        #expect(!logs.isEmpty)
+        for log in logs { try await container().delete(log.name) }
+        try await a.deleteCloudStore(localOnly: false)
+        try await b.checkCloudContent()
+        #expect(await b.loadedKind == .local)
+        #expect(try await Self.titles(try await b.store).contains("b dropped"))
+        try await a.close()
+        try await b.close()
+    }
+
     /// a deletes the store everywhere while b switches at the same moment,
     /// with unsynced saves in both of b's stores. b ends in a consistent
     /// state with every save it made.

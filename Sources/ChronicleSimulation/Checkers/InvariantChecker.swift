@@ -50,7 +50,7 @@ struct QuiescedState {
     /// found under another ID (see ``StoreManager/MergeReport/duplicates``).
     var fates: [StoreID: StoreFate] = [:]
     var deletedStoreLogs: [StoreID: Set<LogKey>] = [:]
-    var deletedStoreSaves: [StoreID: Set<RecordSave>] = [:]
+    var deletedStoreSaves: [StoreID: [RecordID: Set<HybridTimestamp>]] = [:]
     var duplicates: [RecordID: RecordID] = [:]
     var hiddenBeforeMoves: Set<RecordID> = []
     var deletedWithStore: [RecordID: UInt64] = [:]

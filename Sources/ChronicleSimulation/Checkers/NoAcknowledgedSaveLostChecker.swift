@@ -89,6 +89,11 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             for versions in state.deletedStoreVersions.values {
                 if let v = versions[ack.id], Self.holds(v, ack, state.ledger) { return .gone }
             }
+            // Or its store's logs held the merge's copy (saved with a
+            // newer clock) when it went.
+            for saves in state.deletedStoreSaves.values {
+                if let clocks = saves[ack.id], clocks.contains(where: { $0 >= ack.clock }) { return .gone }
+            }
             return .everyDevice
         case .cloud: break
         }
@@ -103,7 +108,7 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
                 if held[ack.store]?.contains(LogKey(device: ack.device, sequence: ack.sequence)) == true { return .gone }
                 // Or carried into the deleted store (by a move or a merge,
                 // logged again under another device) before it went.
-                if state.deletedStoreSaves[store]?.contains(RecordSave(id: ack.id, clock: ack.clock)) == true { return .gone }
+                if state.deletedStoreSaves[store]?[ack.id]?.contains(ack.clock) == true { return .gone }
                 if let versions = state.deletedStoreVersions[store]?[ack.id], Self.holds(versions, ack, state.ledger) { return .gone }
                 return .localStore(ack.deviceIndex, orEveryDevice: true)
             case .superseded(let next)?:
@@ -215,10 +220,4 @@ extension AcknowledgementLedger.Entry {
         case .fallback: "to its fallback store"
         }
     }
-}
-
-/// A change to a record by a save with this clock.
-struct RecordSave: Hashable {
-    var id: RecordID
-    var clock: HybridTimestamp
 }

@@ -61,9 +61,13 @@ struct CloudDeletionFault: FaultInjector {
         // Deleted even if a crash stopped the call after the tombstone.
         if try await run.accounts[0].everything.readMarker(ContainerLayout.tombstone(store: deleted)) != nil {
             run.deletedStoreLogs[deleted] = keys
-            run.deletedStoreSaves[deleted] = Set(held.devices.flatMap { device in
-                held.transactions[device]!.values.flatMap { t in t.changes.map { RecordSave(id: $0.recordID, clock: t.clock) } }
-            })
+            var saves: [RecordID: Set<HybridTimestamp>] = [:]
+            for device in held.devices {
+                for t in held.transactions[device]!.values {
+                    for change in t.changes { saves[change.recordID, default: []].insert(t.clock) }
+                }
+            }
+            run.deletedStoreSaves[deleted] = saves
             for id in records { run.deletedWithStore[id] = now }
             // And every record the container's logs held as it went, even
             // if a log is lost afterwards (nobody repairs a deleted store).
