@@ -144,6 +144,13 @@ extension StoreManager {
         public var since: UInt64?
         /// The failures of the last sync (held logs apart), oldest first.
         public var problems: [Problem] = []
+        /// Logs of other devices, applied here, that the scrub found damaged
+        /// or missing in the container, oldest first: a device that joins
+        /// could not import them, though this device holds their saves. If
+        /// a log's owner has not put it back after
+        /// ``HealthConfiguration/repairWait``, this device marks the store
+        /// for a rebuild. They do not make this device unhealthy.
+        public var storeDamage: [Problem] = []
         /// Logs held because they were written for a schema this app
         /// version does not know: waiting for an app upgrade, never a corruption.
         public var held: [String] = []
@@ -184,6 +191,8 @@ extension StoreManager {
         /// Logs of other devices, applied here, that the scrub found damaged
         /// or missing in the container, and when it first did.
         var scrubbed: [String: UInt64]? = nil
+        /// When the scrub last found each of them.
+        var scrubbedLastSeen: [String: UInt64]? = nil
     }
 
     // MARK: Reading
@@ -220,6 +229,14 @@ extension StoreManager {
             health.problems = record.problems.values.sorted { ($0.since, $0.blob) < ($1.since, $1.blob) }
             health.held = record.held
             health.marked = record.marked
+            let wait = configuration.health.repairWait.milliseconds
+            health.storeDamage = (record.scrubbed ?? [:]).map { name, since in
+                let seen = record.scrubbedLastSeen?[name].map { $0 > since ? " (found again \($0 &- since) ms later)" : "" } ?? ""
+                return Health.Problem(kind: name.contains(" sequence ") ? .missingLog : .damagedBlob, blob: name,
+                                      reason: "found by the scrub\(seen): a device that joins could not import it; if its owner has not put it back "
+                                          + "\(wait) ms after it was first found, this device marks the store for a rebuild",
+                                      since: since)
+            }.sorted { ($0.since, $0.blob) < ($1.since, $1.blob) }
         }
         if let store = health.store {
             health.marks = try await marks(of: store)
@@ -375,10 +392,13 @@ extension StoreManager {
             for name in findings.damaged.map(\.rawValue) + findings.missing {
                 let since = scrubbed[name] ?? now
                 scrubbed[name] = since
+                record.scrubbedLastSeen = (record.scrubbedLastSeen ?? [:]).merging([name: now]) { _, new in new }
                 if now &- since >= health.repairWait.milliseconds, stale == nil { stale = (name, since) }
             }
         }
         record.scrubbed = scrubbed.isEmpty ? nil : scrubbed
+        record.scrubbedLastSeen = record.scrubbedLastSeen?.filter { scrubbed[$0.key] != nil }
+        if record.scrubbedLastSeen?.isEmpty == true { record.scrubbedLastSeen = nil }
         if permanent.isEmpty {
             let clean = record.cleanSince ?? now
             record.cleanSince = clean

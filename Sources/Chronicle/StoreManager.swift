@@ -1352,6 +1352,8 @@ public actor StoreManager {
             throw error
         }
         try? FileManager.default.removeItem(at: seedFolder)
+        // The folder of seeds goes with its last one (rmdir: only if empty).
+        _ = rmdir(seedFolder.deletingLastPathComponent().path)
         return seeder.deviceID
     }
 

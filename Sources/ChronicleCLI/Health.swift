@@ -91,10 +91,7 @@ struct HealthCommand: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors(output) {
             // A folder that is not there has no health: nothing is made for it.
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: device.deviceDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
-                throw ChronicleError(.notFound, "no device folder at \(device.deviceDirectory)")
-            }
+            try device.requireExistingFolder()
             // Whatever the device could load: health is most wanted when it could not.
             let manager = try await device.openManager(schema: try device.loadSchema(), tolerating: [.cloudContentCorrupted, .unavailable, .storeNotLoaded])
             // Opening may have moved the device to a rebuilt store: said below.
@@ -141,6 +138,9 @@ struct HealthCommand: AsyncParsableCommand {
         }
         for p in h.problems {
             lines.append("problem (\(p.kind.rawValue)) since \(millisecondsText(p.since)): \(p.blob): \(p.reason)")
+        }
+        for d in h.storeDamage {
+            lines.append("store damage (\(d.kind.rawValue)) since \(millisecondsText(d.since)): \(d.blob): \(d.reason)")
         }
         for held in h.held { lines.append("held, waiting for an app upgrade: \(held)") }
         for mark in h.marks {
@@ -193,6 +193,8 @@ struct HealthCommand: AsyncParsableCommand {
             "loadError": loadError.map { .object(["code": .string($0.code.name), "message": .string($0.message)]) } ?? .null,
             "problems": .array(h.problems.map { .object(["kind": .string($0.kind.rawValue), "blob": .string($0.blob), "reason": .string($0.reason),
                                                          "since": .int(Int64($0.since))]) }),
+            "storeDamage": .array(h.storeDamage.map { .object(["kind": .string($0.kind.rawValue), "blob": .string($0.blob), "reason": .string($0.reason),
+                                                               "since": .int(Int64($0.since))]) }),
             "held": .array(h.held.map { .string($0) }),
             "marked": h.marked.map(mark) ?? .null,
             "marks": .array(h.marks.map(mark)),

@@ -15,9 +15,14 @@ struct ContainerOptions: ParsableArguments {
           help: "Accept a container path that is itself a symbolic link (links inside a container are never followed).")
     var followRootSymlink = false
 
+    @Flag(name: .customLong("synced-folder"),
+          help: "The container folder is kept in step between machines by a sync service (not shared directly): creating a file there is not exclusive across machines, so elections and first stores use the rules for that (docs/health.md).")
+    var syncedFolder = false
+
     /// Opens the container; a missing one is an error unless `create`.
     func open(create: Bool = false) throws -> DirectoryContainer {
-        try DirectoryContainer(root: URL(fileURLWithPath: container), create: create, rootMayBeSymlink: followRootSymlink)
+        try DirectoryContainer(root: URL(fileURLWithPath: container), create: create, reliableExclusiveCreate: !syncedFolder,
+                               rootMayBeSymlink: followRootSymlink)
     }
 }
 
@@ -62,10 +67,30 @@ struct Inspect: AsyncParsableCommand {
             if let marker = inventory.activeStore {
                 active = (try? JSONDecoder().decode(JSONValue.self, from: Data(marker.bytes))) ?? .string("<unreadable>")
             }
+            // What became of each store, as its markers say.
+            var states: [String: String] = [:]
+            let pointer = try? await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store
+            for store in inventory.stores.keys {
+                guard let id = StoreID(string: store) else { continue }
+                let markers = Set(inventory.markers)
+                if markers.contains(ContainerLayout.tombstone(store: id)) {
+                    states[store] = "deleted"
+                } else if markers.contains(ContainerLayout.supersession(store: id)) {
+                    let next = try? await container.readMarker(ContainerLayout.supersession(store: id), as: StoreSupersession.self)?.payload.store
+                    states[store] = "replaced by \(next.map { "\($0)" } ?? "another store")"
+                } else if pointer == id {
+                    states[store] = "active"
+                } else if markers.contains(ContainerLayout.tentative(store: id)) {
+                    states[store] = "being created"
+                } else {
+                    states[store] = "not active"
+                }
+            }
             let json: JSONValue = .object([
                 "activeStore": active,
-                "stores": .object(inventory.stores.mapValues { s in
+                "stores": .object(inventory.stores.mapValuesWithKeys { store, s in
                     .object([
+                        "state": .string(states[store] ?? "not active"),
                         "baselines": .object(s.baselines.mapValues { .object(["parts": .int(Int64($0.parts)), "bytes": .int(Int64($0.bytes))]) }),
                         "devices": .object(Dictionary(uniqueKeysWithValues: s.devices.map { device, l in
                             (device.description, JSONValue.object(["logs": .int(Int64(l.logs)), "bytes": .int(Int64(l.bytes)), "lastSequence": .int(Int64(l.lastSequence))]))
@@ -78,7 +103,7 @@ struct Inspect: AsyncParsableCommand {
             ].merging(listBlobs ? ["blobs": .array(blobs.map { .object(["name": .string($0.name.rawValue), "bytes": .int(Int64($0.size))]) })] : [:]) { a, _ in a })
             var text = "container \(oneLine(location.container))\nactive store: \(JSONText.line(active))\n"
             for (store, s) in inventory.stores.sorted(by: { $0.key < $1.key }) {
-                text += "store \(store): \(s.baselines.count) baseline(s)\n"
+                text += "store \(store) (\(states[store] ?? "not active")): \(s.baselines.count) baseline(s)\n"
                 for (folder, b) in s.baselines.sorted(by: { $0.key < $1.key }) {
                     text += "  baseline \(folder): \(b.parts) part(s), \(b.bytes) bytes\n"
                 }
@@ -122,7 +147,7 @@ struct Verify: AsyncParsableCommand {
                 "valid": .int(Int64(result.valid)), "bytes": .int(Int64(result.bytes)),
                 "bad": problemsJSON(result.problems),
                 "badInReplacedStores": problemsJSON(result.replacedStoreProblems),
-            ]), text: "\(result.valid) valid log(s), \(result.bytes) bytes" + result.problems.map { "\nBAD \(oneLine("\($0)"))" }.joined()
+            ]), text: "\(result.valid) valid blob(s) (logs and baseline parts), \(result.bytes) bytes" + result.problems.map { "\nBAD \(oneLine("\($0)"))" }.joined()
                 + result.replacedStoreProblems.map { "\nin a replaced store (no device reads it; its saves were carried over): \(oneLine("\($0)"))" }.joined())
             if !result.passed { throw ExitCode.failure }
         }
@@ -177,4 +202,11 @@ private func problemsJSON(_ problems: [ContainerProblem]) -> JSONValue {
 private func problemsText(_ problems: [ContainerProblem]) -> String {
     // A name in a container may hold a line break or an escape sequence.
     problems.isEmpty ? "" : "\nerrors:" + problems.map { "\n  \(oneLine("\($0)"))" }.joined()
+}
+
+extension Dictionary {
+    /// The dictionary with each value transformed, given its key too.
+    func mapValuesWithKeys<T>(_ transform: (Key, Value) throws -> T) rethrows -> [Key: T] {
+        Dictionary<Key, T>(uniqueKeysWithValues: try map { ($0.key, try transform($0.key, $0.value)) })
+    }
 }

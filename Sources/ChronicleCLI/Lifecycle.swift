@@ -1,5 +1,6 @@
 import ArgumentParser
 import Chronicle
+import ChronicleContainer
 import ChronicleCore
 import Foundation
 
@@ -77,12 +78,14 @@ struct CloudDisable: AsyncParsableCommand {
 struct CloudStatus: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "Show whether the cloud is on, which store is loaded, and what waits to upload.")
+        abstract: "Show whether the cloud is on, which store is loaded, and what waits to upload.",
+        discussion: "The device folder must exist: status makes no device folder, and no store in the container.")
 
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
+        try await reportingErrors(output) { try device.requireExistingFolder() }
         try await maintaining(device, output, done: nil) { _ in }
     }
 }
@@ -114,12 +117,12 @@ private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done:
         let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: cloudOnForANewFolder)
         do {
             let merged = try await body(manager)
-            let status = try await statusValue(manager)
+            let status = try await statusValue(manager, device)
             try await manager.close()
             var text = (done.map { $0 + "\n" } ?? "") + statusText(status)
             if let r = merged {
-                text = "merged the local store: \(r.copied) record(s) copied, \(r.deduplicated) already in the cloud by unique key, "
-                    + "\(r.alreadyPresent) there before\n" + text
+                text = "merged the local store: \(r.copied) record(s) copied (copied), \(r.deduplicated) matched a cloud record with the same unique key "
+                    + "and merged into it (deduplicated), \(r.alreadyPresent) already in the cloud store from an earlier merge (alreadyPresent)\n" + text
             }
             output.print(status.merging(merged.map(mergeValue)), text: text)
         } catch {
@@ -241,6 +244,11 @@ struct StatusValue {
     var cloudEnabled: Bool
     var status: StoreManager.SyncStatus
     var deviceID: DeviceID?
+    /// With the cloud off: the deletion everywhere of the store this
+    /// device's copy of the cloud store belongs to, if the container tells
+    /// of one (its saves waiting there go to the local store when the cloud
+    /// is turned on).
+    var copyDeleted: (store: StoreID, tombstone: StoreTombstone)?
 
     func merging(_ merge: JSONValue?) -> JSONValue {
         var object: [String: JSONValue] = [
@@ -252,6 +260,12 @@ struct StatusValue {
         ]
         if let waiting = status.cloudCopyPendingUploads { object["cloudCopyPendingUploads"] = .int(Int64(waiting)) }
         if let merge { object["merged"] = merge }
+        if let copyDeleted {
+            object["cloudCopyDeleted"] = .object([
+                "store": .string(copyDeleted.store.description), "by": .string(copyDeleted.tombstone.device.description),
+                "at": .int(Int64(copyDeleted.tombstone.milliseconds)),
+            ])
+        }
         if let deletion = status.lastCloudDeletion {
             object["cloudStoreDeleted"] = .object([
                 "store": .string(deletion.store.description), "by": .string(deletion.by.description),
@@ -262,16 +276,28 @@ struct StatusValue {
     }
 }
 
-private func statusValue(_ manager: StoreManager) async throws -> StatusValue {
+private func statusValue(_ manager: StoreManager, _ device: DeviceOptions) async throws -> StatusValue {
     let deviceID = await manager.loadedKind == nil ? nil : try await manager.store.deviceID
-    return StatusValue(cloudEnabled: await manager.cloudEnabled, status: try await manager.syncStatus(), deviceID: deviceID)
+    var value = StatusValue(cloudEnabled: await manager.cloudEnabled, status: try await manager.syncStatus(), deviceID: deviceID)
+    if value.status.kind != .cloud, (value.status.cloudCopyPendingUploads ?? 0) > 0,
+       let copy = try StoreManager.snapshotLocation(of: .cloud, in: URL(fileURLWithPath: device.deviceDirectory)) {
+        // Read only; a container that does not answer says nothing.
+        let tombstone = try? await device.container.open().readMarker(ContainerLayout.tombstone(store: copy.store), as: StoreTombstone.self)
+        if let tombstone = tombstone ?? nil { value.copyDeleted = (copy.store, tombstone.payload) }
+    }
+    return value
 }
 
 private func statusText(_ v: StatusValue) -> String {
     let loaded = v.status.kind.map { "the \($0.rawValue) store \(v.status.storeID.map(\.description) ?? "")" } ?? "nothing"
     var text = "cloud \(v.cloudEnabled ? "on" : "off"); loaded: \(loaded); \(v.status.pendingUploads) save(s) waiting to upload"
     if let waiting = v.status.cloudCopyPendingUploads, waiting > 0 {
-        text += "\n\(waiting) save(s) made with the cloud on are in this device's copy of the cloud store and on no other device: they upload when the cloud is turned on"
+        if let deleted = v.copyDeleted {
+            text += "\n\(waiting) save(s) made with the cloud on are in this device's copy of the cloud store \(deleted.store) and on no other device; "
+                + "device \(deleted.tombstone.device) deleted that store everywhere: they go to the local store when the cloud is turned on"
+        } else {
+            text += "\n\(waiting) save(s) made with the cloud on are in this device's copy of the cloud store and on no other device: they upload when the cloud is turned on"
+        }
     }
     if let deletion = v.status.lastCloudDeletion {
         text += "\nthe cloud store \(deletion.store) was deleted everywhere by device \(deletion.by): its data is gone from the container; "

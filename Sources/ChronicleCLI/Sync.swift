@@ -12,10 +12,18 @@ struct Sync: AsyncParsableCommand {
         abstract: "Upload this device's pending saves, put back its own logs the container lacks, and import other devices' logs, once.",
         discussion: """
             Exit status: 0 when everything visible was imported; 3 when something is not visible yet \
-            (another device's log or a baseline still arriving: run sync again later) or a log is held \
-            because a newer app version wrote it for a schema this one does not know; 1 when some log \
-            failed in a way another sync will not clear (each is named; the others are still imported); \
+            (another device's log or a baseline still arriving: run sync again later), a log is held \
+            because a newer app version wrote it for a schema this one does not know, or this device \
+            marked the store corrupted and waits for another device to rebuild it (waitingForRebuild); \
+            1 when some log failed in a way another sync will not clear (each is named; the others are \
+            still imported) or this device has just marked the store corrupted (markedCorrupted); \
             2 on bad usage.
+            Each sync also takes the health monitor's steps as they fall due (docs/health.md): a log that \
+            stays damaged makes the device build its copy again, then mark the store corrupted; healthy \
+            devices that see a mark elect one, which rebuilds the store under a new ID, and every device \
+            moves there at its next sync. The health lines say what happened; `chronicle health` shows \
+            where things stand. The --grace-period, --repair-wait, --gap-timeout, --election-window, \
+            --lease and --unhealthy-rebuild-wait options shorten its timings for trying it out.
             A sync that takes more than a moment reports its progress on standard error (uploading, \
             applying a baseline, importing), with a rate.
             If the container holds saves under this device's ID that its files did not write (the folder \

@@ -53,6 +53,16 @@ struct CLILifecycleTests {
         let text = try Self.run(w, "cloud", "b", "status").stdout
         #expect(text.contains("was deleted everywhere") && text.contains("carried into its local store"), "\(text)")
         #expect(try w.titles("b") == ["b local", "b unsynced"], "b's unsynced save is carried to its local store")
+        // a, with the cloud off, is told that the store its waiting save belongs to is gone, and where that save goes.
+        let aOff = try Self.run(w, "cloud", "a", "status")
+        #expect(aOff.stdout.contains("deleted that store everywhere") && aOff.stdout.contains("go to the local store when the cloud is turned on"),
+                "\(aOff.stdout)")
+        let aOffJSON = try Self.object(try Self.run(w, "cloud", "a", "status", ["--json"]).stdout)
+        #expect((aOffJSON["cloudCopyDeleted"] as? [String: Any])?["store"] as? String != nil, "\(aOffJSON)")
+        // inspect says what became of the store.
+        let inspected = try Self.object(String(decoding: try CLIErrorTests.run(["inspect", "--container", w.container, "--json"]).stdout, as: UTF8.self))
+        let states = (inspected["stores"] as? [String: [String: Any]] ?? [:]).values.compactMap { $0["state"] as? String }
+        #expect(states.contains("deleted"), "\(states)")
 
         // a turns the cloud on again: its unsynced save comes out of the deleted store, into a new one.
         #expect(try Self.run(w, "cloud", "a", "enable").status == 0)
@@ -116,6 +126,18 @@ struct CLILifecycleTests {
         let inspected = try CLIErrorTests.run(["inspect", "--container", w.container, "--json"])
         let object = try Self.object(String(decoding: inspected.stdout, as: UTF8.self))
         #expect(object["activeStore"] is NSNull, "no store was created in the container: \(object)")
+    }
+
+    /// Regression: `cloud status` on a folder that did not exist made the
+    /// folder, the container's account token and a first, empty cloud store.
+    @Test func cloudStatusOfAMissingFolderIsAnErrorAndMakesNothing() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        let status = try Self.run(w, "cloud", "nowhere", "status")
+        #expect(status.status == 1 && status.stderr.contains("notFound: no device folder at"), "\(status.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: w.device("nowhere")))
+        let inspected = try Self.object(String(decoding: try CLIErrorTests.run(["inspect", "--container", w.container, "--json"]).stdout, as: UTF8.self))
+        #expect(inspected["activeStore"] is NSNull && (inspected["markers"] as? [Any])?.isEmpty == true, "\(inspected)")
     }
 
     @Test func inspectListsTheBlobNamesDumpTakes() throws {

@@ -174,6 +174,29 @@ import Testing
         #expect(aSaw == ["corrupted(true)", "elected", "rebuilt"])
     }
 
+    /// Regression: a device that had applied a log the scrub then found
+    /// damaged said `healthy` with no problem for the whole repair wait.
+    /// The damage is reported at once (``StoreManager/Health/storeDamage``),
+    /// the device stays healthy, and once the wait is over it marks the store.
+    @Test func damageTheScrubFindsIsReportedBeforeTheMark() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let (a, c, old) = try await aLogOfADeviceThatIsGone()
+        clock.advance(byMilliseconds: 1_500)
+        try await a.sync()
+        let early = try await a.health()
+        #expect(early.status == .healthy)
+        let damage = try #require(early.storeDamage.first, "the scrub's finding is reported: \(early)")
+        #expect(damage.kind == .damagedBlob && damage.blob.contains(ContainerLayout.logsPrefix(store: old)), "\(damage)")
+        #expect(damage.reason.contains("marks the store for a rebuild"), "\(damage.reason)")
+        #expect(early.marks.isEmpty)
+        clock.advance(byMilliseconds: 2_500)
+        try await a.sync()
+        let late = try await a.health()
+        #expect(!late.marks.isEmpty || late.history.contains { $0.from == old }, "past the repair wait the store is marked (or already rebuilt): \(late)")
+        try await a.close()
+        try await c.close()
+    }
+
     @Test func anAppThatHandlesTheCorruptionKeepsTheDeviceFromRebuilding() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         final class Handler: StoreManagerDelegate, @unchecked Sendable {
