@@ -1057,7 +1057,8 @@ public actor StoreManager {
     /// store, turns the cloud off, removes the store's snapshot, loads the
     /// local store. Every step can be repeated, so a crash anywhere is
     /// finished by the next load.
-    private func leaveDeletedStore(_ storeID: StoreID, by tombstone: StoreTombstone, open: Store?, carryingFrom from: UInt64? = nil) async throws {
+    private func leaveDeletedStore(_ storeID: StoreID, by tombstone: StoreTombstone, open: Store?, carryingFrom from: UInt64? = nil,
+                                   alsoCarrying unsynced: Set<HybridTimestamp> = []) async throws {
         let device = tombstone.device
         let cloud: Store
         if let open { cloud = open } else { cloud = try await Store.open(configuration(for: .cloud), exactly: storeID) }
@@ -1100,6 +1101,7 @@ public actor StoreManager {
                 + cloud.snapshot.ownTransactions(since: HybridTimestamp(milliseconds: tombstone.milliseconds, counter: 0))
                 + (try await cloud.savesNotInContainer())
                 + lostSaves
+                + (unsynced.isEmpty ? [] : try cloud.snapshot.ownTransactions(since: unsynced.min()!).filter { unsynced.contains($0.clock) })
             let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })
             if !ids.isEmpty {
                 let local = try await Store.open(configuration(for: .local))
@@ -1244,10 +1246,17 @@ public actor StoreManager {
         let old = current.store
         let container = configuration.store.container
         let clock = configuration.store.clock
-        do {
-            _ = try await old.sync()
-        } catch {
-            configuration.store.log.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
+        // From the cloud store: all it can get first. From the local store,
+        // nothing of the old store's content goes over, and this device's
+        // saves not uploaded yet are carried by its move like every other
+        // device's: uploading them now would put them inside the replaced
+        // store's vector, where no device carries them.
+        if source == .cloud {
+            do {
+                _ = try await old.sync()
+            } catch {
+                configuration.store.log.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
+            }
         }
         // What the replaced store held of each device: saves beyond it are
         // carried into the new store by the devices that made them.
@@ -1829,6 +1838,10 @@ public actor StoreManager {
         guard var current = loaded, current.kind == .cloud else {
             throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: turn the cloud on first")
         }
+        // The saves not uploaded when the user chose to delete: they go to
+        // the local store, even if moving to a store that replaced this one
+        // uploads them first (by their clocks, which a move keeps).
+        let unsynced = Set(try current.store.snapshot.pendingUploadTransactions(alsoFrom: nil).map(\.clock))
         // A store replaced or deleted since this device last looked is left
         // first, as a sync leaves it (carrying this device's saves): what
         // is deleted then is the store the device is on now.
@@ -1869,7 +1882,7 @@ public actor StoreManager {
            pointer.payload.store == store.storeID {
             try await container.deleteMarker(ContainerLayout.activeStore, expected: pointer.version)
         }
-        try await leaveDeletedStore(store.storeID, by: tombstone, open: store)
+        try await leaveDeletedStore(store.storeID, by: tombstone, open: store, alsoCarrying: unsynced)
     }
 
     /// Deletes the local store: with the cloud store loaded, its files go;

@@ -144,7 +144,8 @@ extension Simulation {
         guard let store = await healthySettled() else { return }
         for (marked, episode) in episodes where episode.end == nil && marked != store {
             episodes[marked]?.end = clock.nowMilliseconds()
-            note("every device is healthy on store \(store), \(clock.nowMilliseconds() &- episode.start) ms after store \(marked) was marked corrupted")
+            note("every device is healthy on store \(store), \(clock.nowMilliseconds() &- episode.start) ms after store \(marked) was marked corrupted"
+                 + (episode.disturbed ? "" : " (no device away, no crash, no outage meanwhile)"))
         }
     }
 

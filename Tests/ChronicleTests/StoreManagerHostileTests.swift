@@ -245,6 +245,60 @@ import Testing
         try await b.close()
     }
 
+    /// Regression: b deleted the cloud store everywhere right after a rebuilt
+    /// it, before b had seen the rebuild. Deleting first moved b to the
+    /// rebuilt store, which uploaded b's unsynced save there, and then
+    /// deleted that store with the save in it. Saves unsynced when the user
+    /// chose to delete go to the local store.
+    @Test func deletingRightAfterAnotherDeviceRebuiltKeepsTheUnsyncedSave() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNote(try await a.store, "a synced")
+        try await a.sync()
+        try await b.sync()
+        try await Self.saveNote(try await b.store, "b unsynced")
+        _ = try await a.rebuildCloudStore(from: .cloud)
+        try await b.deleteCloudStore(localOnly: false)
+        #expect(await b.loadedKind == .local)
+        let titles = try await Self.titles(try await b.store)
+        #expect(titles.contains("b unsynced"), "\(titles)")
+        try await a.close()
+        try await b.close()
+    }
+
+    /// Regression: rebuilding the cloud content from the local store (a
+    /// rebuild `from: .local`, or turning the cloud on with
+    /// `overwriteCloudWithLocal`) uploaded this device's unsynced cloud
+    /// saves into the store being replaced first, where no device carried
+    /// them: every other device's unsynced saves reached the new store, and
+    /// this device's did not.
+    @Test(arguments: [false, true]) func replacingTheCloudWithTheLocalStoreKeepsThisDevicesUnsyncedSaves(viaEnable: Bool) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNote(try await a.store, "a synced")
+        try await a.sync()
+        try await b.sync()
+        try await Self.saveNote(try await a.store, "a unsynced")
+        try await Self.saveNote(try await b.store, "b unsynced")
+        if viaEnable {
+            try await a.setCloudEnabled(false)
+            try await a.setCloudEnabled(true, localData: .overwriteCloudWithLocal)
+        } else {
+            _ = try await a.rebuildCloudStore(from: .local)
+        }
+        try await b.sync()
+        try await a.sync()
+        try await b.sync()
+        for m in [a, b] {
+            let titles = try await Self.titles(try await m.store)
+            #expect(titles.contains("a unsynced") && titles.contains("b unsynced"), "\(titles)")
+        }
+        try await a.close()
+        try await b.close()
+    }
+
     /// a deletes the store everywhere while b switches at the same moment,
     /// with unsynced saves in both of b's stores. b ends in a consistent
     /// state with every save it made.
