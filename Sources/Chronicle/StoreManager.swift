@@ -1246,17 +1246,15 @@ public actor StoreManager {
         let old = current.store
         let container = configuration.store.container
         let clock = configuration.store.clock
-        // From the cloud store: all it can get first. From the local store,
-        // nothing of the old store's content goes over, and this device's
-        // saves not uploaded yet are carried by its move like every other
-        // device's: uploading them now would put them inside the replaced
+        // Everything the container holds first: the vector below says what
+        // the replaced store held. From the local store, this device's saves
+        // not uploaded yet stay so, and its move carries them like every
+        // other device's: uploaded now, they would be inside the replaced
         // store's vector, where no device carries them.
-        if source == .cloud {
-            do {
-                _ = try await old.sync()
-            } catch {
-                configuration.store.log.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
-            }
+        do {
+            if source == .cloud { _ = try await old.sync() } else { _ = try await old.importLogs() }
+        } catch {
+            configuration.store.log.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
         }
         // What the replaced store held of each device: saves beyond it are
         // carried into the new store by the devices that made them.
