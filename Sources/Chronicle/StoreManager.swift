@@ -1316,6 +1316,15 @@ public actor StoreManager {
             if pointer.payload.store == old.storeID {
                 _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: newID), expected: pointer.version)
             }
+            // A deletion everywhere that raced this rebuild wins: the rebuilt
+            // store is deleted too, and its pointer goes.
+            if let deletion = try await container.readMarker(ContainerLayout.tombstone(store: old.storeID), as: StoreTombstone.self)?.payload {
+                _ = try? await container.createMarker(ContainerLayout.tombstone(store: newID), deletion)
+                if let moved = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self), moved.payload.store == newID {
+                    try? await container.deleteMarker(ContainerLayout.activeStore, expected: moved.version)
+                }
+                throw ChronicleError(.markerConflict, "the store \(old.storeID) was deleted everywhere while this device rebuilt it; the rebuilt store is deleted too")
+            }
         } catch {
             // Nobody will use the new store, and the old one was not replaced by it.
             _ = try? await container.createMarker(ContainerLayout.tombstone(store: newID),
@@ -1876,9 +1885,28 @@ public actor StoreManager {
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Deleted already, by this device or another.
         }
+        // A rebuild of the store that raced this deletion: the store it
+        // became goes too (the user deletes the cloud store, whatever it
+        // was rebuilt as meanwhile), and so does a pointer naming any of them.
+        var deleted: Set<StoreID> = [store.storeID]
+        var next = store.storeID
+        for _ in 0..<64 {
+            guard let successor = try await container.readMarker(ContainerLayout.supersession(store: next), as: StoreSupersession.self)?.payload.store,
+                  deleted.insert(successor).inserted else { break }
+            do {
+                _ = try await container.createMarker(ContainerLayout.tombstone(store: successor), tombstone)
+            } catch let error as ChronicleError where error.code == .markerConflict {
+                // Deleted already.
+            }
+            next = successor
+        }
         if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
-           pointer.payload.store == store.storeID {
-            try await container.deleteMarker(ContainerLayout.activeStore, expected: pointer.version)
+           deleted.contains(pointer.payload.store) {
+            do {
+                try await container.deleteMarker(ContainerLayout.activeStore, expected: pointer.version)
+            } catch let error as ChronicleError where error.code == .markerConflict || error.code == .notFound {
+                // Moved meanwhile: a rebuild that sees the tombstone takes its pointer back.
+            }
         }
         try await leaveDeletedStore(store.storeID, by: tombstone, open: store, alsoCarrying: unsynced)
     }
