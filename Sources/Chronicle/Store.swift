@@ -403,9 +403,48 @@ public actor Store {
         }
     }
 
+    /// Repairs an active-store pointer whose content cannot be read (a sync
+    /// service that truncated it, a stray write): it names `known` again if
+    /// this device knows a store that was neither deleted nor replaced, and
+    /// is removed otherwise, as a lost pointer is, which the devices put
+    /// back. Every device then agrees again: a store it names that is not
+    /// theirs is merged as any two active stores are. Returns whether it did.
+    @discardableResult
+    package static func repairUnreadablePointer(in container: any Container, known: StoreID?, log: Logger?) async throws -> Bool {
+        let marker: Marker?
+        do {
+            marker = try await container.readMarker(ContainerLayout.activeStore)
+        } catch let error as ChronicleError where !error.code.isTransient && error.code != .foreignEntry {
+            // Not even a marker (too short for its version, say): it goes,
+            // as a lost pointer does, and the devices put theirs back.
+            try await container.deleteMarker(ContainerLayout.activeStore, expected: nil)
+            log?.warning("the container's active-store pointer could not be read; removed it", metadata: ["chronicle.error": "\(error)"])
+            return true
+        }
+        guard let marker, (try? ActiveStorePointer(markerBytes: marker.bytes)) == nil else { return false }
+        do {
+            if let known, try await !isWithdrawnOrTentative(known, in: container) {
+                _ = try await container.replaceMarker(ContainerLayout.activeStore, ActiveStorePointer(store: known), expected: marker.version)
+            } else {
+                try await container.deleteMarker(ContainerLayout.activeStore, expected: marker.version)
+            }
+        } catch let error as ChronicleError where error.code == .markerConflict || error.code == .notFound {
+            // Another device repaired it first.
+        }
+        log?.warning("the container's active-store pointer could not be read; repaired it", metadata: [
+            "chronicle.store": "\(known.map { "\($0)" } ?? "none")", "chronicle.marker": "\(ContainerLayout.activeStore)",
+        ])
+        return true
+    }
+
     /// The store the container's active-store pointer names; creates one if none.
     package static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock(),
                                    known: StoreID? = nil) async throws -> StoreID {
+        do {
+            try await repairUnreadablePointer(in: container, known: known, log: nil)
+        } catch let error as ChronicleError where error.code.isTransient && known != nil {
+            return known!
+        }
         let marker: Marker?
         do {
             marker = try await container.readMarker(ContainerLayout.activeStore)

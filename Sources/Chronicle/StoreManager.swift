@@ -493,6 +493,7 @@ public actor StoreManager {
     /// no copy).
     private func cloudCopyPendingUploads() throws -> Int? {
         guard let location = try Self.snapshotLocation(of: .cloud, in: configuration.store.directory) else { return nil }
+        try Snapshot.requireRegularFiles(location.path)
         do {
             var readOnly = GRDB.Configuration()
             readOnly.readonly = true
@@ -632,6 +633,14 @@ public actor StoreManager {
         continuations.publish(.willLoad(kind))
         await delegate?.storeManager(self, willLoad: kind)
         do {
+            if kind == .cloud {
+                // Read by nearly every step below: an unreadable one is repaired first.
+                do {
+                    try await Store.repairUnreadablePointer(in: configuration.store.container, known: try lastStore(), log: configuration.store.log)
+                } catch let error as ChronicleError where error.code.isTransient {
+                    // Offline: the store's own open decides what to do.
+                }
+            }
             if kind == .cloud, let token = try await accountToken(), let previous = state.account, previous != token {
                 try await switchAccount(from: previous, to: token)
             } else if kind == .cloud, state.account == nil, let token = try await accountToken() {

@@ -237,20 +237,31 @@ func reportingErrors(_ output: OutputOptions?, _ body: () async throws -> Void) 
 
 /// `message` on one line, as an error on standard error must be: line
 /// breaks and other control characters (from a path or a name in the
-/// input) are escaped (`\n`, `\r`, `\t`, `\u{1b}`).
+/// input, or another device's words in the container) are escaped (`\n`,
+/// `\r`, `\t`, `\u{1b}`).
 func oneLine(_ message: String) -> String {
-    guard message.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return message }
+    guard message.unicodeScalars.contains(where: isTerminalControl) else { return message }
     var out = ""
     for scalar in message.unicodeScalars {
         switch scalar {
         case "\n": out += "\\n"
         case "\r": out += "\\r"
         case "\t": out += "\\t"
-        case _ where scalar.value < 0x20 || scalar.value == 0x7F: out += "\\u{\(String(scalar.value, radix: 16))}"
+        case _ where isTerminalControl(scalar): out += "\\u{\(String(scalar.value, radix: 16))}"
         default: out.unicodeScalars.append(scalar)
         }
     }
     return out
+}
+
+/// Whether a terminal would act on `scalar` rather than show it: C0 and C1
+/// controls, DEL, and the bidirectional overrides and isolates (which
+/// reorder what follows them).
+func isTerminalControl(_ scalar: Unicode.Scalar) -> Bool {
+    switch scalar.value {
+    case 0..<0x20, 0x7F...0x9F, 0x202A...0x202E, 0x2066...0x2069: true
+    default: false
+    }
 }
 
 enum JSONText {

@@ -165,7 +165,7 @@ struct HealthCommand: AsyncParsableCommand {
                              + (r.reason.map { ": \($0)" } ?? ""))
             }
         }
-        return lines.joined(separator: "\n")
+        return lines.map(oneLine).joined(separator: "\n")
     }
 
     static func value(_ h: StoreManager.Health, device: DeviceID?, cloudEnabled: Bool, loadError: ChronicleError?) -> JSONValue {

@@ -219,9 +219,11 @@ struct Query: AsyncParsableCommand {
         }
     }
 
-    /// `s` with backslashes, tabs, line breaks and carriage returns escaped.
+    /// `s` with backslashes, tabs, line breaks and carriage returns
+    /// escaped, and every other character a terminal acts on (escape
+    /// sequences, bidirectional overrides) as `\u{hex}`.
     static func escaped(_ s: String) -> String {
-        guard s.contains(where: { $0 == "\\" || $0 == "\t" || $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) else { return s }
+        guard s.unicodeScalars.contains(where: { $0 == "\\" || isTerminalControl($0) }) else { return s }
         var out = ""
         for scalar in s.unicodeScalars {
             switch scalar {
@@ -229,6 +231,7 @@ struct Query: AsyncParsableCommand {
             case "\t": out += "\\t"
             case "\n": out += "\\n"
             case "\r": out += "\\r"
+            case _ where isTerminalControl(scalar): out += "\\u{\(String(scalar.value, radix: 16))}"
             default: out.unicodeScalars.append(scalar)
             }
         }

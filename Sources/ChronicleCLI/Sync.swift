@@ -56,7 +56,7 @@ struct Sync: AsyncParsableCommand {
                 output.print(.object([
                     "status": .string("waitingForRebuild"), "store": health?.store.map { .string($0.description) } ?? .null,
                     "health": .array(lines.map { .string($0) }),
-                ]), text: lines.joined(separator: "\n"))
+                ]), text: lines.map(oneLine).joined(separator: "\n"))
                 throw ExitCode(Self.waitingExitCode)
             } catch {
                 progress.finish()
@@ -129,7 +129,7 @@ struct Sync: AsyncParsableCommand {
                 "startedFromBaseline": report.imported.baseline.map { b in
                     .object(["device": .string(b.device.description), "parts": .int(Int64(b.parts)), "records": .int(Int64(b.records))])
                 } ?? .null,
-            ]), text: lines.joined(separator: "\n"))
+            ]), text: lines.map(oneLine).joined(separator: "\n"))
             switch report.status {
             case .upToDate: break
             case .waiting: throw ExitCode(Self.waitingExitCode)

@@ -317,7 +317,16 @@ public struct DirectoryContainer: Container {
         let (folders, leaf) = try Self.splitMarker(name)
         guard let folder = try folder(ContainerLayout.Directory.markers).directory(components: folders, create: false) else { return }
         try folder.withLock(leaf + ContainerLayout.Directory.lockSuffix) { () throws(ChronicleError) in
-            guard let current = try Self.readMarkerFile(folder, leaf, name: name) else { return }
+            let current: Marker?
+            do throws(ChronicleError) {
+                current = try Self.readMarkerFile(folder, leaf, name: name)
+            } catch where expected == nil && error.code == .malformedBody {
+                // Unconditional: a marker too damaged to hold a version goes too.
+                try folder.remove(leaf)
+                try folder.sync()
+                return
+            }
+            guard let current else { return }
             if let expected, current.version != expected {
                 throw ChronicleError(.markerConflict, "marker \(name) is at version \(current.version), expected \(expected)")
             }

@@ -49,6 +49,7 @@ import GRDB
     ///   it cannot be opened otherwise. SQLite's error is the underlying one.
     package init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
                 crashInjector: CrashInjector? = nil) throws {
+        try Self.requireRegularFiles(path)
         self.crashInjector = crashInjector
         let entitySQL = EntitySQL.make(schema)
         self.entitySQL = entitySQL
@@ -133,6 +134,7 @@ import GRDB
         guard FileManager.default.fileExists(atPath: path) else {
             throw ChronicleError(.notFound, "no snapshot at \(path)")
         }
+        try requireRegularFiles(path)
         var config = Configuration()
         config.readonly = true
         do {
@@ -264,6 +266,22 @@ import GRDB
             try pool.close()
         } catch {
             throw ChronicleError.sqlite(error, .database, "cannot close snapshot \(path)")
+        }
+    }
+}
+
+extension Snapshot {
+    /// Refuses a snapshot path, or its `-wal` or `-shm`, that is there but
+    /// is not a regular file, or a link to one (a FIFO would block SQLite's
+    /// open for good, a folder or a device would fail with SQLite's words):
+    /// a clear error naming it instead.
+    package static func requireRegularFiles(_ path: String) throws {
+        for file in [path, path + "-wal", path + "-shm"] {
+            var st = stat()
+            guard stat(file, &st) == 0 else { continue }
+            guard (st.st_mode & S_IFMT) == S_IFREG else {
+                throw ChronicleError(.foreignEntry, "\(file) is not a regular file, where the device's snapshot belongs; move it aside")
+            }
         }
     }
 }

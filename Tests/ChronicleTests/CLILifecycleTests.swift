@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 
 /// `chronicle cloud` and `chronicle store` on device folders, as a user
@@ -138,6 +141,41 @@ struct CLILifecycleTests {
         #expect(!FileManager.default.fileExists(atPath: w.device("nowhere")))
         let inspected = try Self.object(String(decoding: try CLIErrorTests.run(["inspect", "--container", w.container, "--json"]).stdout, as: UTF8.self))
         #expect(inspected["activeStore"] is NSNull && (inspected["markers"] as? [Any])?.isEmpty == true, "\(inspected)")
+    }
+
+    /// Regression: a FIFO where the device's snapshot belongs blocked
+    /// `sync`, `health` and `cloud status` for good (SQLite's open waits for
+    /// a writer that never comes). Each now says what is there, at once.
+    @Test func aFIFOWhereTheSnapshotBelongsIsATypedErrorWithoutBlocking() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("a", "one")
+        let folder = URL(fileURLWithPath: w.device("a"))
+        let snapshot = try #require(try FileManager.default.contentsOfDirectory(atPath: folder.path).first { $0.hasSuffix(".sqlite") })
+        let path = folder.appendingPathComponent(snapshot).path
+        try FileManager.default.removeItem(atPath: path)
+        #expect(mkfifo(path, 0o600) == 0)
+        for arguments in [["sync"], ["health"], ["cloud", "status"]] {
+            let run = try CLIErrorTests.run(arguments + ["--device-dir", w.device("a"), "--container", w.container, "--schema", w.schema],
+                                            timeLimitSeconds: 20)
+            #expect(!run.signaled && run.status == 1, "\(arguments): \(run.stderr)")
+            #expect(run.stderr.contains("foreignEntry") && run.stderr.contains("is not a regular file"), "\(arguments): \(run.stderr)")
+        }
+    }
+
+    /// Regression: `query` printed the escape character and bidirectional
+    /// overrides of a title as they were, so a record could rewrite the
+    /// user's terminal. They print as `\u{hex}`.
+    @Test func queryTextEscapesWhatATerminalWouldActOn() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("a", #"x\u001b[31my\u202ez"#)
+        let run = try CLIErrorTests.run(["query", "--device-dir", w.device("a"), "SELECT title FROM Note"])
+        let text = String(decoding: run.stdout, as: UTF8.self)
+        #expect(run.status == 0)
+        #expect(!text.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x202E }, "\(text.debugDescription)")
+        #expect(text.contains(#"x\u{1b}[31my\u{202e}z"#), "\(text.debugDescription)")
+        #expect(try w.titles("a") == ["x\u{1b}[31my\u{202e}z"], "--json keeps the value as it is")
     }
 
     @Test func inspectListsTheBlobNamesDumpTakes() throws {

@@ -299,6 +299,33 @@ import Testing
         try await b.close()
     }
 
+    /// Regression: an active-store pointer a sync service truncated (or
+    /// filled with garbage) stopped every device, even from turning the
+    /// cloud off, until someone deleted it by hand. It is repaired: the
+    /// devices go on, on one store, with every save.
+    @Test(arguments: ["garbage", "\0\0\0\0\0\0\0\u{1}garbage"]) func anUnreadablePointerIsRepaired(content: String) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNote(try await a.store, "a")
+        try await Self.saveNote(try await b.store, "b")
+        for m in [a, b] { try await m.sync() }
+        let store = try await a.store.storeID
+        try await a.close()
+        try await b.close()
+        try Data(content.utf8).write(to: containerURL.appendingPathComponent("markers").appendingPathComponent("active-store"))
+        let a2 = try await manager("a", cloudByDefault: true)
+        let b2 = try await manager("b", cloudByDefault: true)
+        for m in [a2, b2, a2, b2] { try await m.sync() }
+        #expect(try await activeStore() == store)
+        for m in [a2, b2] {
+            #expect(await m.loadedKind == .cloud)
+            #expect(try await Self.titles(try await m.store) == ["a", "b"])
+        }
+        try await a2.close()
+        try await b2.close()
+    }
+
     /// a deletes the store everywhere while b switches at the same moment,
     /// with unsynced saves in both of b's stores. b ends in a consistent
     /// state with every save it made.
