@@ -83,6 +83,10 @@ public actor Store {
         /// store's newest baseline to be complete before it falls back to an
         /// older baseline or to the logs.
         package var baselineWait: Duration = .seconds(60)
+        /// The snapshot is known to be damaged (SQLite said so while it was
+        /// in use): opening keeps it aside and starts afresh under a new
+        /// device ID, saving again its saves not uploaded yet.
+        package var snapshotDamaged = false
 
         /// Creates a configuration with sensible defaults: the system clock,
         /// no logging, full durability and 64 MiB log bodies.
@@ -332,26 +336,58 @@ public actor Store {
             if let owner = try? Snapshot.identity(at: path).device, owner != device, (identity.retired ?? []).contains(owner) {
                 device = owner
             }
-            do {
-                snapshot = try openSnapshot(path, storeID: storeID, device: device, configuration)
-            } catch let error as ChronicleError where Self.isDamage(error) {
-                // Whatever the damaged file held that the container lacks
-                // cannot be read back; keep it aside, start afresh under a new ID.
+            /// Keeps the damaged file aside and starts afresh under a new ID,
+            /// saving again the saves `salvaged` from it (not uploaded yet).
+            func startAfresh(after error: any Error, salvaged: [Transaction]) throws -> Snapshot {
                 let retired = try folder.retire(path, device: identity.device, reason: "damaged")
                 configuration.log.error("snapshot is damaged; moved aside, continuing under a new device ID", metadata: [
-                    "chronicle.snapshot": "\(retired)", "chronicle.error": "\(error)",
+                    "chronicle.snapshot": "\(retired)", "chronicle.error": "\(error)", "chronicle.salvaged": "\(salvaged.count)",
                 ])
                 identity.retired = (identity.retired ?? []) + [identity.device]
                 identity.device = .drawn(&random)
                 identity.store = storeID
                 try folder.writeIdentity(identity)
-                snapshot = try openSnapshot(path, storeID: storeID, device: identity.device, configuration)
+                let fresh = try openSnapshot(path, storeID: storeID, device: identity.device, configuration)
+                do {
+                    _ = try fresh.adopt(salvaged)
+                } catch {
+                    try? fresh.close()
+                    throw error
+                }
+                return fresh
+            }
+            do {
+                if configuration.snapshotDamaged, FileManager.default.fileExists(atPath: path) {
+                    // Read back what can be; the rest the container has.
+                    let damaged = try? openSnapshot(path, storeID: storeID, device: device, configuration)
+                    let salvaged = (try? damaged?.pendingUploadTransactions()) ?? []
+                    try? damaged?.close()
+                    throw Salvaged(transactions: salvaged)
+                }
+                snapshot = try openSnapshot(path, storeID: storeID, device: device, configuration)
+            } catch let salvaged as Salvaged {
+                snapshot = try startAfresh(after: ChronicleError(.databaseCorrupt, "SQLite reported the snapshot damaged while it was in use"),
+                                           salvaged: salvaged.transactions)
+            } catch let error as ChronicleError where Self.isDamage(error) {
+                // Whatever the damaged file held that the container lacks
+                // cannot be read back; keep it aside, start afresh under a new ID.
+                snapshot = try startAfresh(after: error, salvaged: [])
             }
             if identity.store != storeID {
                 identity.store = storeID
                 try folder.writeIdentity(identity)
             }
-            let store = try Store(configuration: configuration, storeID: storeID, snapshot: snapshot, folder: folder)
+            let store: Store
+            do {
+                store = try Store(configuration: configuration, storeID: storeID, snapshot: snapshot, folder: folder)
+            } catch where Self.isCorruption(error) {
+                // The file opened, but a page SQLite reads first is damaged:
+                // the saves not uploaded yet are read back if their pages
+                // are whole, and saved again under a new ID.
+                let salvaged = (try? snapshot.pendingUploadTransactions()) ?? []
+                try? snapshot.close()
+                store = try Store(configuration: configuration, storeID: storeID, snapshot: try startAfresh(after: error, salvaged: salvaged), folder: folder)
+            }
             configuration.log.info("opened store", metadata: [
                 "chronicle.store": "\(storeID)", "chronicle.device": "\(identity.device)",
             ])
@@ -365,6 +401,19 @@ public actor Store {
     private static func openSnapshot(_ path: String, storeID: StoreID, device: DeviceID, _ configuration: Configuration) throws -> Snapshot {
         try Snapshot(path: path, schema: configuration.schema, storeID: storeID, deviceID: device,
                      durability: configuration.durability, crashInjector: configuration.crashInjector)
+    }
+
+    /// The saves read back from a damaged snapshot, on their way to a new one.
+    private struct Salvaged: Error {
+        var transactions: [Transaction]
+    }
+
+    /// Whether `error` is SQLite's report of a damaged database file,
+    /// wrapped or not.
+    package static func isCorruption(_ error: any Error) -> Bool {
+        if let error = error as? ChronicleError { return isDamage(error) }
+        guard let db = error as? DatabaseError else { return false }
+        return db.resultCode == .SQLITE_CORRUPT || db.resultCode == .SQLITE_NOTADB
     }
 
     /// Whether opening a snapshot failed because its file is damaged (not,

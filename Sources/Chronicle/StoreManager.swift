@@ -328,6 +328,9 @@ public actor StoreManager {
     private var isClosed = false
     /// When the loaded store was loaded (its health's grace period starts there).
     var loadedAt: UInt64?
+    /// Set while the cloud store is loaded again because SQLite reported its
+    /// snapshot damaged (see ``Store/Configuration/snapshotDamaged``).
+    var snapshotDamaged = false
     /// How many IDs this manager drew for rebuilds (each draw differs).
     private var rebuildDraws = 0
 
@@ -817,6 +820,18 @@ public actor StoreManager {
     public func sync(progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> Store.SyncReport? {
         try checkOpen()
         do {
+            return try await syncLoaded(progress: progress)
+        } catch where Store.isCorruption(error) && loaded?.kind == .cloud {
+            // This device's copy of the store is damaged: it is kept aside,
+            // and the store loaded again from the container, with the saves
+            // not uploaded yet that could be read back.
+            configuration.store.log.error("the snapshot of the cloud store is damaged; loading the store again from the container",
+                                          metadata: ["chronicle.error": "\(error)"])
+            continuations.publish(.rebuildingLocalCopy(loaded!.store.storeID, reason: "the snapshot is damaged: \(error)"))
+            try await unload()
+            snapshotDamaged = true
+            defer { snapshotDamaged = false }
+            _ = try await load()
             return try await syncLoaded(progress: progress)
         } catch {
             let failure = (error as? ChronicleError) ?? ChronicleError(.io, "sync failed: \(error)", underlying: error)
@@ -2017,6 +2032,7 @@ public actor StoreManager {
         var config = configuration.store
         let root = configuration.store.directory
         config.directory = Self.deviceFolder(of: kind, in: root)
+        config.snapshotDamaged = kind == .cloud && snapshotDamaged
         guard kind != .cloud else { return config }
         let base = kind == .fallback ? fallbackFolder : root.appendingPathComponent(kind.rawValue)
         config.directory = base.appendingPathComponent("device")

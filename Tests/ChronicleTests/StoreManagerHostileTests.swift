@@ -326,6 +326,34 @@ import Testing
         try await b2.close()
     }
 
+    /// Regression: a page of the device's snapshot overwritten (a disk
+    /// fault) left the device failing every command for good, with its
+    /// unsynced save stuck in the file. The damaged file is kept aside, the
+    /// store loaded again from the container under a new device ID, and the
+    /// saves not uploaded yet that could be read back are saved again.
+    @Test(arguments: [2, 3]) func aDamagedPageOfTheSnapshotIsRecoveredFromWithTheUnsyncedSave(page: Int) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        var a = try await manager("a", cloudByDefault: true)
+        try await Self.saveNote(try await a.store, "a synced")
+        try await a.sync()
+        try await Self.saveNote(try await a.store, "a unsynced")
+        let store = try await a.store.storeID
+        try await a.close()
+        let path = root.appendingPathComponent("a").appendingPathComponent("\(store).sqlite").path
+        let file = try #require(FileHandle(forUpdatingAtPath: path))
+        try file.seek(toOffset: UInt64(page * 4096))
+        try file.write(contentsOf: Data(repeating: 0xFF, count: 4096))
+        try file.close()
+        a = try await manager("a", cloudByDefault: true)
+        try await a.sync()
+        try await a.sync()
+        #expect(try await Self.titles(try await a.store) == ["a synced", "a unsynced"])
+        #expect(try await containerTitles() == ["a synced", "a unsynced"])
+        #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("a").appendingPathComponent("retired").path),
+                "the damaged file is kept aside")
+        try await a.close()
+    }
+
     /// a deletes the store everywhere while b switches at the same moment,
     /// with unsynced saves in both of b's stores. b ends in a consistent
     /// state with every save it made.
