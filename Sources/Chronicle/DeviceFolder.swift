@@ -149,7 +149,8 @@ final class DeviceFolder: @unchecked Sendable {
             return try JSONDecoder().decode(Identity.self, from: Data(bytes))
         } catch {
             let failure = ChronicleError.decoding("\(path), the device file naming the device's ID,", error)
-            throw ChronicleError(failure.code, failure.message + ". Restore it from a backup, or move the folder aside to start this device afresh",
+            throw ChronicleError(failure.code, failure.message + ". Restore it from a backup, or remove it: the device then takes its ID from its snapshots, "
+                                 + "with every save in them (moving the whole folder aside would leave the saves not uploaded yet behind)",
                                  underlying: error)
         }
     }

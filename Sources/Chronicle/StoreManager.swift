@@ -430,7 +430,7 @@ public actor StoreManager {
         do {
             return try JSONDecoder().decode(State.self, from: Data(bytes))
         } catch {
-            throw ChronicleError(.invalidValue, "\(path) is not a store manager's state file", underlying: error)
+            throw ChronicleError(.invalidValue, "\(path) is not a store manager's state file: restore it from a backup, or remove it (the manager then starts with the default cloud setting; the device's stores and their saves stay as they are)", underlying: error)
         }
     }
 
@@ -1867,6 +1867,10 @@ public actor StoreManager {
     public func deleteCloudStore(localOnly: Bool) async throws {
         try checkOpen()
         guard var current = loaded, current.kind == .cloud else {
+            if let deletion = state.lastDeletion {
+                throw ChronicleError(.storeNotLoaded, "the cloud store \(deletion.store) was already deleted everywhere, by device \(deletion.by): "
+                                     + "the cloud is off on this device, and what it had not uploaded is in its local store")
+            }
             throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: turn the cloud on first")
         }
         // The saves not uploaded when the user chose to delete: they go to

@@ -45,6 +45,15 @@ func healthLine(_ event: StoreManager.Event) -> String? {
     case .electedToRebuild(let store): "elected to rebuild the corrupted store \(store)"
     case .rebuiltCloudStore(let new, let old): "rebuilt store \(old) as store \(new), from this device's copy"
     case .movedToStore(let new, let old, let carried): "moved from store \(old) to store \(new), carrying \(carried.copied) record(s) and \(carried.deleted) deletion(s)"
+    case .cloudStoreDeleted(let store, let by, let carried):
+        "the cloud store \(store) was deleted everywhere by device \(by): the cloud is off on this device now, "
+            + "and \(carried.copied + carried.deleted) change(s) it had not uploaded went to its local store"
+    case .accountChanged(let from, let to):
+        "the container's account is not the one this device last used (its account token was \(from), it is \(to) now: "
+            + "another account, or a container made again): this device's data for the previous account stays in the device folder, "
+            + "and it works on this account's store"
+    case .usingFallbackStore(let error): "the container cannot be reached (\(error.code)): working on a fallback store, merged into the cloud store when it is back"
+    case .mergedFallbackStore(let report): "the container is back: merged the fallback store into the cloud store (\(report.copied) record(s))"
     default: nil
     }
 }
