@@ -359,19 +359,17 @@ public actor Store {
             do {
                 if configuration.snapshotDamaged, FileManager.default.fileExists(atPath: path) {
                     // Read back what can be; the rest the container has.
-                    let damaged = try? openSnapshot(path, storeID: storeID, device: device, configuration)
-                    let salvaged = (try? damaged?.pendingUploadTransactions()) ?? []
-                    try? damaged?.close()
-                    throw Salvaged(transactions: salvaged)
+                    throw Salvaged(transactions: Snapshot.salvagePendingUploads(at: path, device: device, schema: configuration.schema, storeID: storeID))
                 }
                 snapshot = try openSnapshot(path, storeID: storeID, device: device, configuration)
             } catch let salvaged as Salvaged {
                 snapshot = try startAfresh(after: ChronicleError(.databaseCorrupt, "SQLite reported the snapshot damaged while it was in use"),
                                            salvaged: salvaged.transactions)
             } catch let error as ChronicleError where Self.isDamage(error) {
-                // Whatever the damaged file held that the container lacks
-                // cannot be read back; keep it aside, start afresh under a new ID.
-                snapshot = try startAfresh(after: error, salvaged: [])
+                // What the damaged file held that the container lacks is read
+                // back where its pages still read; the file is kept aside.
+                snapshot = try startAfresh(after: error, salvaged: Snapshot.salvagePendingUploads(
+                    at: path, device: device, schema: configuration.schema, storeID: storeID))
             }
             if identity.store != storeID {
                 identity.store = storeID
@@ -384,8 +382,8 @@ public actor Store {
                 // The file opened, but a page SQLite reads first is damaged:
                 // the saves not uploaded yet are read back if their pages
                 // are whole, and saved again under a new ID.
-                let salvaged = (try? snapshot.pendingUploadTransactions()) ?? []
                 try? snapshot.close()
+                let salvaged = Snapshot.salvagePendingUploads(at: path, device: device, schema: configuration.schema, storeID: storeID)
                 store = try Store(configuration: configuration, storeID: storeID, snapshot: try startAfresh(after: error, salvaged: salvaged), folder: folder)
             }
             configuration.log.info("opened store", metadata: [

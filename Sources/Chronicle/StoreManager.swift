@@ -1763,14 +1763,13 @@ public actor StoreManager {
         }
         let remaining = Array(saves.dropFirst(Int(applied - min(applied, state.moveBase ?? applied))))
         guard !remaining.isEmpty else { return }
+        // Saved in the new snapshot, they upload at the next sync, as any
+        // save does: not here, where opening a device would upload them (a
+        // device that opens to delete the cloud store would then delete them
+        // with it, instead of keeping its unsynced saves).
         _ = try store.snapshot.adopt(remaining)
         report.copied += Set(remaining.flatMap { $0.changes.map(\.recordID) }).count
         report.transactions += remaining.count
-        do {
-            _ = try await store.upload()
-        } catch {
-            configuration.store.log.notice("carried saves wait for the next sync to upload", metadata: ["chronicle.error": "\(error)"])
-        }
     }
 
     /// The bodies of every log `store`'s device has in the container, by log.

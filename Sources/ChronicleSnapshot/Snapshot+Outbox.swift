@@ -111,6 +111,37 @@ extension Snapshot {
         return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
     }
 
+    /// The saves not yet uploaded that can still be read from a snapshot
+    /// file SQLite reports damaged (its other pages may be whole): read
+    /// through a read-only connection of its own, row by row where the
+    /// whole table does not read. Empty if nothing reads.
+    package static func salvagePendingUploads(at path: String, device: DeviceID, schema: Schema, storeID: StoreID) -> [Transaction] {
+        var config = Configuration()
+        config.readonly = true
+        guard (try? requireRegularFiles(path)) != nil, let queue = try? DatabaseQueue(path: path, configuration: config) else { return [] }
+        defer { try? queue.close() }
+        func encoded(_ row: Row) -> LogEncoder.EncodedTransaction {
+            LogEncoder.EncodedTransaction(sequence: UInt64(row[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: row[1] as Int64)),
+                                          body: [UInt8](row[2] as Data))
+        }
+        let rows: [LogEncoder.EncodedTransaction]
+        if let all = try? queue.read({ db in try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE uploaded = 0 ORDER BY sequence") }) {
+            rows = all.map(encoded)
+        } else {
+            // One by one: a damaged page loses its rows only.
+            let sequences = (try? queue.read { db in try Int64.fetchAll(db, sql: "SELECT sequence FROM _chronicle_outbox WHERE uploaded = 0 ORDER BY sequence") }) ?? []
+            rows = sequences.compactMap { sequence -> LogEncoder.EncodedTransaction? in
+                let row = try? queue.read { db in
+                    try Row.fetchOne(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE sequence = ?", arguments: [sequence])
+                }
+                guard let found = row ?? nil else { return nil }
+                return encoded(found)
+            }
+        }
+        // Each on its own: one that does not decode is left out, not the rest.
+        return rows.flatMap { (try? transactions([$0], device: device, schema: schema, storeID: storeID)) ?? [] }
+    }
+
     /// The sequence of this device's oldest save not yet in the container,
     /// or the next sequence if every save is there.
     public func firstPendingUploadSequence() throws -> UInt64 {

@@ -249,16 +249,22 @@ import Testing
     /// it, before b had seen the rebuild. Deleting first moved b to the
     /// rebuilt store, which uploaded b's unsynced save there, and then
     /// deleted that store with the save in it. Saves unsynced when the user
-    /// chose to delete go to the local store.
-    @Test func deletingRightAfterAnotherDeviceRebuiltKeepsTheUnsyncedSave() async throws {
+    /// chose to delete go to the local store. The same when b opens again to
+    /// delete (as each `chronicle` command does): opening moved it to the
+    /// rebuilt store and uploaded its carried saves there at once.
+    @Test(arguments: [false, true]) func deletingRightAfterAnotherDeviceRebuiltKeepsTheUnsyncedSave(reopening: Bool) async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a", cloudByDefault: true)
-        let b = try await manager("b", cloudByDefault: true)
+        var b = try await manager("b", cloudByDefault: true)
         try await Self.saveNote(try await a.store, "a synced")
         try await a.sync()
         try await b.sync()
         try await Self.saveNote(try await b.store, "b unsynced")
         _ = try await a.rebuildCloudStore(from: .cloud)
+        if reopening {
+            try await b.close()
+            b = try await manager("b", cloudByDefault: true)
+        }
         try await b.deleteCloudStore(localOnly: false)
         #expect(await b.loadedKind == .local)
         let titles = try await Self.titles(try await b.store)
