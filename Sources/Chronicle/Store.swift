@@ -513,6 +513,12 @@ public actor Store {
         var known = known
         if let store = known, try await isWithdrawnOrTentative(store, in: container) {
             // Deleted on purpose, or replaced by a rebuild: never put it back.
+            if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil {
+                // Deleted while this device was opening it: no new store
+                // either. The device leaves the deleted one (a store
+                // manager carries its unsynced saves to its local store).
+                throw ChronicleError(.markerConflict, "the store \(store) this device used was deleted everywhere, and the container names no other")
+            }
             known = nil
         }
         var random = SeededRandom(seed: seed ^ 0x5354_4F52_4549_4453)

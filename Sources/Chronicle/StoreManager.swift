@@ -737,7 +737,14 @@ public actor StoreManager {
                         try Self.write(state, in: folder)
                         seeded = true
                     }
-                    store = try await Store.open(configuration(for: .cloud), exactly: staying)
+                    do {
+                        store = try await Store.open(configuration(for: .cloud), exactly: staying)
+                    } catch let error as ChronicleError where error.code == .markerConflict {
+                        // Deleted on purpose since this load looked: leave it.
+                        guard let deleted = try await lastStoreDeletedOnPurpose() else { throw error }
+                        try await leaveDeletedStore(deleted.store, by: deleted.tombstone, open: nil)
+                        return nil
+                    }
                     try await keepSeedLogs(store)
                     if seeded {
                         // Show the app its records at once.
