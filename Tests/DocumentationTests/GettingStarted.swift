@@ -30,7 +30,9 @@ func gettingStarted() async throws -> (books: [Book], titles: [String]) {
                           {"name": "pages", "type": "int64"}]}
         ]}
         """.utf8))
-    // The shared container: a synced or network folder in a real app.
+    // The shared container: a synced or network folder in a real app (for a
+    // folder a sync service copies between machines, also pass
+    // `reliableExclusiveCreate: false`: see docs/health.md).
     let container = try DirectoryContainer(root: root.appendingPathComponent("shared"), create: true)
 
     // Each device has its own folder: its ID, snapshot and lock live there.
