@@ -162,6 +162,11 @@ final class DeviceFolder: @unchecked Sendable {
         guard fd >= 0 else {
             let err = errno
             if err == ENOENT { return nil }
+            var st = stat()
+            if err == ELOOP, lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
+                // O_NOFOLLOW's word for any link, where it points or not.
+                throw ChronicleError.system("cannot read \(path): it is a symbolic link, and it should be a regular file holding \(what)", errno: err)
+            }
             throw ChronicleError.system("cannot read \(path)", errno: err)
         }
         defer { close(fd) }
