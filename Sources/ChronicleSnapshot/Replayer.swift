@@ -390,7 +390,9 @@ package struct Replayer: Sendable {
     package func importOnce() async throws -> ImportReport {
         var report = ImportReport()
         var vector = try snapshot.vector()
-        if startsFromBaseline, !vector.contains(where: { $0.key != snapshot.deviceID && $0.value > 0 }) {
+        // Not again once it has: a baseline whose vector names nobody (that
+        // of an empty store) leaves the vector as it was.
+        if startsFromBaseline, !vector.contains(where: { $0.key != snapshot.deviceID && $0.value > 0 }), try snapshot.heldBaseline() == nil {
             switch try await applyNewestBaseline(into: &report) {
             case .applied: vector = try snapshot.vector()
             case .waiting: return report
