@@ -356,20 +356,20 @@ public actor Store {
                 }
                 return fresh
             }
-            do {
-                if configuration.snapshotDamaged, FileManager.default.fileExists(atPath: path) {
-                    // Read back what can be; the rest the container has.
-                    throw Salvaged(transactions: Snapshot.salvagePendingUploads(at: path, device: device, schema: configuration.schema, storeID: storeID))
-                }
-                snapshot = try openSnapshot(path, storeID: storeID, device: device, configuration)
-            } catch let salvaged as Salvaged {
+            // What a damaged file held that the container lacks is read back
+            // where its pages still read; the file is kept aside.
+            func salvaged() -> [Transaction] {
+                Snapshot.salvagePendingUploads(at: path, device: device, schema: configuration.schema, storeID: storeID)
+            }
+            if configuration.snapshotDamaged, FileManager.default.fileExists(atPath: path) {
                 snapshot = try startAfresh(after: ChronicleError(.databaseCorrupt, "SQLite reported the snapshot damaged while it was in use"),
-                                           salvaged: salvaged.transactions)
-            } catch let error as ChronicleError where Self.isDamage(error) {
-                // What the damaged file held that the container lacks is read
-                // back where its pages still read; the file is kept aside.
-                snapshot = try startAfresh(after: error, salvaged: Snapshot.salvagePendingUploads(
-                    at: path, device: device, schema: configuration.schema, storeID: storeID))
+                                           salvaged: salvaged())
+            } else {
+                do {
+                    snapshot = try openSnapshot(path, storeID: storeID, device: device, configuration)
+                } catch let error as ChronicleError where Self.isDamage(error) {
+                    snapshot = try startAfresh(after: error, salvaged: salvaged())
+                }
             }
             if identity.store != storeID {
                 identity.store = storeID
@@ -379,12 +379,9 @@ public actor Store {
             do {
                 store = try Store(configuration: configuration, storeID: storeID, snapshot: snapshot, folder: folder)
             } catch where Self.isCorruption(error) {
-                // The file opened, but a page SQLite reads first is damaged:
-                // the saves not uploaded yet are read back if their pages
-                // are whole, and saved again under a new ID.
+                // The file opened, but a page SQLite reads first is damaged.
                 try? snapshot.close()
-                let salvaged = Snapshot.salvagePendingUploads(at: path, device: device, schema: configuration.schema, storeID: storeID)
-                store = try Store(configuration: configuration, storeID: storeID, snapshot: try startAfresh(after: error, salvaged: salvaged), folder: folder)
+                store = try Store(configuration: configuration, storeID: storeID, snapshot: try startAfresh(after: error, salvaged: salvaged()), folder: folder)
             }
             configuration.log.info("opened store", metadata: [
                 "chronicle.store": "\(storeID)", "chronicle.device": "\(identity.device)",
@@ -399,11 +396,6 @@ public actor Store {
     private static func openSnapshot(_ path: String, storeID: StoreID, device: DeviceID, _ configuration: Configuration) throws -> Snapshot {
         try Snapshot(path: path, schema: configuration.schema, storeID: storeID, deviceID: device,
                      durability: configuration.durability, crashInjector: configuration.crashInjector)
-    }
-
-    /// The saves read back from a damaged snapshot, on their way to a new one.
-    private struct Salvaged: Error {
-        var transactions: [Transaction]
     }
 
     /// Whether `error` is SQLite's report of a damaged database file,
@@ -1043,9 +1035,6 @@ public actor Store {
         return (missing, own, ours)
     }
 
-    /// The logs of `device` in the container, other than `besides`, that
-    /// verify: what its files uploaded and no longer hold. Logs that do not
-    /// verify are left to the importers' failure reports.
     /// Keeps again the bodies of `devices`' logs (a seeding device, an
     /// earlier ID: see ``Snapshot/inherit(logs:of:)``) that this snapshot
     /// no longer holds, from the container, while it still has them: files
@@ -1068,6 +1057,9 @@ public actor Store {
         return kept
     }
 
+    /// The logs of `device` in the container, other than `besides`, that
+    /// verify: what its files uploaded and no longer hold. Logs that do not
+    /// verify are left to the importers' failure reports.
     private func logsOnlyInContainer(of device: DeviceID, besides: [(first: UInt64, last: UInt64)]) async throws -> [(first: UInt64, last: UInt64, transactions: [Transaction])] {
         let known = Set(besides.map { "\($0.first)-\($0.last)" })
         let decoder = LogDecoder(schema: snapshot.schema, limits: configuration.limits)

@@ -957,12 +957,7 @@ public actor StoreManager {
         // A pointer read before its last move (a sync service delivers
         // markers late) can name a store rebuilt since: the store that
         // stands for it is the end of its chain of rebuilds.
-        var active = pointer
-        for _ in 0..<64 {
-            guard let next = try await container.readMarker(ContainerLayout.supersession(store: active), as: StoreSupersession.self)?.payload.store,
-                  next != store, next != active else { break }
-            active = next
-        }
+        let active = try await successors(of: pointer).prefix { $0 != store }.last ?? pointer
         guard try await !Store.isWithdrawnOrTentative(active, in: container) else {
             // The pointer names the store this one replaced (put back by a
             // device still on it after the container lost files): it goes
@@ -1538,13 +1533,30 @@ public actor StoreManager {
     /// The tombstone of the last store in `store`'s chain of rebuilds, if
     /// that store was deleted on purpose.
     private func deletedSuccessor(of store: StoreID) async throws -> StoreTombstone? {
-        var current = store
-        for _ in 0..<64 {
-            guard let next = try await marker(ContainerLayout.supersession(store: current), as: StoreSupersession.self) else { break }
-            current = next.store
+        let chain: [StoreID]
+        do {
+            chain = try await successors(of: store)
+        } catch let error as ChronicleError where error.code.isTransient {
+            return nil
         }
-        guard current != store else { return nil }
-        return try await marker(ContainerLayout.tombstone(store: current), as: StoreTombstone.self)
+        guard let last = chain.last else { return nil }
+        return try await marker(ContainerLayout.tombstone(store: last), as: StoreTombstone.self)
+    }
+
+    /// The stores `store` was rebuilt as, in order, by its supersession
+    /// markers: its successor, that one's, and so on (at most 64, and none
+    /// twice).
+    func successors(of store: StoreID) async throws -> [StoreID] {
+        var chain: [StoreID] = []
+        var seen: Set<StoreID> = [store]
+        var current = store
+        while chain.count < 64,
+              let next = try await configuration.store.container.readMarker(ContainerLayout.supersession(store: current), as: StoreSupersession.self)?.payload.store,
+              seen.insert(next).inserted {
+            chain.append(next)
+            current = next
+        }
+        return chain
     }
 
     /// Opens the store that replaced `old`, carrying into it this device's
@@ -1922,18 +1934,15 @@ public actor StoreManager {
         // A rebuild of the store that raced this deletion: the store it
         // became goes too (the user deletes the cloud store, whatever it
         // was rebuilt as meanwhile), and so does a pointer naming any of them.
-        var deleted: Set<StoreID> = [store.storeID]
-        var next = store.storeID
-        for _ in 0..<64 {
-            guard let successor = try await container.readMarker(ContainerLayout.supersession(store: next), as: StoreSupersession.self)?.payload.store,
-                  deleted.insert(successor).inserted else { break }
+        let successors = try await successors(of: store.storeID)
+        for successor in successors {
             do {
                 _ = try await container.createMarker(ContainerLayout.tombstone(store: successor), tombstone)
             } catch let error as ChronicleError where error.code == .markerConflict {
                 // Deleted already.
             }
-            next = successor
         }
+        let deleted = Set(successors + [store.storeID])
         if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self),
            deleted.contains(pointer.payload.store) {
             do {
