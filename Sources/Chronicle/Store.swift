@@ -66,6 +66,19 @@ public actor Store {
         public var durability: Durability
         /// Bounds for decoding logs from the container.
         public var limits: DecodingLimits
+        /// Earlier versions of ``schema`` whose logs this device reads
+        /// (devices still on an older app version write them), each
+        /// migrated to ``schema`` by declaration (see ``SchemaMigration``).
+        /// A snapshot migrated from an earlier version knows that version
+        /// by itself; a device that never had one needs it here. A log of a
+        /// version this device does not know waits, not applied, as a
+        /// newer app version's does.
+        public var earlierSchemas: [Schema] = []
+        /// The app's code for schema changes Chronicle cannot make by
+        /// itself (a field whose type changed, a field removed): see
+        /// ``SchemaConversion``. Used when the snapshot migrates and when
+        /// earlier versions' logs are read.
+        public var schemaConversions: [SchemaConversion] = []
         /// Seeds the random part of new record IDs and device IDs (a random
         /// seed in production; simulations fix it to replay a run).
         package var seed: UInt64
@@ -118,6 +131,15 @@ public actor Store {
             self.logger = logger
             self.durability = durability
             self.limits = limits
+        }
+
+        /// A decoder for logs of ``schema`` and of ``earlierSchemas``.
+        package var decoder: LogDecoder {
+            let migrations = earlierSchemas.compactMap { s -> SchemaMigration? in
+                guard s.version < schema.version, let m = try? SchemaMigration(from: s, to: schema, conversions: schemaConversions), m.isComplete else { return nil }
+                return m
+            }
+            return LogDecoder(schema: schema, limits: limits, earlier: migrations)
         }
 
         /// The logger, or one that drops everything.
@@ -395,7 +417,9 @@ public actor Store {
 
     private static func openSnapshot(_ path: String, storeID: StoreID, device: DeviceID, _ configuration: Configuration) throws -> Snapshot {
         try Snapshot(path: path, schema: configuration.schema, storeID: storeID, deviceID: device,
-                     durability: configuration.durability, crashInjector: configuration.crashInjector)
+                     durability: configuration.durability, earlierSchemas: configuration.earlierSchemas,
+                     conversions: configuration.schemaConversions,
+                     crashInjector: configuration.crashInjector)
     }
 
     /// Whether `error` is SQLite's report of a damaged database file,
@@ -1000,7 +1024,7 @@ public actor Store {
         guard own > 0 else { return ([], 0, []) }
         let device = old.deviceID
         let uploaded = Set(try old.uploadedGroups().map { "\($0.0)-\($0.1)" })
-        let decoder = LogDecoder(schema: old.schema, limits: configuration.limits)
+        let decoder = old.decoder(limits: configuration.limits)
         var present = IndexSet()
         // Logs the container holds exactly as these files wrote them: the
         // new snapshot keeps their bodies, to put them back if need be.
@@ -1062,7 +1086,7 @@ public actor Store {
     /// verify are left to the importers' failure reports.
     private func logsOnlyInContainer(of device: DeviceID, besides: [(first: UInt64, last: UInt64)]) async throws -> [(first: UInt64, last: UInt64, transactions: [Transaction])] {
         let known = Set(besides.map { "\($0.first)-\($0.last)" })
-        let decoder = LogDecoder(schema: snapshot.schema, limits: configuration.limits)
+        let decoder = snapshot.decoder(limits: configuration.limits)
         var logs: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
         for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device,

@@ -1724,7 +1724,7 @@ public actor StoreManager {
     private func heldAsMade(_ saves: [Transaction], device: DeviceID, in store: StoreID) async throws -> Set<UInt64> {
         guard let low = saves.first?.sequence, let high = saves.last?.sequence else { return [] }
         let container = configuration.store.container
-        let decoder = LogDecoder(schema: configuration.store.schema, limits: configuration.store.limits)
+        let decoder = configuration.store.decoder
         let made = Dictionary(saves.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
         var held = Set<UInt64>()
         for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {
@@ -1742,7 +1742,7 @@ public actor StoreManager {
     /// time. Logs that do not verify are left out.
     private func savesOnlyInLogs(of device: DeviceID, in store: StoreID, after covered: UInt64, besides: [Transaction]) async throws -> [Transaction] {
         let container = configuration.store.container
-        let decoder = LogDecoder(schema: configuration.store.schema, limits: configuration.store.limits)
+        let decoder = configuration.store.decoder
         let known = Dictionary(besides.filter { $0.deviceID == device }.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
         var found: [Transaction] = []
         for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {

@@ -33,6 +33,10 @@ package struct CrashPoint: Sendable, Hashable, CustomStringConvertible {
     /// An import has merged a log's changes, its transaction not committed.
     package static let importBeforeCommit = CrashPoint("importBeforeCommit")
 
+    /// A snapshot has migrated to a later schema version, its transaction
+    /// not committed.
+    package static let schemaMigrationBeforeCommit = CrashPoint("schemaMigrationBeforeCommit")
+
     /// The points Chronicle's own layers check.
     package static let chroniclePoints: [CrashPoint] = [.saveBeforeCommit, .uploadAfterPut, .importBeforeCommit]
 }

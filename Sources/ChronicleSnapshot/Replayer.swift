@@ -36,7 +36,7 @@ package struct Replayer: Sendable {
                 dictionaries: [CompressionDictionary] = [], logger: Logger) {
         self.snapshot = snapshot
         self.container = container
-        self.decoder = LogDecoder(schema: snapshot.schema, limits: limits, dictionaries: dictionaries)
+        self.decoder = snapshot.decoder(limits: limits, dictionaries: dictionaries)
         var logger = logger
         logger[metadataKey: "chronicle.device"] = "\(snapshot.deviceID)"
         logger[metadataKey: "chronicle.store"] = "\(snapshot.storeID)"

@@ -39,6 +39,10 @@ import GRDB
     let entitySQL: [EntitySQL]
     /// Where a simulation may make this device crash.
     package let crashInjector: CrashInjector?
+    /// Migrations to ``schema`` from its earlier versions that this device
+    /// knows (those the app names, and those the snapshot migrated from),
+    /// through which logs and baselines of those versions are read.
+    package let earlier: [SchemaMigration]
 
     /// Opens the snapshot at `path`, creating it if it does not exist.
     ///
@@ -48,6 +52,7 @@ import GRDB
     ///   (or ``ChronicleError/Code/io``, ``ChronicleError/Code/diskFull``) if
     ///   it cannot be opened otherwise. SQLite's error is the underlying one.
     package init(path: String, schema: Schema, storeID: StoreID, deviceID: DeviceID, durability: Durability = .full,
+                earlierSchemas: [Schema] = [], conversions: [SchemaConversion] = [],
                 crashInjector: CrashInjector? = nil) throws {
         try Self.requireRegularFiles(path)
         self.crashInjector = crashInjector
@@ -81,6 +86,28 @@ import GRDB
                     throw ChronicleError(.database, "cannot open snapshot \(path): PRAGMA synchronous is \(actual.map(String.init) ?? "unknown") on the writing connection, not \(synchronous) (\(durability.rawValue) durability)")
                 }
             }
+            let stored = try pool.read { db in try Self.storedSchemas(db, path: path) }
+            // A snapshot of an earlier version of the schema migrates, with
+            // a copy of the file kept until the migration commits.
+            var migration: SchemaMigration?
+            var copy: String?
+            if let stored, stored.current.hash != schema.hash {
+                let m = try SchemaMigration(from: stored.current, to: schema, conversions: conversions)
+                try m.requireComplete()
+                let backup = Self.migrationCopyPath(path, from: stored.current.version)
+                Snapshot.removeFiles(backup)
+                try pool.backup(to: try DatabaseQueue(path: backup))
+                migration = m
+                copy = backup
+            }
+            var known: [UInt64: SchemaMigration] = [:]
+            for s in (stored?.earlier ?? []) + (stored.map { [$0.current] } ?? []) + earlierSchemas
+            where s.hash != schema.hash && s.version < schema.version && known[s.hash] == nil {
+                // An earlier version whose changes Chronicle cannot follow
+                // by itself is not known: its logs wait, as a newer one's.
+                if let m = try? SchemaMigration(from: s, to: schema, conversions: conversions), m.isComplete { known[s.hash] = m }
+            }
+            self.earlier = known.values.sorted { $0.source.version < $1.source.version }
             try pool.write { db in
                 // The writer's page cache (a per-connection setting): imports
                 // of other devices' records insert all over the B-trees, and
@@ -92,10 +119,11 @@ import GRDB
                     guard (2...Self.format).contains(format) else {
                         throw ChronicleError(.unsupportedVersion, "snapshot \(path) has format \(format); this Chronicle reads formats 2 to \(Self.format). Upload its pending saves with the Chronicle that wrote it, then delete it: a new snapshot is rebuilt from the container")
                     }
-                    try Self.checkIdentity(db, schema: schema, storeID: storeID, deviceID: deviceID)
+                    let tablesSchema = migration?.source ?? schema
+                    try Self.checkIdentity(db, schema: tablesSchema, storeID: storeID, deviceID: deviceID)
                     if format < Self.format {
-                        let recompute = try SnapshotTables.migrate(db, schema: schema, from: format)
-                        var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported)
+                        let recompute = try SnapshotTables.migrate(db, schema: tablesSchema, from: format)
+                        var engine = MergeEngine(db: db, schema: tablesSchema, sql: EntitySQL.make(tablesSchema), origin: .imported)
                         if format < 4 {
                             try engine.recomputeView()
                         } else if !recompute.isEmpty {
@@ -103,14 +131,18 @@ import GRDB
                         }
                         try db.execute(sql: "PRAGMA user_version = \(Self.format)")
                     }
+                    if let migration {
+                        try Self.migrate(db, migration)
+                        try crashInjector?.check(.schemaMigrationBeforeCommit)
+                    }
                 } else {
                     try SnapshotTables.create(db, schema: schema)
                     try db.execute(sql: "PRAGMA user_version = \(Self.format)")
                     try db.execute(sql: "INSERT INTO _chronicle_identity (key, value) VALUES ('store', ?), ('device', ?), ('schema_hash', ?), ('schema', ?), ('hlc', 0)",
-                                   arguments: [storeID.description, deviceID.description, schema.hashString,
-                                               String(decoding: try JSONEncoder.sorted.encode(schema.jsonValue), as: UTF8.self)])
+                                   arguments: [storeID.description, deviceID.description, schema.hashString, try Self.json(schema)])
                 }
             }
+            if let copy { Snapshot.removeFiles(copy) }
         } catch {
             throw ChronicleError.sqlite(error, .database, "cannot open snapshot \(path)")
         }
@@ -151,6 +183,12 @@ import GRDB
         } catch {
             throw ChronicleError.sqlite(error, .database, "\(path) is not a Chronicle snapshot")
         }
+    }
+
+    /// A decoder for this snapshot's logs: its schema, and its earlier
+    /// versions' logs read through their migrations.
+    package func decoder(limits: DecodingLimits, dictionaries: [CompressionDictionary] = []) -> LogDecoder {
+        LogDecoder(schema: schema, limits: limits, dictionaries: dictionaries, earlier: earlier)
     }
 
     /// The snapshot's database, for ``Store``'s reads and observations
@@ -271,6 +309,12 @@ import GRDB
 }
 
 extension Snapshot {
+    /// Removes a database file and its companions (`-wal`, `-shm`,
+    /// `-journal`), where they are.
+    static func removeFiles(_ path: String) {
+        for file in [path, path + "-wal", path + "-shm", path + "-journal"] { unlink(file) }
+    }
+
     /// Refuses a snapshot path, or its `-wal` or `-shm`, that is there but
     /// is not a regular file, or a link to one (a FIFO would block SQLite's
     /// open for good, a folder or a device would fail with SQLite's words):

@@ -99,10 +99,13 @@ package enum SnapshotTables {
                 name TEXT PRIMARY KEY NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL, attempts INTEGER NOT NULL
             ) WITHOUT ROWID;
             """)
-        for entity in schema.entities {
-            try createTable(db, entity)
-            try createIndexesAndView(db, entity)
-        }
+        for entity in schema.entities { try createEntity(db, entity) }
+    }
+
+    /// An entity's rows table, its indexes and its view.
+    static func createEntity(_ db: Database, _ entity: Entity) throws {
+        try createTable(db, entity)
+        try createIndexesAndView(db, entity)
     }
 
     private static func createTable(_ db: Database, _ entity: Entity) throws {
@@ -125,6 +128,9 @@ package enum SnapshotTables {
         for (i, key) in entity.uniqueConstraints.enumerated() {
             // Unique among visible records: dedupe guarantees it, the index enforces it.
             try db.execute(sql: "CREATE UNIQUE INDEX \(quoted("\(entity.name)_unique_\(i)")) ON \(table) (\(key.map(quoted).joined(separator: ", ")))")
+        }
+        for (i, fields) in entity.indexes.enumerated() {
+            try db.execute(sql: "CREATE INDEX \(quoted("\(entity.name)_index_\(i)")) ON \(table) (\(fields.map(quoted).joined(separator: ", ")))")
         }
         let columns = (["id"] + entity.fields.map { quoted($0.name) }).joined(separator: ", ")
         try db.execute(sql: "CREATE VIEW \(quoted(entity.name)) AS SELECT \(columns) FROM \(table)")

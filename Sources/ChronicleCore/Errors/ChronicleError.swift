@@ -87,6 +87,10 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         public static let schemaSyntax = Code("schemaSyntax")
         /// A schema is well-formed JSON but not a valid schema.
         public static let invalidSchema = Code("invalidSchema")
+        /// A later version of a schema changes something Chronicle cannot
+        /// migrate by itself (a field removed, a type changed): the message
+        /// names the step. See ``SchemaMigration``.
+        public static let unsupportedMigration = Code("unsupportedMigration")
 
         // MARK: Values and saves
         /// A value does not fit the attribute's type.

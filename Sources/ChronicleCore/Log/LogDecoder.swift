@@ -21,14 +21,26 @@ package struct LogDecoder: Sendable {
     /// Size bounds.
     package let limits: DecodingLimits
     private let dictionaries: [UInt32: CompressionDictionary]
+    /// Migrations from earlier versions of ``schema``, by the earlier
+    /// version's hash: a log written for one of them is read as if
+    /// written for ``schema`` (see ``SchemaMigration``).
+    package let earlier: [UInt64: SchemaMigration]
 
     /// Creates a decoder.
-    package init(schema: Schema?, limits: DecodingLimits = DecodingLimits(), dictionaries: [CompressionDictionary] = []) {
+    ///
+    /// - Parameter earlier: migrations to `schema` from its earlier
+    ///   versions, whose logs are read through them; each must be
+    ///   complete (``SchemaMigration/isComplete``).
+    package init(schema: Schema?, limits: DecodingLimits = DecodingLimits(), dictionaries: [CompressionDictionary] = [],
+                 earlier: [SchemaMigration] = []) {
         self.schema = schema
         self.limits = limits
         var byID: [UInt32: CompressionDictionary] = [:]
         for d in dictionaries { byID[d.id] = d }
         self.dictionaries = byID
+        var migrations: [UInt64: SchemaMigration] = [:]
+        for m in earlier where m.target.hash == schema?.hash && m.source.hash != m.target.hash { migrations[m.source.hash] = m }
+        self.earlier = migrations
     }
 
     /// Verifies the header alone (magic, version, checksum, consistency).
@@ -70,8 +82,11 @@ package struct LogDecoder: Sendable {
         let header = try LogHeader.decode(bytes)
         let body = try self.body(of: header, in: bytes)
         if let schema, header.schemaHash != schema.hash {
-            throw ChronicleError(.schemaMismatch,
-                                 "log was written for schema \(hex64(header.schemaHash)), this device uses \(schema.hashString)")
+            guard let migration = earlier[header.schemaHash] else {
+                throw ChronicleError(.schemaMismatch,
+                                     "log was written for schema \(hex64(header.schemaHash)), which this app version does not know (it uses \(schema.hashString), version \(schema.version)): a newer app version wrote it")
+            }
+            return try translate(header, body: body, through: migration)
         }
         let log = VerifiedLog(header: header, body: body, schema: schema)
         if verifyBody {
@@ -88,6 +103,34 @@ package struct LogDecoder: Sendable {
             }
         }
         return log
+    }
+
+    /// A log of an earlier schema version, verified against that version
+    /// and re-encoded for this one (entities and fields renamed), so it is
+    /// applied like any other; its header keeps the device, sequences and
+    /// clocks.
+    private func translate(_ header: LogHeader, body: [UInt8], through migration: SchemaMigration) throws(ChronicleError) -> VerifiedLog {
+        let earlierLog = VerifiedLog(header: header, body: body, schema: migration.source)
+        let encoder = LogEncoder(storeID: header.storeID, compresses: false)
+        let bytes: [UInt8]
+        switch header.kind {
+        case .transactions:
+            var translated: [Transaction] = []
+            for t in try earlierLog.transactions() { translated.append(try migration.translate(t)) }
+            guard !translated.isEmpty else { throw ChronicleError(.malformedBody, "log of an earlier schema version holds no transaction") }
+            bytes = try encoder.encode(translated)
+        case .baseline:
+            let part = try body.withBytes { raw throws(ChronicleError) in
+                var parser = BaselineParser(schema: migration.source, header: header,
+                                            reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
+                return try parser.baseline()
+            }
+            bytes = try encoder.encode(try migration.translate(part), part: header.firstSequence,
+                                       isFinal: header.isFinalBaselinePart, deviceID: header.deviceID,
+                                       schemaHash: migration.target.hash)
+        }
+        let translated = try LogDecoder(schema: schema, limits: limits).open(bytes)
+        return translated
     }
 
     /// Checks sizes and the body checksum, then decompresses the body.

@@ -8,13 +8,23 @@ public struct Attribute: Hashable, Sendable {
     public var isOptional: Bool
     /// The value an insert gets when it gives none.
     public var defaultValue: Value?
+    /// The names this attribute had in earlier versions of the schema, for
+    /// a rename (see `docs/schema-evolution.md`): an earlier snapshot's
+    /// column and an earlier version's logs that name one of them are
+    /// read as this attribute.
+    public var renamedFrom: [String]
 
     /// Declares an attribute.
-    public init(_ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value? = nil) {
+    ///
+    /// - Parameter renamedFrom: its names in earlier versions of the
+    ///   schema, when it was renamed.
+    public init(_ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value? = nil,
+                renamedFrom: [String] = []) {
         self.name = name
         self.type = type
         self.isOptional = optional
         self.defaultValue = defaultValue
+        self.renamedFrom = renamedFrom
     }
 }
 
@@ -37,14 +47,20 @@ public struct Relationship: Hashable, Sendable {
     public var deleteRule: DeleteRule
     /// Whether a to-one may be null.
     public var isOptional: Bool
+    /// For a to-one: its names in earlier versions of the schema, when it
+    /// was renamed (as ``Attribute/renamedFrom``).
+    public var renamedFrom: [String] = []
 
     /// Declares a to-one relationship.
+    ///
+    /// - Parameter renamedFrom: its names in earlier versions of the
+    ///   schema, when it was renamed.
     public static func toOne(
         _ name: String, to destination: String, inverse: String? = nil,
-        deleteRule: DeleteRule = .nullify, optional: Bool = true
+        deleteRule: DeleteRule = .nullify, optional: Bool = true, renamedFrom: [String] = []
     ) -> Relationship {
         Relationship(name: name, destination: destination, isToMany: false, inverse: inverse,
-                     deleteRule: deleteRule, isOptional: optional)
+                     deleteRule: deleteRule, isOptional: optional, renamedFrom: renamedFrom)
     }
 
     /// Declares a to-many relationship, the inverse of the to-one `inverse` on `destination`.

@@ -17,13 +17,17 @@ public struct Field: Hashable, Sendable {
     public let isOptional: Bool
     /// The value an insert gets when it gives none.
     public let defaultValue: Value?
+    /// Its names in earlier versions of the schema (see
+    /// ``Attribute/renamedFrom``).
+    public let renamedFrom: [String]
 
     /// Creates a field.
-    public init(name: String, kind: Kind, isOptional: Bool, defaultValue: Value?) {
+    public init(name: String, kind: Kind, isOptional: Bool, defaultValue: Value?, renamedFrom: [String] = []) {
         self.name = name
         self.kind = kind
         self.isOptional = isOptional
         self.defaultValue = defaultValue
+        self.renamedFrom = renamedFrom
     }
 
     /// Whether `value` has the right type for this field (null only when optional).

@@ -80,6 +80,7 @@ extension Schema {
                         var ao: [String: JSONValue] = ["name": .string(a.name), "type": .string(a.type.rawValue)]
                         if a.isOptional { ao["optional"] = .bool(true) }
                         if let d = a.defaultValue { ao["default"] = d.json }
+                        if !a.renamedFrom.isEmpty { ao["renamedFrom"] = .array(a.renamedFrom.map { .string($0) }) }
                         return .object(ao)
                     }),
                 ]
@@ -91,6 +92,7 @@ extension Schema {
                         if !r.isToMany {
                             ro["deleteRule"] = .string(r.deleteRule.rawValue)
                             if !r.isOptional { ro["optional"] = .bool(false) }
+                            if !r.renamedFrom.isEmpty { ro["renamedFrom"] = .array(r.renamedFrom.map { .string($0) }) }
                         }
                         return .object(ro)
                     })
@@ -98,6 +100,10 @@ extension Schema {
                 if !e.uniqueConstraints.isEmpty {
                     o["unique"] = .array(e.uniqueConstraints.map { .array($0.map { .string($0) }) })
                 }
+                if !e.indexes.isEmpty {
+                    o["indexes"] = .array(e.indexes.map { .array($0.map { .string($0) }) })
+                }
+                if !e.renamedFrom.isEmpty { o["renamedFrom"] = .array(e.renamedFrom.map { .string($0) }) }
                 return .object(o)
             }),
         ])
@@ -126,7 +132,7 @@ private struct SchemaJSONReader {
 
     private func entity(_ json: JSONValue, _ path: String) throws(ChronicleError) -> Entity {
         let o = try object(json, path)
-        try checkKeys(o, allowed: ["name", "attributes", "relationships", "unique"], path)
+        try checkKeys(o, allowed: ["name", "attributes", "relationships", "unique", "indexes", "renamedFrom"], path)
         let name = try string(o["name"], "\(path).name")
         var attributes: [Attribute] = []
         for (j, a) in try array(o["attributes"] ?? .array([]), "\(path).attributes").enumerated() {
@@ -136,20 +142,38 @@ private struct SchemaJSONReader {
         for (j, r) in try array(o["relationships"] ?? .array([]), "\(path).relationships").enumerated() {
             relationships.append(try relationship(r, "\(path).relationships[\(j)]"))
         }
-        var unique: [[String]] = []
-        for (j, u) in try array(o["unique"] ?? .array([]), "\(path).unique").enumerated() {
+        return Entity(name, attributes: attributes, relationships: relationships,
+                      unique: try fieldGroups(o["unique"], "\(path).unique"),
+                      indexes: try fieldGroups(o["indexes"], "\(path).indexes"),
+                      renamedFrom: try earlierNames(o["renamedFrom"], "\(path).renamedFrom"))
+    }
+
+    /// A list of field lists (unique constraints, indexes).
+    private func fieldGroups(_ json: JSONValue?, _ path: String) throws(ChronicleError) -> [[String]] {
+        var groups: [[String]] = []
+        for (j, u) in try array(json ?? .array([]), path).enumerated() {
             var key: [String] = []
-            for (k, f) in try array(u, "\(path).unique[\(j)]").enumerated() {
-                key.append(try string(f, "\(path).unique[\(j)][\(k)]"))
+            for (k, f) in try array(u, "\(path)[\(j)]").enumerated() {
+                key.append(try string(f, "\(path)[\(j)][\(k)]"))
             }
-            unique.append(key)
+            groups.append(key)
         }
-        return Entity(name, attributes: attributes, relationships: relationships, unique: unique)
+        return groups
+    }
+
+    /// `renamedFrom`: one earlier name, or a list of them.
+    private func earlierNames(_ json: JSONValue?, _ path: String) throws(ChronicleError) -> [String] {
+        guard let json else { return [] }
+        if case .string(let one) = json { return [one] }
+        guard case .array(let list) = json else { throw fail(path, "expected a name or an array of names, found \(json.kindName)") }
+        var names: [String] = []
+        for (k, item) in list.enumerated() { names.append(try string(item, "\(path)[\(k)]")) }
+        return names
     }
 
     private func attribute(_ json: JSONValue, _ path: String) throws(ChronicleError) -> Attribute {
         let o = try object(json, path)
-        try checkKeys(o, allowed: ["name", "type", "optional", "default"], path)
+        try checkKeys(o, allowed: ["name", "type", "optional", "default", "renamedFrom"], path)
         let name = try string(o["name"], "\(path).name")
         let typeName = try string(o["type"], "\(path).type")
         guard let type = AttributeType(rawValue: typeName) else {
@@ -166,15 +190,20 @@ private struct SchemaJSONReader {
                 throw ChronicleError(.invalidSchema, locate("\(path).default") + error.message, underlying: error)
             }
         }
-        return Attribute(name, type, optional: optional, default: defaultValue)
+        return Attribute(name, type, optional: optional, default: defaultValue,
+                         renamedFrom: try earlierNames(o["renamedFrom"], "\(path).renamedFrom"))
     }
 
     private func relationship(_ json: JSONValue, _ path: String) throws(ChronicleError) -> Relationship {
         let o = try object(json, path)
-        try checkKeys(o, allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional"], path)
+        try checkKeys(o, allowed: ["name", "destination", "toMany", "inverse", "deleteRule", "optional", "renamedFrom"], path)
         let name = try string(o["name"], "\(path).name")
         let destination = try string(o["destination"], "\(path).destination")
         let toMany = try bool(o["toMany"], "\(path).toMany") ?? false
+        let renamedFrom = try earlierNames(o["renamedFrom"], "\(path).renamedFrom")
+        if toMany, !renamedFrom.isEmpty {
+            throw fail("\(path).renamedFrom", "a to-many relationship is not stored, so it has nothing to rename: give earlier names on its inverse to-one")
+        }
         let inverse = try o["inverse"].map { j throws(ChronicleError) in try string(j, "\(path).inverse") }
         if toMany {
             guard let inverse else { throw fail("\(path).inverse", "a to-many relationship needs an inverse") }
@@ -190,7 +219,7 @@ private struct SchemaJSONReader {
             rule = parsed
         }
         let optional = try bool(o["optional"], "\(path).optional") ?? true
-        return .toOne(name, to: destination, inverse: inverse, deleteRule: rule, optional: optional)
+        return .toOne(name, to: destination, inverse: inverse, deleteRule: rule, optional: optional, renamedFrom: renamedFrom)
     }
 
     private func object(_ json: JSONValue, _ path: String) throws(ChronicleError) -> [String: JSONValue] {

@@ -101,6 +101,31 @@ public struct Schema: Hashable, Sendable {
             }
             w.writeUInt8(0xFF)
         }
+        // Indexes and earlier names came later: a schema without any hashes
+        // as it did before them, so existing snapshots and logs keep theirs.
+        let evolving = entities.filter { e in
+            !e.indexes.isEmpty || !e.renamedFrom.isEmpty || e.fields.contains { !$0.renamedFrom.isEmpty }
+        }
+        if !evolving.isEmpty {
+            w.writeRaw(Array("evolution-v1".utf8))
+            for e in evolving.sorted(by: { $0.name < $1.name }) {
+                w.writeString(e.name)
+                w.writeVarint(UInt64(e.renamedFrom.count))
+                for name in e.renamedFrom { w.writeString(name) }
+                w.writeVarint(UInt64(e.indexes.count))
+                for index in e.indexes {
+                    w.writeVarint(UInt64(index.count))
+                    for name in index { w.writeString(name) }
+                }
+                let renamed = e.fields.filter { !$0.renamedFrom.isEmpty }.sorted { $0.name < $1.name }
+                w.writeVarint(UInt64(renamed.count))
+                for f in renamed {
+                    w.writeString(f.name)
+                    w.writeVarint(UInt64(f.renamedFrom.count))
+                    for name in f.renamedFrom { w.writeString(name) }
+                }
+            }
+        }
         return w.withUnsafeBytes { XXH64.hash($0) }
     }
 }

@@ -11,6 +11,13 @@ struct SchemaValidator {
     func validate() throws(ChronicleError) {
         guard !schema.entities.isEmpty else { throw fail("entities", "entities", "a schema needs at least one entity") }
         var seenEntities = Set<String>()
+        var earlierEntityNames = Set<String>()
+        for (i, entity) in schema.entities.enumerated() {
+            let at = "entities[\(i)] (\(Self.shown(entity.name)))"
+            for (k, old) in entity.renamedFrom.enumerated() {
+                try checkEarlierName(old, current: entity.name, at, "entities[\(i)].renamedFrom[\(k)]", &earlierEntityNames)
+            }
+        }
         for (i, entity) in schema.entities.enumerated() {
             let path = "entities[\(i)]"
             let at = "\(path) (\(Self.shown(entity.name)))"
@@ -29,9 +36,13 @@ struct SchemaValidator {
 
     private func validate(_ entity: Entity, at: String, _ path: String) throws(ChronicleError) {
         var seenFields = Set<String>()
+        var earlierFieldNames = Set<String>()
         for (j, a) in entity.attributes.enumerated() {
             let here = "\(at).attributes[\(j)] (\(Self.shown(a.name)))", herePath = "\(path).attributes[\(j)]"
             try checkFieldName(a.name, here, herePath, &seenFields)
+            for (k, old) in a.renamedFrom.enumerated() {
+                try checkEarlierName(old, current: a.name, here, "\(herePath).renamedFrom[\(k)]", &earlierFieldNames)
+            }
             if let d = a.defaultValue {
                 let field = Field(name: a.name, kind: .attribute(a.type), isOptional: a.isOptional, defaultValue: d)
                 guard field.accepts(d) else {
@@ -43,6 +54,20 @@ struct SchemaValidator {
             let here = "\(at).relationships[\(j)] (\(Self.shown(r.name)))", herePath = "\(path).relationships[\(j)]"
             try checkFieldName(r.name, here, herePath, &seenFields)
             try validate(r, of: entity, at: here, herePath)
+            if r.isToMany, !r.renamedFrom.isEmpty {
+                throw fail(here, herePath + ".renamedFrom", "a to-many relationship is not stored, so it has nothing to rename: give earlier names on its inverse to-one")
+            }
+            for (k, old) in r.renamedFrom.enumerated() {
+                try checkEarlierName(old, current: r.name, here, "\(herePath).renamedFrom[\(k)]", &earlierFieldNames)
+            }
+        }
+        for (j, index) in entity.indexes.enumerated() {
+            let here = "\(at).indexes[\(j)]", herePath = "\(path).indexes[\(j)]"
+            guard !index.isEmpty else { throw fail(here, herePath, "an index needs at least one field") }
+            guard Set(index).count == index.count else { throw fail(here, herePath, "an index names a field twice") }
+            for (k, name) in index.enumerated() where entity.field(named: name) == nil {
+                throw fail(here, "\(herePath)[\(k)]", "'\(Self.shown(name))' is not an attribute or to-one relationship of \(Self.shown(entity.name))")
+            }
         }
         for (j, key) in entity.uniqueConstraints.enumerated() {
             let here = "\(at).unique[\(j)]", herePath = "\(path).unique[\(j)]"
@@ -86,6 +111,20 @@ struct SchemaValidator {
         }
         guard seen.insert(name.lowercased()).inserted else {
             throw fail(at, path + ".name", "field name '\(name)' is used twice (names are case-insensitive)")
+        }
+    }
+
+    /// An earlier name of an entity or field: a valid name, not its
+    /// current one, and claimed by one entity (or one field of an entity)
+    /// only, so an earlier version's name reads as exactly one thing.
+    private func checkEarlierName(_ name: String, current: String, _ at: String, _ path: String,
+                                  _ seen: inout Set<String>) throws(ChronicleError) {
+        try checkName(name, at, path)
+        guard name.lowercased() != current.lowercased() else {
+            throw fail(at, path, "'\(name)' is its current name, not an earlier one")
+        }
+        guard seen.insert(name.lowercased()).inserted else {
+            throw fail(at, path, "earlier name '\(name)' is claimed twice: an earlier version's '\(name)' must become one thing")
         }
     }
 

@@ -1,0 +1,268 @@
+import Chronicle
+import ChronicleCore
+import ChronicleSnapshot
+import Foundation
+import GRDB
+import Testing
+
+/// An app's schema changes between versions: a device's snapshot migrates
+/// in place, logs of an earlier version apply on a later one through the
+/// declared renames, a later version's logs wait on an earlier device, and
+/// neither version loses a field.
+@Suite struct SchemaEvolutionTests {
+    static let v1 = try! Schema(version: 1, entities: [
+        Entity("Folder", attributes: [Attribute("name", .string)], unique: [["name"]]),
+        Entity("Note", attributes: [Attribute("title", .string), Attribute("body", .string), Attribute("pinned", .bool)],
+               relationships: [.toOne("folder", to: "Folder")]),
+    ])
+    /// Renames Note.body to text and Folder to Notebook, adds an optional
+    /// attribute, an attribute with a default, an entity, and an index.
+    static let v2 = try! Schema(version: 2, entities: [
+        Entity("Notebook", attributes: [Attribute("name", .string)], unique: [["name"]], renamedFrom: ["Folder"]),
+        Entity("Note", attributes: [Attribute("title", .string), Attribute("text", .string, renamedFrom: ["body"]),
+                                    Attribute("pinned", .bool), Attribute("color", .string, optional: true),
+                                    Attribute("rating", .int64, default: .int(3))],
+               relationships: [.toOne("folder", to: "Notebook")], indexes: [["title"]]),
+        Entity("Tag", attributes: [Attribute("label", .string)]),
+    ])
+
+    /// A temporary root with a shared folder container.
+    struct Place {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-evolution-\(UUID().uuidString)")
+        let container: DirectoryContainer
+        init() throws { container = try DirectoryContainer(root: root.appendingPathComponent("shared"), create: true) }
+
+        func open(_ name: String, _ schema: Schema, earlier: [Schema] = [], conversions: [SchemaConversion] = [],
+                  crash: CrashInjector? = nil) async throws -> Store {
+            var configuration = Store.Configuration(schema: schema, directory: root.appendingPathComponent(name), container: container)
+            configuration.earlierSchemas = earlier
+            configuration.schemaConversions = conversions
+            configuration.crashInjector = crash
+            return try await Store.open(configuration)
+        }
+
+        func remove() { try? FileManager.default.removeItem(at: root) }
+    }
+
+    @Test func aSnapshotMigratesInPlaceAndKeepsItsData() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        var store = try await place.open("device", Self.v1)
+        let (work, uploaded) = try await store.write { tx in
+            let folder = tx.insert("Folder", ["name": "Work"])
+            let note = tx.insert("Note", ["title": "uploaded", "body": "first", "pinned": true, "folder": folder])
+            return (folder, note)
+        }
+        try await store.sync()
+        try await store.write { tx in _ = tx.insert("Note", ["title": "pending", "body": "not uploaded yet", "pinned": false]) }
+        try await store.close()
+
+        store = try await place.open("device", Self.v2)
+        let rows = try await store.read { db in
+            try String.fetchAll(db, sql: "SELECT title || '|' || text || '|' || coalesce(color, '-') || '|' || rating FROM Note ORDER BY title")
+        }
+        #expect(rows == ["pending|not uploaded yet|-|3", "uploaded|first|-|3"])
+        #expect(try await store.read { db in try RecordID?.fetchAll(db, sql: "SELECT folder FROM Note ORDER BY title") } == [nil, work])
+        #expect(try await store.read { db in try String.fetchAll(db, sql: "SELECT name FROM Notebook") } == ["Work"])
+        #expect(try await store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Tag") } == 0)
+        let indexes = try await store.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'Note_index_0'")
+        }
+        #expect(indexes == ["Note_index_0"])
+        // No copy is left once the migration committed.
+        let files = try FileManager.default.contentsOfDirectory(atPath: place.root.appendingPathComponent("device").path)
+        #expect(!files.contains { $0.contains(".backup") }, "\(files)")
+
+        // The pending save uploads as a later-version log, and a new device
+        // on the later version (knowing the earlier one) reads both.
+        try await store.write { tx in tx.update("Note", id: uploaded, ["color": "red"]) }
+        try await store.sync()
+        let fresh = try await place.open("fresh", Self.v2, earlier: [Self.v1])
+        let report = try await fresh.sync()
+        #expect(report.status == .upToDate, "\(report.imported.failures)")
+        #expect(try await fresh.stateHash() == store.stateHash())
+        let colors = try await fresh.read { db in try String?.fetchAll(db, sql: "SELECT color FROM Note ORDER BY title") }
+        #expect(colors == [nil, "red"])
+        try await fresh.close()
+        try await store.close()
+    }
+
+    @Test func anOlderDeviceKeepsSyncingAndNeitherLosesAField() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        var older = try await place.open("older", Self.v1)
+        let newer = try await place.open("newer", Self.v2, earlier: [Self.v1])
+        let note = try await older.write { tx in
+            tx.insert("Note", ["title": "shared", "body": "from v1", "pinned": false])
+        }
+        try await older.sync()
+        let first = try await newer.sync()
+        #expect(first.status == .upToDate && first.imported.appliedLogs == 1, "\(first.imported.failures)")
+        // The later version writes its new field and a renamed one; the
+        // earlier version writes a field both have.
+        try await newer.write { tx in tx.update("Note", id: note, ["color": "green", "text": "edited on v2"]) }
+        try await newer.sync()
+        try await older.write { tx in tx.update("Note", id: note, ["pinned": true]) }
+        let held = try await older.sync()
+        #expect(held.imported.held.count == 1 && held.status == .waiting, "the later version's log waits on the earlier device")
+        #expect(held.imported.permanentFailures.isEmpty)
+        try await newer.sync()
+        let onNewer = try await newer.read { db in
+            try String.fetchOne(db, sql: "SELECT color || '|' || text || '|' || pinned FROM Note")
+        }
+        #expect(onNewer == "green|edited on v2|1", "the earlier device's update keeps the later version's fields")
+
+        // The earlier device upgrades: its snapshot migrates, the held log applies.
+        try await older.close()
+        older = try await place.open("older", Self.v2)
+        let after = try await older.sync()
+        #expect(after.status == .upToDate, "\(after.imported.failures)")
+        #expect(try await older.stateHash() == newer.stateHash())
+        let onOlder = try await older.read { db in
+            try String.fetchOne(db, sql: "SELECT color || '|' || text || '|' || pinned FROM Note")
+        }
+        #expect(onOlder == "green|edited on v2|1")
+        try await older.close()
+        try await newer.close()
+    }
+
+    @Test func aChangeNeedingAppCodeIsRefusedAndTouchesNothing() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        var store = try await place.open("device", Self.v1)
+        try await store.write { tx in _ = tx.insert("Note", ["title": "kept", "body": "b", "pinned": false]) }
+        try await store.close()
+        let dropped = try Schema(version: 2, entities: [
+            Entity("Folder", attributes: [Attribute("name", .string)], unique: [["name"]]),
+            Entity("Note", attributes: [Attribute("title", .string), Attribute("pinned", .int64)],
+                   relationships: [.toOne("folder", to: "Folder")]),
+        ])
+        let error = await #expect(throws: ChronicleError.self) { try await place.open("device", dropped) }
+        #expect(error?.code == .unsupportedMigration)
+        #expect(error?.message.contains("remove Note.body") == true, "\(error?.message ?? "")")
+        #expect(error?.message.contains("change Note.pinned from bool attribute to int64 attribute") == true)
+        // The same schema version with other content is refused too.
+        let sameVersion = try Schema(version: 1, entities: Self.v2.entities)
+        let same = await #expect(throws: ChronicleError.self) { try await place.open("device", sameVersion) }
+        #expect(same?.code == .schemaMismatch && same?.message.contains("higher version number") == true)
+        store = try await place.open("device", Self.v1)
+        #expect(try await store.read { db in try String.fetchAll(db, sql: "SELECT body FROM Note") } == ["b"])
+        try await store.close()
+        // An earlier app version does not open a later version's snapshot.
+        store = try await place.open("device", Self.v2)
+        try await store.close()
+        let back = await #expect(throws: ChronicleError.self) { try await place.open("device", Self.v1) }
+        #expect(back?.code == .schemaMismatch && back?.message.contains("open it with the newer app") == true)
+    }
+
+    @Test func aUniqueConstraintAddedMergesRecordsSharingAKey() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let plain = try Schema(version: 1, entities: [Entity("Tag", attributes: [Attribute("label", .string)])])
+        let keyed = try Schema(version: 2, entities: [Entity("Tag", attributes: [Attribute("label", .string)], unique: [["label"]])])
+        var store = try await place.open("device", plain)
+        try await store.write { tx in
+            _ = tx.insert("Tag", ["label": "home"])
+            _ = tx.insert("Tag", ["label": "home"])
+            _ = tx.insert("Tag", ["label": "work"])
+        }
+        try await store.sync()
+        try await store.close()
+        store = try await place.open("device", keyed)
+        #expect(try await store.read { db in try String.fetchAll(db, sql: "SELECT label FROM Tag ORDER BY label") } == ["home", "work"])
+        // A device that replays the same logs under the later version agrees.
+        let fresh = try await place.open("fresh", keyed, earlier: [plain])
+        try await fresh.sync()
+        #expect(try await fresh.stateHash() == store.stateHash())
+        try await fresh.close()
+        try await store.close()
+    }
+
+    @Test func appCodeConvertsAChangedTypeAndDropsARemovedField() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let v1 = try Schema(version: 1, entities: [
+            Entity("Task", attributes: [Attribute("title", .string), Attribute("priority", .string), Attribute("legacy", .string)]),
+        ])
+        let v2 = try Schema(version: 2, entities: [
+            Entity("Task", attributes: [Attribute("title", .string), Attribute("priority", .int64)]),
+        ])
+        let conversions: [SchemaConversion] = [
+            .convert("Task", "priority", in: 2) { old in
+                guard case .string(let text) = old else { return .int(0) }
+                return .int(Int64(text) ?? 0)
+            },
+            .drop("Task", field: "legacy", in: 2),
+        ]
+        var older = try await place.open("older", v1)
+        let task = try await older.write { tx in tx.insert("Task", ["title": "a", "priority": "7", "legacy": "x"]) }
+        try await older.sync()
+        // Without the app's code, the earlier version's logs wait: held,
+        // never a corruption.
+        let without = try await place.open("without", v2, earlier: [v1])
+        let waiting = try await without.sync()
+        #expect(waiting.imported.held.count == 1 && waiting.imported.permanentFailures.isEmpty)
+        try await without.close()
+        let newer = try await place.open("newer", v2, earlier: [v1], conversions: conversions)
+        #expect(try await newer.sync().status == .upToDate)
+        #expect(try await newer.read { db in try Int.fetchOne(db, sql: "SELECT priority FROM Task") } == 7)
+        // A later earlier-version update converts too.
+        try await older.write { tx in tx.update("Task", id: task, ["priority": "9", "legacy": "y"]) }
+        try await older.sync()
+        try await newer.sync()
+        #expect(try await newer.read { db in try Int.fetchOne(db, sql: "SELECT priority FROM Task") } == 9)
+        try await older.close()
+        let error = await #expect(throws: ChronicleError.self) { try await place.open("older", v2) }
+        #expect(error?.code == .unsupportedMigration && error?.message.contains("SchemaConversion") == true, "\(error?.message ?? "")")
+        older = try await place.open("older", v2, conversions: conversions)
+        #expect(try await older.read { db in try Int.fetchOne(db, sql: "SELECT priority FROM Task") } == 9)
+        #expect(try await older.stateHash() == newer.stateHash())
+        try await older.close()
+        try await newer.close()
+    }
+
+    @Test func aCrashBeforeTheMigrationCommitsLeavesTheEarlierSnapshot() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        var store = try await place.open("device", Self.v1)
+        try await store.write { tx in _ = tx.insert("Note", ["title": "kept", "body": "b", "pinned": false]) }
+        try await store.close()
+        let crash = CrashInjector { $0 == .schemaMigrationBeforeCommit }
+        let error = await #expect(throws: ChronicleError.self) { try await place.open("device", Self.v2, crash: crash) }
+        #expect(error?.code == .simulatedCrash)
+        // The copy made before the migration is still there, and the
+        // snapshot is the earlier version's, whole.
+        let files = try FileManager.default.contentsOfDirectory(atPath: place.root.appendingPathComponent("device").path)
+        #expect(files.contains { $0.hasSuffix(".schema-v1.backup") }, "\(files)")
+        store = try await place.open("device", Self.v1)
+        #expect(try await store.read { db in try String.fetchAll(db, sql: "SELECT body FROM Note") } == ["b"])
+        try await store.close()
+        store = try await place.open("device", Self.v2)
+        #expect(try await store.read { db in try String.fetchAll(db, sql: "SELECT text FROM Note") } == ["b"])
+        try await store.close()
+    }
+
+    @Test func aLaterDeviceStartsFromAnEarlierBaselineAndAnEarlierDevicePassesOverALaterOne() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let older = try await place.open("older", Self.v1)
+        let note = try await older.write { tx in tx.insert("Note", ["title": "t", "body": "from the baseline", "pinned": false]) }
+        try await older.sync()
+        _ = try await older.publishBaseline()
+        let newer = try await place.open("newer", Self.v2, earlier: [Self.v1])
+        let first = try await newer.sync()
+        #expect(first.status == .upToDate, "\(first.imported.failures)")
+        #expect(first.imported.baseline != nil, "it started from the earlier version's baseline")
+        #expect(try await newer.read { db in try String.fetchAll(db, sql: "SELECT text FROM Note") } == ["from the baseline"])
+        // The later device's baseline is newest now; a new earlier-version
+        // device passes over it (held) and reads the earlier one.
+        try await newer.write { tx in tx.update("Note", id: note, ["color": "blue"]) }
+        try await newer.sync()
+        _ = try await newer.publishBaseline()
+        let late = try await place.open("late", Self.v1)
+        let report = try await late.sync()
+        #expect(report.imported.held.count >= 1 && report.imported.permanentFailures.isEmpty, "\(report.imported.failures)")
+        #expect(try await late.read { db in try String.fetchAll(db, sql: "SELECT body FROM Note") } == ["from the baseline"])
+        for store in [older, newer, late] { try await store.close() }
+    }
+}
