@@ -365,7 +365,9 @@ extension StoreManager {
                                            since: record.problems[key]?.since ?? now)
         }
         record.problems = problems
-        record.held = report.imported.held.map(\.name)
+        let held = report.imported.held.map(\.name)
+        if held != record.held { continuations.publish(.waitingForAppUpgrade(store.storeID, logs: held)) }
+        record.held = held
         // This device's own logs that do not stay in the container.
         var putBack = (record.putBack ?? [:]).filter { now &- $0.value < 10 * health.repairWait.milliseconds }
         var lost: (name: String, since: UInt64)?

@@ -226,6 +226,12 @@ public actor StoreManager {
         /// This device won the election to rebuild the corrupted store, and
         /// rebuilds it now (``rebuiltCloudStore(_:from:)`` follows).
         case electedToRebuild(StoreID)
+        /// The logs of the cloud store this device holds, waiting for an
+        /// app upgrade, changed: written for a schema this app version does
+        /// not know (a later version's), they are not applied and are not a
+        /// corruption (see `docs/schema-evolution.md`). Empty once none is
+        /// held any more.
+        case waitingForAppUpgrade(StoreID, logs: [String])
     }
 
     /// What a merge of the local store into the cloud store did.

@@ -25,7 +25,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             Long runs (sync, simulate --seeds, bench) report progress with a rate on standard error: \
             one line rewritten in place on a terminal, plain lines otherwise.
             """,
-        subcommands: [Init.self, Save.self, Sync.self, PublishBaseline.self, Cloud.self, StoreMaintenance.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, HealthCommand.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
+        subcommands: [Init.self, Save.self, Sync.self, PublishBaseline.self, Cloud.self, StoreMaintenance.self, Query.self, StateHash.self, Inspect.self, Verify.self, Dump.self, HealthCommand.self, SchemaCommand.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
     )
 
     /// The exit status of bad usage.
@@ -72,7 +72,7 @@ struct ChronicleCommand: AsyncParsableCommand {
     }
 
     /// The options, across commands, that take a path.
-    static let pathOptions: Set<String> = ["--device-dir", "--container", "--schema", "--input", "-i", "--file", "--write-docs", "--journal"]
+    static let pathOptions: Set<String> = ["--device-dir", "--container", "--schema", "--earlier-schema", "--input", "-i", "--file", "--write-docs", "--journal"]
 
     /// Refuses an empty path: `URL(fileURLWithPath: "")` is the current
     /// folder, so `--device-dir ""` would make it a device folder, and
@@ -130,8 +130,13 @@ struct DeviceOptions: ParsableArguments {
 
     @OptionGroup var container: ContainerOptions
 
-    @Option(name: .customLong("schema"), help: "The schema JSON file.")
+    @Option(name: .customLong("schema"),
+            help: "The schema JSON file: the app's version of the model. A device folder of an earlier version migrates when it is opened (see `chronicle schema`).")
     var schema: String
+
+    @Option(name: .customLong("earlier-schema"),
+            help: "An earlier version of the schema whose logs this device reads, written by devices not upgraded yet (repeatable). Logs of a version the device does not know wait.")
+    var earlierSchemas: [String] = []
 
     /// How long a command waits for another process that has the device folder open.
     static let lockWait: Duration = .seconds(5)
@@ -170,6 +175,12 @@ struct DeviceOptions: ParsableArguments {
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
         configuration.lockWait = Self.lockWait
+        configuration.earlierSchemas = try earlierSchemas.map { path throws(ChronicleError) in try InputFile.schema(at: path) }
+        for earlier in configuration.earlierSchemas where earlier.hash != schema.hash {
+            // Named on purpose, so a version that cannot be read through is an error, not a silent wait.
+            let migration = try SchemaMigration(from: earlier, to: schema)
+            try migration.requireComplete()
+        }
         let manager = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: cloudOnForANewFolder,
                                                                              health: health))
         if let failure = await manager.loadError, !tolerating.contains(failure.code) {

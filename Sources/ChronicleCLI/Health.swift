@@ -43,6 +43,10 @@ func healthLine(_ event: StoreManager.Event) -> String? {
             ? "device \(mark.device) marked store \(mark.store) corrupted (\(mark.blob): \(mark.reason)); this healthy device stands for the election to rebuild it"
             : "marked store \(mark.store) corrupted (\(mark.blob): \(mark.reason)) and unloaded it; a healthy device rebuilds it, and this device then moves there with its saves"
     case .electedToRebuild(let store): "elected to rebuild the corrupted store \(store)"
+    case .waitingForAppUpgrade(let store, let logs):
+        logs.isEmpty
+            ? "no log of store \(store) waits for an app upgrade any more"
+            : "\(logs.count) log(s) of store \(store) wait for an app upgrade: another app version wrote them for a schema this one does not know"
     case .rebuiltCloudStore(let new, let old): "rebuilt store \(old) as store \(new), from this device's copy"
     case .movedToStore(let new, let old, let carried): "moved from store \(old) to store \(new), carrying \(carried.copied) record(s) and \(carried.deleted) deletion(s)"
     case .cloudStoreDeleted(let store, let by, let carried):

@@ -65,6 +65,9 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "Turn the lifecycle and the corruption faults on (the damaged-view and unrepairable-log rates): logs some devices see damaged for good, logs their owner cannot put back. The health monitors find them, mark the store, elect one device to rebuild it, and every device moves to the new store.")
     var corruption = false
 
+    @Flag(help: "Change the app's schema during the run: devices start on the workload's first version (some on the second, as new installs), upgrade at random moments while the others keep writing (notes gain a color, a reading's label is renamed, tags are new, with a unique label), and all have upgraded before the checks. Adds the check that schema versions never cause a corruption mark or a rebuild.")
+    var upgrades = false
+
     @Option(help: "With --lifecycle: how many devices turn the cloud on at the same moment, first (default: drawn from the seed, 2 to --devices).")
     var firstEnables: Int?
 
@@ -90,7 +93,7 @@ struct Simulate: AsyncParsableCommand {
         if exclusiveCreate != nil && !(lifecycle || corruption) { throw ValidationError("--exclusive-create needs --lifecycle") }
 
         if exclusiveCreate == .drawn { throw ValidationError("--exclusive-create takes reliable or unreliable") }
-        if processes != nil && (swarm || calm || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
+        if processes != nil && (swarm || calm || upgrades || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
             throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves, --lifecycle, --corruption and --verbose")
         }
         if let processes {
@@ -118,6 +121,7 @@ struct Simulate: AsyncParsableCommand {
         base.devices = devices
         base.savesPerDevice = saves
         base.lifecycle = lifecycle
+        base.upgrades = upgrades
         if corruption { base.enableCorruption() }
         base.firstEnables = firstEnables ?? 0
         base.exclusiveCreate = exclusiveCreate ?? .drawn
@@ -128,7 +132,7 @@ struct Simulate: AsyncParsableCommand {
 
     func reproduce(_ seed: UInt64, _ overrides: SimulationOverrides) -> String {
         (["chronicle", "simulate", "--seed", "0x\(String(seed, radix: 16))"] + (swarm ? ["--swarm"] : []) + (calm ? ["--calm"] : [])
-            + (lifecycle ? ["--lifecycle"] : []) + (corruption ? ["--corruption"] : [])
+            + (lifecycle ? ["--lifecycle"] : []) + (corruption ? ["--corruption"] : []) + (upgrades ? ["--upgrades"] : [])
             + (firstEnables.map { ["--first-enables", String($0)] } ?? [])
             + (exclusiveCreate.map { ["--exclusive-create", $0.rawValue] } ?? [])
             + ["--devices", String(devices), "--saves", String(saves)] + overrides.arguments + ["--verbose"]).joined(separator: " ")
@@ -253,6 +257,10 @@ struct Simulate: AsyncParsableCommand {
             in all: \(attempted) saves attempted, \(syncs) syncs, \(logs) logs, \(summaries.reduce(0) { $0 + $1.baselinesPublished }) baselines published; the final check's new device started from one in \(summaries.filter(\.newDeviceStartedFromBaseline).count) seeds
             faults in all: \(faults.summary)
             """
+        let upgraded = summaries.compactMap(\.upgrades)
+        if !upgraded.isEmpty {
+            text += "\nupgrades: \(upgraded.reduce(0, +)) devices upgraded to schema version 2 while the others worked"
+        }
         let lifecycles = summaries.compactMap(\.lifecycle)
         if !lifecycles.isEmpty {
             let all = lifecycles.reduce(LifecycleCounts(), +)
@@ -320,7 +328,7 @@ struct Simulate: AsyncParsableCommand {
         let f = s.faults
         return """
             seed 0x\(String(s.seed, radix: 16)): \(s.options.devices) devices, \(s.savesAttempted) saves attempted, \(s.savesAcknowledged) acknowledged, \(s.savesRefused) refused by validation, \(s.syncs) syncs, \(s.logs) logs
-            faults: \(f.summary)\(s.lifecycle.map { "\nlifecycle: \($0.summary)" } ?? "")\(s.health.map { "\nhealth: \($0.summary)" } ?? "")
+            faults: \(f.summary)\(s.upgrades.map { "\nupgrades: \($0) device(s) upgraded to schema version 2 while the others worked (the rest started on it, or upgraded before the checks)" } ?? "")\(s.lifecycle.map { "\nlifecycle: \($0.summary)" } ?? "")\(s.health.map { "\nhealth: \($0.summary)" } ?? "")
             baselines: \(s.baselinesPublished) published; the final check's new device started \(s.newDeviceStartedFromBaseline ? "from the newest intact one" : "from the logs alone")
             virtual time: \(s.virtualMilliseconds) ms of work, converged \(s.convergenceMilliseconds) ms after
             records: \(s.records.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); state \(s.stateHash)

@@ -13,7 +13,8 @@ struct Sync: AsyncParsableCommand {
         discussion: """
             Exit status: 0 when everything visible was imported; 3 when something is not visible yet \
             (another device's log or a baseline still arriving: run sync again later), a log is held \
-            because a newer app version wrote it for a schema this one does not know, or this device \
+            because another app version wrote it for a schema this one does not know (a later version; \
+            or an earlier one not named with --earlier-schema), or this device \
             marked the store corrupted and waits for another device to rebuild it (waitingForRebuild); \
             1 when some log failed in a way another sync will not clear (each is named; the others are \
             still imported) or this device has just marked the store corrupted (markedCorrupted); \

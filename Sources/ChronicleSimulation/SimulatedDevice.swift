@@ -28,6 +28,8 @@ final class SimulatedDevice {
     /// Whether it deleted its local store on purpose (what it held is gone).
     var deletedLocalStore = false
     var online = true
+    /// The version of the workload's schema its app runs (see `Workload.upgraded`).
+    var schemaVersion = 1
     var account = 0
     /// The store it last opened, per account.
     var knownStore: [Int: StoreID] = [:]

@@ -164,7 +164,7 @@ extension Simulation {
     func activeStoreIntact() async throws -> Bool {
         let container = accounts[0].everything
         guard let store = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store else { return true }
-        let logs = try await StoreLogs.read(container, store: store)
+        let logs = try await StoreLogs.read(container, store: store, upgrades: options.upgrades)
         return logs.damaged.isEmpty && logs.devices.allSatisfy { logs.runs($0).count <= 1 }
     }
 
@@ -173,7 +173,7 @@ extension Simulation {
     func joinerAgrees() async throws -> Bool {
         guard let store = devices.first?.store else { return false }
         try await recordFates()
-        let logs = try await StoreLogs.read(accounts[0].everything, store: store.storeID)
+        let logs = try await StoreLogs.read(accounts[0].everything, store: store.storeID, upgrades: options.upgrades)
         let reference = try await OrderIndependenceChecker.reference(logs, store: store.storeID, state: quiescedState)
         return reference.hash == (try await store.stateHash())
     }
@@ -182,7 +182,8 @@ extension Simulation {
     func recordsInBaselines(of store: StoreID) async throws -> Set<RecordID> {
         let path = root.appendingPathComponent("baseline-\(store).sqlite").path
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
-        let snapshot = try Snapshot(path: path, schema: Self.schema, storeID: store, deviceID: DeviceID(index: 998), durability: .normal)
+        let snapshot = try Snapshot(path: path, schema: finalSchema, storeID: store, deviceID: DeviceID(index: 998), durability: .normal,
+                                    earlierSchemas: Workload.earlierSchemas(before: finalSchema.version))
         defer { try? snapshot.close() }
         var replayer = Replayer(snapshot: snapshot, container: accounts[0].everything, logger: logger)
         replayer.baselineWait = Duration.zero
@@ -190,7 +191,7 @@ extension Simulation {
         guard report.baseline != nil else { return [] }
         return try await snapshot.databasePool.read { db in
             var all = Set(try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_records"))
-            for entity in Workload.schema.entities {
+            for entity in snapshot.schema.entities {
                 all.formUnion(try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)"))
             }
             return all

@@ -80,14 +80,17 @@ extension Simulation {
     /// the store a device opens directly).
     func storeConfiguration(_ d: SimulatedDevice) -> Store.Configuration {
         let injector = CrashInjector { [crashes] _ in crashes.decide() }
-        return Store.Configuration(
-            schema: Self.schema, deviceID: d.initialID, directory: d.folder,
+        var configuration = Store.Configuration(
+            schema: Workload.schema(version: d.schemaVersion), deviceID: d.initialID, directory: d.folder,
             container: accounts[d.account].view(for: d.initialID), clock: clock, seed: seed &+ UInt64(d.index) &* 31 &+ UInt64(d.syncs),
             logger: logger, durability: .normal, knownStore: options.lifecycle ? nil : d.knownStore[d.account])
             .crashing(with: injector)
             // A device that has imported nothing waits this long for a
             // baseline still being written (the run lasts seconds).
             .waitingForBaselines(.seconds(5))
+        // The app ships its earlier schema versions, to read their logs.
+        configuration.earlierSchemas = Workload.earlierSchemas(before: d.schemaVersion)
+        return configuration
     }
 
     /// Opens the device's manager (its persisted choice decides which store
@@ -392,7 +395,7 @@ extension Simulation {
     func hiddenRecords(_ store: Store) async throws -> Set<RecordID> {
         try await store.read { db in
             var hidden = Set<RecordID>()
-            for (index, entity) in Workload.schema.entities.enumerated() {
+            for (index, entity) in store.snapshot.schema.entities.enumerated() {
                 let sql = "SELECT id FROM _chronicle_records WHERE entity = ? AND id NOT IN (SELECT id FROM \(entity.name.quotedDatabaseIdentifier))"
                 hidden.formUnion(try RecordID.fetchAll(db, sql: sql, arguments: [index]))
             }
@@ -408,7 +411,7 @@ extension Simulation {
     func allRecords(_ store: Store) async throws -> Set<RecordID> {
         try await store.read { db in
             var all = Set(try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_records"))
-            for entity in Workload.schema.entities {
+            for entity in store.snapshot.schema.entities {
                 all.formUnion(try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)"))
             }
             return all
@@ -419,7 +422,7 @@ extension Simulation {
     /// ``Snapshot/recordVersions(entity:id:)``).
     func recordVersions(_ store: Store) async throws -> [RecordID: Snapshot.RecordVersions] {
         var result: [RecordID: Snapshot.RecordVersions] = [:]
-        for (index, entity) in Workload.schema.entities.enumerated() {
+        for (index, entity) in store.snapshot.schema.entities.enumerated() {
             let ids = try await store.read { db in
                 try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_records WHERE entity = ? UNION SELECT id FROM \(entity.name.quotedDatabaseIdentifier)",
                                       arguments: [index])

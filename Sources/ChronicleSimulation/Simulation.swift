@@ -22,8 +22,11 @@ import Logging
 /// (`Faults/`, one per fault kind, each with its own probability) and, after
 /// quiescence, the invariant checkers (`Checkers/`, one per invariant).
 package final class Simulation {
-    /// The workload's schema (see `Workload.schema`).
+    /// The workload's first schema (see `Workload.schema`).
     package static var schema: Schema { Workload.schema }
+
+    /// The schema every device ends on.
+    var finalSchema: Schema { Workload.finalSchema(upgrades: options.upgrades) }
 
     package let seed: UInt64
     package let options: SimulationOptions
@@ -40,6 +43,10 @@ package final class Simulation {
     var lifecycleRandom: SeededRandom
     /// The corruption faults' stream.
     var corruptionRandom: SeededRandom
+    /// The upgrades' stream (``SimulationOptions/upgrades``).
+    var upgradeRandom: SeededRandom
+    /// Devices that upgraded their app during the workload.
+    var upgradesDone = 0
     /// Each store of account A some device marked corrupted: when it was
     /// first marked, and when every device was next healthy on one other store.
     var episodes: [StoreID: CorruptionEpisode] = [:]
@@ -102,6 +109,7 @@ package final class Simulation {
         folderRandom = SeededRandom(seed: seed ^ 0xF01D_E2F0_1DE2)
         lifecycleRandom = SeededRandom(seed: seed ^ 0x11FE_C7C1_E000)
         corruptionRandom = SeededRandom(seed: seed ^ 0xC022_0B7E_D000)
+        upgradeRandom = SeededRandom(seed: seed ^ 0x0069_AD3D_0000)
         crashes = CrashControl(seed: seed ^ 0xC4A5_4C4A_5443_4841, probability: options.crashProbability)
         summary = SimulationSummary(seed: seed, options: options)
         injectors = FaultInjectors.standard(options)
@@ -142,6 +150,9 @@ package final class Simulation {
             let d = SimulatedDevice(index: i, initialID: DeviceID(index: UInt64(i + 1)),
                                     root: root.appendingPathComponent("device-\(i + 1)"))
             d.lifecycle = options.lifecycle
+            // A quarter start on the upgraded app (new installs); the first
+            // device always on the first version.
+            if options.upgrades, i > 0, upgradeRandom.next() % 4 == 0 { d.schemaVersion = 2 }
             devices.append(d)
         }
         if options.lifecycle { planFirstEnables() }
@@ -157,6 +168,7 @@ package final class Simulation {
         summary.faults = faultCounts()
         if !accounts[0].faults.reliableExclusiveCreate { lifecycleCounts.unreliableCreateSeeds = 1 }
         summary.lifecycle = options.lifecycle ? lifecycleCounts : nil
+        summary.upgrades = options.upgrades ? upgradesDone : nil
         for d in devices {
             if d.manager != nil { try? await closeManager(d) } else { try? await d.store?.close() }
         }
@@ -169,6 +181,10 @@ package final class Simulation {
         steps += 1
         if steps == firstEnableStep { try await firstEnables() }
         clock.advance(byMilliseconds: Int64(1 + random.next() % 40))
+        if options.upgrades, upgradeRandom.next() % 200 == 0 {
+            let waiting = devices.filter { $0.schemaVersion < 2 }
+            if !waiting.isEmpty { try await upgrade(waiting[Int(upgradeRandom.next() % UInt64(waiting.count))]) }
+        }
         for injector in injectors { try await injector.step(self) }
         if options.baselineProbability.draw(&baselineRandom) {
             await publishBaseline(devices[Int(baselineRandom.next() % UInt64(devices.count))])
@@ -202,7 +218,18 @@ package final class Simulation {
 
     func open(_ d: SimulatedDevice) async throws {
         if options.lifecycle { return try await openManager(d) }
-        let store = try await Store.open(storeConfiguration(d))
+        var opened: Store?
+        while opened == nil {
+            do {
+                opened = try await Store.open(storeConfiguration(d))
+            } catch let error as ChronicleError where error.code == .simulatedCrash {
+                // A crash while it opens (migrating its snapshot to a new
+                // schema version): the app is launched again.
+                disturbances += 1
+                note("device \(d.number) crashed while opening, and is launched again")
+            }
+        }
+        let store = opened!
         d.knownStore[d.account] = store.storeID
         d.identityChangesSeen = 0
         d.store = store
@@ -233,6 +260,14 @@ package final class Simulation {
         d.identityChangesSeen = changes.count
     }
 
+    /// The device's app moves to the workload's upgraded schema version:
+    /// it closes, and opens again on the new version (its snapshot migrates).
+    func upgrade(_ d: SimulatedDevice, duringWork: Bool = true) async throws {
+        if duringWork { upgradesDone += 1 }
+        note("device \(d.number) upgrades its app to schema version 2")
+        try await reopen(d) { d.schemaVersion = 2 }
+    }
+
     /// Closes the device's store, does `body` to its files, opens it again.
     func reopen(_ d: SimulatedDevice, after body: () throws -> Void) async throws {
         if d.manager != nil {
@@ -253,17 +288,20 @@ package final class Simulation {
         summary.savesAttempted += 1
         let total = options.operationWeights.values.reduce(0, +)
         let chosen = Workload.chosen(random.next() % UInt64(total), weights: options.operationWeights)
+        let version = store.snapshot.schema.version
         let input = Workload.Input(
             folders: try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Folder ORDER BY id") },
             notes: try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note ORDER BY id") },
             readings: try await store.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Reading ORDER BY id") },
             folderName: Workload.folderNames[pick(Workload.folderNames.count)],
             title: "n\(d.number)-\(random.next() % 1000)", words: Int64(random.next() % 5000),
-            r1: random.next(), r2: random.next())
+            r1: random.next(), r2: random.next(), version: version,
+            tags: version >= 2 ? try await store.read { db in try String.fetchAll(db, sql: "SELECT label FROM Tag") } : [])
         let operation = Workload.resolve(chosen, input)
         do {
-            let (written, result) = try await store.writeReporting { tx in operation.body(input, &tx) }
+            let (made, result) = try await store.writeReporting { tx in operation.body(input, &tx) }
             guard let result else { return }
+            let written = Workload.canonical(made, version: version, upgrades: options.upgrades)
             if options.lifecycle {
                 for id in try await removed(by: written, in: store) { ledger.removed[id] = max(ledger.removed[id] ?? result.clock, result.clock) }
             }
@@ -349,7 +387,7 @@ package final class Simulation {
               try store.snapshot.pendingUploadCount() == 0 else { return false }
         let device = d.currentID
         let last = try store.snapshot.vector()[device] ?? 0
-        let logs = try await StoreLogs.read(accounts[d.account].everything, store: store.storeID, device: device)
+        let logs = try await StoreLogs.read(accounts[d.account].everything, store: store.storeID, device: device, upgrades: options.upgrades)
         return logs.conflicts.isEmpty && logs.contiguous(device).count >= Int(last)
     }
 
@@ -361,6 +399,8 @@ package final class Simulation {
     func quiesce() async throws {
         crashes.enabled.store(false, ordering: .relaxed)
         let start = clock.nowMilliseconds()
+        // Convergence is checked after the last upgrade.
+        for d in devices where d.schemaVersion < 2 && options.upgrades { try await upgrade(d, duringWork: false) }
         if options.lifecycle { try await quiesceLifecycle() }
         for d in devices where d.account != 0 || !d.online {
             if d.account != 0 {
@@ -421,7 +461,7 @@ package final class Simulation {
         QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
                       fates: fates, deletedStoreLogs: deletedStoreLogs, deletedStoreSaves: deletedStoreSaves, duplicates: options.lifecycle ? duplicates : [:],
                       hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedStoreVersions: deletedStoreVersions, deletedAt: deletedAt,
-                      firstEnableRecords: firstEnableRecords, corruption: options.corruption)
+                      firstEnableRecords: firstEnableRecords, corruption: options.corruption, upgrades: options.upgrades)
     }
 
     func check() async throws {
@@ -431,7 +471,7 @@ package final class Simulation {
             // device (recorded then), and in its logs (saves carried into it
             // by moving devices, seeded records).
             for (store, at) in deletedAt {
-                let logs = try await StoreLogs.read(accounts[0].everything, store: store)
+                let logs = try await StoreLogs.read(accounts[0].everything, store: store, upgrades: options.upgrades)
                 for device in logs.devices {
                     for t in logs.transactions[device]!.values {
                         for change in t.changes { deletedWithStore[change.recordID] = max(deletedWithStore[change.recordID] ?? at, at) }
@@ -460,10 +500,37 @@ package final class Simulation {
             summary.invariantsChecked.append("every corruption episode ends with every device healthy on one store, after one rebuild where exclusive create is reliable")
             try await checkHealth(&report)
         }
+        if options.upgrades {
+            summary.invariantsChecked.append("no corruption mark, rebuild or election caused by schema versions")
+            checkNoVersionCorruption(&report)
+        }
         summary.violations = report.violations
         summary.stateHash = report.stateHash
         summary.records = report.records
         summary.newDeviceStartedFromBaseline = report.newDeviceStartedFromBaseline
         summary.logs = try await accounts[0].everything.listAll(prefix: "").filter { $0.name.rawValue.hasSuffix(ContainerLayout.logExtension) }.count
+    }
+}
+
+extension Simulation {
+    /// Schema versions are never a corruption: no device marked a store,
+    /// rebuilt its copy or stood for election over a log or a baseline of
+    /// another version (a held log, or one read through a migration).
+    func checkNoVersionCorruption(_ report: inout CheckReport) {
+        func aboutVersions(_ reason: String) -> Bool {
+            reason.localizedCaseInsensitiveContains("schema")
+        }
+        for d in devices {
+            for event in d.events {
+                switch event {
+                case .cloudContentCorrupted(let mark, _) where aboutVersions(mark.reason):
+                    report.violation("device \(d.number) saw store \(mark.store) marked corrupted over schema versions: \(mark.reason)")
+                case .rebuildingLocalCopy(let store, let reason) where aboutVersions(reason):
+                    report.violation("device \(d.number) rebuilt its copy of store \(store) over schema versions: \(reason)")
+                default:
+                    break
+                }
+            }
+        }
     }
 }

@@ -59,6 +59,12 @@ package struct SimulationOptions: Sendable, Hashable, Codable {
     /// delete the cloud store, and run maintenance operations. Off, every
     /// device opens the container's store directly.
     package var lifecycle = false
+    /// Whether the app's schema changes during the run: devices start on
+    /// the workload's first version (a quarter of them on the second, as
+    /// new installs), upgrade at random moments while the others keep
+    /// writing, and all have upgraded before quiescence (see
+    /// `Workload.upgraded`).
+    package var upgrades = false
     /// With ``lifecycle``: how many devices turn the cloud on at the same
     /// moment, first, each with its own local data (0 draws it from the
     /// seed, 2 to ``devices``).

@@ -38,6 +38,10 @@ package struct SimulationSummary: Sendable, Hashable, Codable {
     package var lifecycle: LifecycleCounts?
     /// What the health monitors did (with corruption faults).
     package var health: HealthCounts?
+    /// Devices that upgraded their app's schema while the others worked
+    /// (with ``SimulationOptions/upgrades``; the rest upgrade before
+    /// quiescence, or started on the upgraded version).
+    package var upgrades: Int?
     /// Records visible at the end, per entity.
     package var records: [String: Int] = [:]
 

@@ -15,10 +15,11 @@ struct StoreLogs {
     /// Logs that do not verify.
     private(set) var damaged: [ContainerName] = []
 
-    /// Reads every log of `store` (of `device` only, if given).
-    static func read(_ container: InMemoryContainer, store: StoreID, device: DeviceID? = nil) async throws -> StoreLogs {
+    /// Reads every log of `store` (of `device` only, if given), in the
+    /// terms of the run's final schema.
+    static func read(_ container: InMemoryContainer, store: StoreID, device: DeviceID? = nil, upgrades: Bool) async throws -> StoreLogs {
         let prefix = device.map { ContainerLayout.logPrefix(store: store, device: $0) } ?? ContainerLayout.logsPrefix(store: store)
-        let decoder = LogDecoder(schema: Workload.schema)
+        let decoder = Workload.decoder(upgrades: upgrades)
         var logs = StoreLogs()
         for blob in try await container.listAll(prefix: prefix) where ContainerLayout.parseLog(blob.name) != nil {
             guard case .transactions(_, let transactions)? = try? decoder.decode(try await container.get(blob.name)) else {

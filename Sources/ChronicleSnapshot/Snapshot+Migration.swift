@@ -118,26 +118,33 @@ extension Snapshot {
             }
             try merging.settle()
         }
-        // 4. Pending saves in the later version's names.
-        let outbox = try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox ORDER BY sequence")
-        if !outbox.isEmpty {
-            guard let deviceText = try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'device'"),
-                  let deviceID = DeviceID(string: deviceText),
-                  let storeText = try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'store'"),
-                  let storeID = StoreID(string: storeText)
-            else { throw ChronicleError(.databaseCorrupt, "the snapshot's identity does not read") }
-            let decoder = LogDecoder(schema: target, limits: DecodingLimits(maxBodyBytes: .max), earlier: [migration])
-            for row in outbox {
-                let sequence: Int64 = row[0], clock: Int64 = row[1], body: Data = row[2]
-                let encoded = LogEncoder.EncodedTransaction(sequence: UInt64(sequence), clock: HybridTimestamp(rawValue: UInt64(bitPattern: clock)),
-                                                            body: Array(body))
-                let bytes = try LogEncoder(storeID: storeID, compresses: false)
-                    .encode(bodies: [encoded], device: deviceID, schemaHash: source.hash)
-                guard let translated = try decoder.open(bytes).transactions().first else {
-                    throw ChronicleError(.databaseCorrupt, "pending save \(sequence) reads as no transaction")
-                }
-                try db.execute(sql: "UPDATE _chronicle_outbox SET body = ? WHERE sequence = ?",
-                               arguments: [Data(LogEncoder.body(of: translated)), sequence])
+        // 4. Pending saves, and the saves of earlier IDs this device keeps
+        // to put their logs back, in the later version's names: a log put
+        // back after the upgrade is the later version's.
+        guard let storeText = try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'store'"),
+              let storeID = StoreID(string: storeText),
+              let deviceText = try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'device'"),
+              let deviceID = DeviceID(string: deviceText)
+        else { throw ChronicleError(.databaseCorrupt, "the snapshot's identity does not read") }
+        let decoder = LogDecoder(schema: target, limits: DecodingLimits(maxBodyBytes: .max), earlier: [migration])
+        func translated(_ sequence: Int64, _ clock: Int64, _ body: Data, device: DeviceID) throws -> Data {
+            let encoded = LogEncoder.EncodedTransaction(sequence: UInt64(sequence), clock: HybridTimestamp(rawValue: UInt64(bitPattern: clock)),
+                                                        body: Array(body))
+            let bytes = try LogEncoder(storeID: storeID, compresses: false).encode(bodies: [encoded], device: device, schemaHash: source.hash)
+            guard let t = try decoder.open(bytes).transactions().first else {
+                throw ChronicleError(.databaseCorrupt, "save \(sequence) of device \(device) reads as no transaction")
+            }
+            return Data(LogEncoder.body(of: t))
+        }
+        for row in try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox") {
+            try db.execute(sql: "UPDATE _chronicle_outbox SET body = ? WHERE sequence = ?",
+                           arguments: [try translated(row[0], row[1], row[2], device: deviceID), row[0] as Int64])
+        }
+        if try db.tableExists("_chronicle_inherited") {
+            for row in try Row.fetchAll(db, sql: "SELECT device, sequence, clock, body FROM _chronicle_inherited") {
+                let device = DeviceID(row[0] as RecordID)
+                try db.execute(sql: "UPDATE _chronicle_inherited SET body = ? WHERE device = ? AND sequence = ?",
+                               arguments: [try translated(row[1], row[2], row[3], device: device), device.rawValue, row[1] as Int64])
             }
         }
         // 5. The identity names the later version; the earlier one is kept

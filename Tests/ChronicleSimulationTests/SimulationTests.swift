@@ -16,6 +16,23 @@ import Testing
         #expect(summary.passed, "seed \(seed): \(summary.violations)")
     }
 
+    /// Seeds of `--upgrades` runs that once failed: a device that upgraded
+    /// kept the saves of an earlier ID (to put their logs back) in the
+    /// earlier version's names, and put one back as a later-version log
+    /// no device could read. With the lifecycle too (devices then failed
+    /// to load).
+    static let upgradeSeeds: [(seed: UInt64, lifecycle: Bool)] = [(0x35, false), (0x12, true), (0x18, true), (0x1f, true)]
+
+    @Test(arguments: upgradeSeeds.indices)
+    func pinnedUpgradeSeeds(index: Int) async throws {
+        var options = SimulationOptions()
+        options.upgrades = true
+        options.lifecycle = Self.upgradeSeeds[index].lifecycle
+        let summary = try await Simulation(seed: Self.upgradeSeeds[index].seed, options: options).run()
+        #expect(summary.passed, "seed \(Self.upgradeSeeds[index].seed): \(summary.violations)")
+        #expect(summary.invariantsChecked.contains("no corruption mark, rebuild or election caused by schema versions"))
+    }
+
     /// Pinned: renaming folders (an update of a unique key) left devices
     /// apart without any fault, when a rename moved a folder into the key
     /// group that notes pointed at through a hidden duplicate. Found by the

@@ -265,4 +265,40 @@ import Testing
         #expect(try await late.read { db in try String.fetchAll(db, sql: "SELECT body FROM Note") } == ["from the baseline"])
         for store in [older, newer, late] { try await store.close() }
     }
+
+    @Test func aStoreManagerSaysWhenLogsWaitForAnAppUpgrade() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        func manager(_ name: String, _ schema: Schema) async throws -> StoreManager {
+            try await StoreManager.open(StoreManager.Configuration(
+                store: Store.Configuration(schema: schema, directory: place.root.appendingPathComponent(name), container: place.container),
+                cloudEnabledByDefault: true))
+        }
+        var older = try await manager("older", Self.v1)
+        let events = older.events()
+        let newer = try await place.open("newer", Self.v2, earlier: [Self.v1])
+        try await newer.write { tx in _ = tx.insert("Note", ["title": "v2", "text": "t", "pinned": false]) }
+        try await newer.sync()
+        let report = try await older.sync()
+        #expect(report?.imported.held.count == 1)
+        #expect(try await older.health().held.count == 1)
+        try await older.close()
+        var saw: [[String]] = []
+        for await event in events {
+            if case .waitingForAppUpgrade(_, let logs) = event { saw.append(logs) }
+        }
+        #expect(saw.count == 1 && saw.first?.count == 1, "\(saw)")
+        // Upgraded, the log applies and nothing waits any more.
+        older = try await manager("older", Self.v2)
+        let after = older.events()
+        #expect(try await older.sync()?.status == .upToDate)
+        #expect(try await older.store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note") } == ["v2"])
+        try await older.close()
+        var cleared = false
+        for await event in after {
+            if case .waitingForAppUpgrade(_, let logs) = event, logs.isEmpty { cleared = true }
+        }
+        #expect(cleared)
+        try await newer.close()
+    }
 }

@@ -146,7 +146,7 @@ import Testing
             case .accountChanged: seen.append("account")
             case .usingFallbackStore: seen.append("fallback")
             case .mergedFallbackStore: seen.append("merged fallback")
-            case .healthChanged, .rebuildingLocalCopy, .cloudContentCorrupted, .electedToRebuild: break
+            case .healthChanged, .rebuildingLocalCopy, .cloudContentCorrupted, .electedToRebuild, .waitingForAppUpgrade: break
             }
         }
         // The first stream begins with the load that open did.

@@ -84,7 +84,7 @@ package struct LogDecoder: Sendable {
         if let schema, header.schemaHash != schema.hash {
             guard let migration = earlier[header.schemaHash] else {
                 throw ChronicleError(.schemaMismatch,
-                                     "log was written for schema \(hex64(header.schemaHash)), which this app version does not know (it uses \(schema.hashString), version \(schema.version)): a newer app version wrote it")
+                                     "log was written for schema \(hex64(header.schemaHash)), which this app version does not know (it uses \(schema.hashString), version \(schema.version)): a later app version wrote it, or an earlier one this device was not told of (its earlier schemas)")
             }
             return try translate(header, body: body, through: migration)
         }

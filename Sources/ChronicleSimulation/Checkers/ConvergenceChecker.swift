@@ -33,7 +33,7 @@ struct ConvergenceChecker: InvariantChecker {
     /// Every record a store shows, by entity.
     static func visibleRecordIDs(_ store: Store) async throws -> [(entity: String, id: RecordID)] {
         try await store.read { db in
-            try Workload.schema.entities.flatMap { entity in
+            try store.snapshot.schema.entities.flatMap { entity in
                 try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier)").map { (entity.name, $0) }
             }
         }

@@ -59,6 +59,11 @@ struct QuiescedState {
     var firstEnableRecords: [Int: [(entity: String, id: RecordID)]] = [:]
     /// Whether the run has corruption faults (``SimulationOptions/corruption``).
     var corruption = false
+    /// Whether the run's devices upgraded their schema (``SimulationOptions/upgrades``).
+    var upgrades = false
+
+    /// The schema every device ends on.
+    var schema: Schema { Workload.finalSchema(upgrades: upgrades) }
 
     var stores: [Store] {
         devices.map { d in
@@ -76,9 +81,11 @@ struct QuiescedState {
     func withNewDevice<T>(_ device: DeviceID, container: any Container, _ body: (Store) async throws -> T) async throws -> T {
         let directory = workDirectory.appendingPathComponent("checker-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let store = try await Store.open(Store.Configuration(
-            schema: Simulation.schema, deviceID: device, directory: directory, container: container, clock: clock,
-            seed: 1, logger: logger, durability: .normal, knownStore: stores[0].storeID).waitingForBaselines(.zero))
+        var configuration = Store.Configuration(
+            schema: schema, deviceID: device, directory: directory, container: container, clock: clock,
+            seed: 1, logger: logger, durability: .normal, knownStore: stores[0].storeID).waitingForBaselines(.zero)
+        configuration.earlierSchemas = Workload.earlierSchemas(before: schema.version)
+        let store = try await Store.open(configuration)
         do {
             let result = try await body(store)
             try await store.close()

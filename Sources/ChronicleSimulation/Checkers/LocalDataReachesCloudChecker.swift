@@ -21,7 +21,7 @@ struct LocalDataReachesCloudChecker: InvariantChecker {
         let final = state.stores[0].snapshot
         for (index, records) in state.firstEnableRecords.sorted(by: { $0.key < $1.key }) {
             for (entity, id) in records where try !Self.known(id, entity: entity, in: final, state) {
-                let local = try NoAcknowledgedSaveLostChecker.localStore(of: state.devices[index])
+                let local = try NoAcknowledgedSaveLostChecker.localStore(of: state.devices[index], state)
                 let there = try local?.recordVersions(entity: entity, id: id)
                 try local?.close()
                 // Brought into a store that was then deleted on purpose before

@@ -32,7 +32,7 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             // A device leaving a deleted store first puts back what the
             // container lost of its uploaded saves.
             guard fate == .deleted else { continue }
-            let logs = try await StoreLogs.read(state.container.everything, store: store)
+            let logs = try await StoreLogs.read(state.container.everything, store: store, upgrades: state.upgrades)
             held[store, default: []].formUnion(logs.devices.flatMap { device in logs.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
             // By name too: nobody repairs a deleted store's logs, so a bit
             // flip after the deletion leaves one that no longer decodes.
@@ -42,7 +42,7 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             }
         }
         for case let (store, .superseded) in state.fates {
-            let logs = try await StoreLogs.read(state.container.everything, store: store)
+            let logs = try await StoreLogs.read(state.container.everything, store: store, upgrades: state.upgrades)
             held[store] = Set(logs.devices.flatMap { device in logs.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
         }
         var localStores: [Int: Snapshot?] = [:]
@@ -60,7 +60,7 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
                     }
                 }
             case .localStore(let index, let orEveryDevice):
-                if localStores[index] == nil { localStores[index] = try Self.localStore(of: state.devices[index]) }
+                if localStores[index] == nil { localStores[index] = try Self.localStore(of: state.devices[index], state) }
                 let local = localStores[index]!
                 let there = try local.map { try Self.problems(ack, in: $0, state, absentDeleteHolds: true, inLocalStore: true) } ?? ["(no local store)"]
                 if there.isEmpty { continue }
@@ -204,10 +204,10 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
 
     /// The device's local store, opened read-only beside its manager (which
     /// has the cloud store loaded), or nil if it has none.
-    static func localStore(of d: SimulatedDevice) throws -> Snapshot? {
+    static func localStore(of d: SimulatedDevice, _ state: QuiescedState) throws -> Snapshot? {
         guard let location = try StoreManager.snapshotLocation(of: .local, in: d.folder) else { return nil }
-        return try Snapshot(path: location.path, schema: Workload.schema, storeID: location.store, deviceID: location.device,
-                            durability: .normal)
+        return try Snapshot(path: location.path, schema: Workload.finalSchema(upgrades: state.upgrades), storeID: location.store, deviceID: location.device,
+                            durability: .normal, earlierSchemas: Workload.earlierSchemas(before: 2))
     }
 }
 

@@ -18,7 +18,7 @@ struct OrderIndependenceChecker: InvariantChecker {
     func check(_ state: QuiescedState, _ report: inout CheckReport) async throws {
         let stores = state.stores
         let expected = try await stores[0].stateHash()
-        let logs = try await StoreLogs.read(state.container.everything, store: stores[0].storeID)
+        let logs = try await StoreLogs.read(state.container.everything, store: stores[0].storeID, upgrades: state.upgrades)
         let (reference, records) = try await Self.reference(logs, store: stores[0].storeID, state: state)
         if reference != expected {
             var details: [String] = logs.conflicts

@@ -88,6 +88,7 @@ struct FolderTwinFault: FaultInjector {
         twin.online = d.online
         twin.saves = d.saves
         twin.twinOf = d.index
+        twin.schemaVersion = d.schemaVersion
         // A copy of files that are behind the container is behind it too.
         twin.behindOn = d.behindOn
         try await run.open(twin)

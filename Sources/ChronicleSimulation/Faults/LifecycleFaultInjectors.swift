@@ -46,7 +46,7 @@ struct CloudDeletionFault: FaultInjector {
         let deleted = store.storeID
         // What the container holds of the store as it goes: saves it never
         // got must reach their devices' local stores.
-        let held = try await StoreLogs.read(run.accounts[0].everything, store: deleted)
+        let held = try await StoreLogs.read(run.accounts[0].everything, store: deleted, upgrades: run.options.upgrades)
         let records = try await run.allRecords(store)
         let versions = try await run.recordVersions(store)
         let now = run.clock.nowMilliseconds()
