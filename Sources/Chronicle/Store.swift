@@ -218,6 +218,11 @@ public actor Store {
     /// This device's ID: the one in its folder, which changes only if the
     /// device's files are found behind the container (see ``IdentityChange``).
     public nonisolated var deviceID: DeviceID { snapshot.deviceID }
+
+    /// The migration opening did: set when the device's snapshot was of an
+    /// earlier version of the schema and migrated in place (see
+    /// `docs/schema-evolution.md`); nil otherwise.
+    public nonisolated var schemaMigration: SchemaMigration? { snapshot.migrated }
     /// The moves to a new ID this store made since it was opened, oldest first.
     public private(set) var identityChanges: [IdentityChange] = []
     /// Read-only GRDB access to the snapshot, for GRDB requests and
@@ -381,7 +386,8 @@ public actor Store {
             // What a damaged file held that the container lacks is read back
             // where its pages still read; the file is kept aside.
             func salvaged() -> [Transaction] {
-                Snapshot.salvagePendingUploads(at: path, device: device, schema: configuration.schema, storeID: storeID)
+                Snapshot.salvagePendingUploads(at: path, device: device, schema: configuration.schema,
+                                               earlier: Array(configuration.decoder.earlier.values), storeID: storeID)
             }
             if configuration.snapshotDamaged, FileManager.default.fileExists(atPath: path) {
                 snapshot = try startAfresh(after: ChronicleError(.databaseCorrupt, "SQLite reported the snapshot damaged while it was in use"),
@@ -1091,10 +1097,18 @@ public actor Store {
         for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device,
                   !known.contains("\(parsed.first)-\(parsed.last)"),
-                  let verified = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)),
+                  let bytes = try? await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes),
+                  let verified = try? decoder.open(bytes),
                   verified.header.deviceID == device,
-                  let transactions = try? verified.transactions(),
+                  var transactions = try? verified.transactions(),
                   transactions.map(\.sequence) == Array(parsed.first...parsed.last) else { continue }
+            // Kept as the container holds it: a log of an earlier schema
+            // version in that version's terms, to be put back as it was.
+            if let header = try? decoder.header(of: bytes), header.schemaHash != snapshot.schema.hash,
+               let source = snapshot.earlier.first(where: { $0.source.hash == header.schemaHash })?.source {
+                guard let original = try? LogDecoder(schema: source, limits: decoder.limits).open(bytes).transactions() else { continue }
+                transactions = original
+            }
             logs.append((parsed.first, parsed.last, transactions))
         }
         return logs

@@ -1812,7 +1812,7 @@ public actor StoreManager {
             var kept: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
             for (first, last) in try store.snapshot.inheritedGroups(of: device) {
                 guard let encoded = try store.snapshot.inheritedTransactions(of: device, first: first, last: last) else { continue }
-                kept.append((first, last, try Snapshot.transactions(encoded, device: device, schema: store.snapshot.schema, storeID: store.storeID)))
+                kept.append((first, last, try store.snapshot.transactions(encoded, device: device)))
             }
             devices.append((device, kept))
         }

@@ -175,11 +175,17 @@ struct DeviceOptions: ParsableArguments {
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
         configuration.lockWait = Self.lockWait
-        configuration.earlierSchemas = try earlierSchemas.map { path throws(ChronicleError) in try InputFile.schema(at: path) }
-        for earlier in configuration.earlierSchemas where earlier.hash != schema.hash {
-            // Named on purpose, so a version that cannot be read through is an error, not a silent wait.
-            let migration = try SchemaMigration(from: earlier, to: schema)
-            try migration.requireComplete()
+        for path in earlierSchemas {
+            let earlier = try InputFile.schema(at: path)
+            // Named on purpose, so a version that cannot be read through is
+            // an error naming the file, not a silent wait.
+            do {
+                try SchemaMigration(from: earlier, to: schema).requireComplete()
+            } catch {
+                throw ChronicleError(error.code, "--earlier-schema \(path) cannot be read as an earlier version of --schema \(self.schema): \(error.message)",
+                                     underlying: error)
+            }
+            configuration.earlierSchemas.append(earlier)
         }
         let manager = try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: cloudOnForANewFolder,
                                                                              health: health))

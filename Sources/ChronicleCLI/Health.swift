@@ -46,7 +46,7 @@ func healthLine(_ event: StoreManager.Event) -> String? {
     case .waitingForAppUpgrade(let store, let logs):
         logs.isEmpty
             ? "no log of store \(store) waits for an app upgrade any more"
-            : "\(logs.count) log(s) of store \(store) wait for an app upgrade: another app version wrote them for a schema this one does not know"
+            : "\(logs.count) log(s) of store \(store) held: another app version wrote them for a schema this one does not know (a later version: they wait for this app to upgrade; an earlier one: name it with --earlier-schema)"
     case .rebuiltCloudStore(let new, let old): "rebuilt store \(old) as store \(new), from this device's copy"
     case .movedToStore(let new, let old, let carried): "moved from store \(old) to store \(new), carrying \(carried.copied) record(s) and \(carried.deleted) deletion(s)"
     case .cloudStoreDeleted(let store, let by, let carried):
@@ -155,7 +155,7 @@ struct HealthCommand: AsyncParsableCommand {
         for d in h.storeDamage {
             lines.append("store damage (\(d.kind.rawValue)) since \(millisecondsText(d.since)): \(d.blob): \(d.reason)")
         }
-        for held in h.held { lines.append("held, waiting for an app upgrade: \(held)") }
+        for held in h.held { lines.append("held, waiting for an app upgrade (another schema version; its device's later logs wait behind it): \(held)") }
         for mark in h.marks {
             lines.append("corruption mark by device \(mark.device) at \(millisecondsText(mark.milliseconds)): \(mark.blob): \(mark.reason)")
         }

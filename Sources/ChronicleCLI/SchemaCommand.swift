@@ -46,11 +46,15 @@ struct SchemaDiff: AsyncParsableCommand {
             var lines = ["schema version \(source.version) (\(source.hashString)) to \(target.version) (\(target.hashString))"]
             if migration.steps.isEmpty { lines.append("  nothing changes") }
             for step in migration.steps {
-                lines.append(missing.contains(step) ? "  needs the app's code: \(step)" : "  \(step)")
+                if case .addRequiredField = step {
+                    lines.append("  cannot migrate: \(step)")
+                } else {
+                    lines.append(missing.contains(step) ? "  needs the app's code: \(step)" : "  \(step)")
+                }
             }
             lines.append(missing.isEmpty
                 ? "migrates by declaration"
-                : "\(missing.count) step(s) need the app's code (a SchemaConversion); see docs/schema-evolution.md")
+                : "\(missing.count) step(s) cannot migrate by declaration: see docs/schema-evolution.md")
             output.print(.object([
                 "from": .object(["version": .int(Int64(source.version)), "hash": .string(source.hashString)]),
                 "to": .object(["version": .int(Int64(target.version)), "hash": .string(target.hashString)]),
@@ -93,10 +97,9 @@ struct SchemaMigrate: AsyncParsableCommand {
             var steps: [String] = []
             let path = URL(fileURLWithPath: device.deviceDirectory).appendingPathComponent("\(store.storeID).sqlite").path
             let was = before[path]
-            if let was, was.hash != schema.hash {
-                let migration = try SchemaMigration(from: was, to: schema)
+            if let migration = store.schemaMigration {
                 steps = migration.steps.map(\.description)
-                lines.append("migrated the \(kind) store \(store.storeID) from schema version \(was.version) to \(schema.version):")
+                lines.append("migrated the \(kind) store \(store.storeID) from schema version \(migration.source.version) to \(schema.version):")
                 lines += steps.map { "  \($0)" }
             } else if was == nil {
                 lines.append("the \(kind) store \(store.storeID) is new on this device, made for schema version \(schema.version)")
@@ -110,7 +113,7 @@ struct SchemaMigrate: AsyncParsableCommand {
             lines.append("state hash \(hash)")
             output.print(.object([
                 "store": .string(store.storeID.description), "loaded": .string(kind),
-                "from": was.map { .int(Int64($0.version)) } ?? .null, "to": .int(Int64(schema.version)),
+                "from": store.schemaMigration.map { .int(Int64($0.source.version)) } ?? .null, "to": .int(Int64(schema.version)),
                 "steps": .array(steps.map { .string($0) }), "stateHash": .string(hash),
                 "notYetMigrated": .array(waiting.map { .string(URL(fileURLWithPath: $0).lastPathComponent) }),
             ]), text: lines.map(oneLine).joined(separator: "\n"))

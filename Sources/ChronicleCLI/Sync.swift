@@ -43,6 +43,12 @@ struct Sync: AsyncParsableCommand {
         try await reportingErrors(output) {
             let manager = try await device.openManager(schema: try device.loadSchema(), health: health.configuration,
                                                        tolerating: [.cloudContentCorrupted])
+            // Opening migrated the loaded store to this schema version: say so.
+            let migrated = (try? await manager.store)?.schemaMigration
+            let migrationLines = migrated.map { m in
+                ["migrated this device's store from schema version \(m.source.version) to \(m.target.version): "
+                 + m.steps.map(\.description).joined(separator: "; ")]
+            } ?? []
             let events = HealthEventLines(manager)
             let progress = SyncProgressLines()
             let synced: Store.SyncReport?
@@ -104,7 +110,7 @@ struct Sync: AsyncParsableCommand {
             }
             let failures = report.imported.failures
             let change = report.identityChange
-            var lines = healthLines + Self.importLines(report) + waitLines
+            var lines = migrationLines + healthLines + Self.importLines(report) + waitLines
             lines.append("state hash \(hash)")
             output.print(.object([
                 "status": .string(report.status.rawValue),
@@ -119,9 +125,13 @@ struct Sync: AsyncParsableCommand {
                     .object(["device": .string($0.device.description), "expected": .int(Int64($0.expected)), "found": .int(Int64($0.found))])
                 }),
                 "waitingForBaseline": report.imported.waitingForBaseline.map { .string($0) } ?? .null,
-                "failures": .array(failures.map { .object(["name": .string($0.name), "code": .string($0.error.code.name), "message": .string($0.error.message),
-                                                           "transient": .bool($0.error.code.isTransient || $0.error.code == .shortRead),
-                                                           "held": .bool($0.error.code == .schemaMismatch)]) }),
+                "failures": .array(failures.filter { $0.error.code != .schemaMismatch }.map {
+                    .object(["name": .string($0.name), "code": .string($0.error.code.name), "message": .string($0.error.message),
+                             "transient": .bool($0.error.code.isTransient || $0.error.code == .shortRead)])
+                }),
+                "held": .array(report.imported.held.map { .object(["name": .string($0.name), "message": .string($0.error.message)]) }),
+                "migrated": migrated.map { m in .object(["from": .int(Int64(m.source.version)), "to": .int(Int64(m.target.version)),
+                                                         "steps": .array(m.steps.map { .string($0.description) })]) } ?? .null,
                 "identityChange": change.map { c in .object([
                     "previous": .string(c.previous.description), "current": .string(c.current.description),
                     "reason": .string(c.reason), "carriedOver": .int(Int64(c.carriedOver.count)),
@@ -164,7 +174,7 @@ struct Sync: AsyncParsableCommand {
         }
         for f in failures {
             if f.error.code == .schemaMismatch {
-                lines.append("held, waiting for an app upgrade: \(f.name): \(f.error.message)")
+                lines.append("held, waiting for an app upgrade (another schema version; its device's later logs wait behind it): \(f.name): \(f.error.message)")
             } else {
                 lines.append("\(f.error.code.isTransient || f.error.code == .shortRead ? "waiting" : "failed"): \(f.name): \(f.error.code): \(f.error.message)")
             }

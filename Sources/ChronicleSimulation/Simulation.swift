@@ -429,7 +429,13 @@ package final class Simulation {
                     // corrupted has nothing loaded, and waits.)
                     if d.loadedKind != .cloud, await d.manager?.healthStatus?.status != .corrupted { await bringToCloud(d) }
                 } else {
-                    _ = try? await d.store?.sync()
+                    do {
+                        if let report = try await d.store?.sync(), report.status != .upToDate, round >= 8 {
+                            note("device \(d.number) quiescing: \(report.status), gaps \(report.imported.gaps.map { "\($0.device) \($0.expected)→\($0.found)" }), failures \(report.imported.failures.map { "\($0.name) \($0.error.code): \($0.error.message)" })")
+                        }
+                    } catch {
+                        if round >= 8 { note("device \(d.number) quiescing: sync failed: \(error)") }
+                    }
                 }
                 await absorbIdentityChanges(d)
             }

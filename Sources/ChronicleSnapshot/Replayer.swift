@@ -114,7 +114,7 @@ package struct Replayer: Sendable {
     /// (the same saves, whatever bytes another encoder gave them).
     private func holds(_ log: VerifiedLog, device: DeviceID, _ bodies: [LogEncoder.EncodedTransaction]) throws -> Bool {
         guard log.header.deviceID == device else { return false }
-        return (try? log.transactions()) == (try Snapshot.transactions(bodies, device: device, schema: snapshot.schema, storeID: snapshot.storeID))
+        return (try? log.transactions()) == (try snapshot.transactions(bodies, device: device))
     }
 
     /// Whether the container holds history of this device's ID that this

@@ -66,7 +66,7 @@ extension Snapshot {
     /// outbox (which keeps every saved body), or nil if any is missing.
     package func ownTransactions(first: UInt64, last: UInt64) throws -> [Transaction]? {
         guard first <= last, let encoded = try outboxTransactions(first: first, last: last) else { return nil }
-        return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
+        return try transactions(encoded, device: deviceID)
     }
 
     /// This device's saves with sequences in `first...last` that its outbox
@@ -74,15 +74,36 @@ extension Snapshot {
     /// imported, written by another copy of its files).
     package func ownTransactions(within first: UInt64, _ last: UInt64) throws -> [Transaction] {
         guard first <= last else { return [] }
-        return try Self.transactions(try outboxTransactions(presentIn: first, last), device: deviceID, schema: schema, storeID: storeID)
+        return try transactions(try outboxTransactions(presentIn: first, last), device: deviceID)
     }
 
-    /// Decodes pre-encoded bodies of `device` into transactions.
-    package static func transactions(_ encoded: [LogEncoder.EncodedTransaction], device: DeviceID, schema: Schema, storeID: StoreID) throws -> [Transaction] {
+    /// Decodes pre-encoded bodies of `device` into transactions, in
+    /// `schema`'s terms: a body kept as an earlier version wrote it is read
+    /// through that version's migration (`earlier`).
+    package static func transactions(_ encoded: [LogEncoder.EncodedTransaction], device: DeviceID, schema: Schema,
+                                     earlier: [SchemaMigration] = [], storeID: StoreID) throws -> [Transaction] {
         guard !encoded.isEmpty else { return [] }
-        let bytes = try LogEncoder(storeID: storeID, compresses: false).encode(bodies: encoded, device: device, schemaHash: schema.hash)
         // The outbox was written by this snapshot: no cap applies to reading it back.
-        return try LogDecoder(schema: schema, limits: DecodingLimits(maxBodyBytes: .max)).open(bytes).transactions()
+        let decoder = LogDecoder(schema: schema, limits: DecodingLimits(maxBodyBytes: .max), earlier: earlier)
+        var result: [Transaction] = []
+        var start = 0
+        // Each run of bodies of one schema is one log.
+        while start < encoded.count {
+            var end = start + 1
+            while end < encoded.count, encoded[end].schemaHash == encoded[start].schemaHash,
+                  encoded[end].sequence == encoded[end - 1].sequence + 1 { end += 1 }
+            let bytes = try LogEncoder(storeID: storeID, compresses: false)
+                .encode(bodies: Array(encoded[start..<end]), device: device, schemaHash: schema.hash)
+            result += try decoder.open(bytes).transactions()
+            start = end
+        }
+        return result
+    }
+
+    /// ``transactions(_:device:schema:earlier:storeID:)`` with this
+    /// snapshot's schema and the earlier versions it knows.
+    package func transactions(_ encoded: [LogEncoder.EncodedTransaction], device: DeviceID) throws -> [Transaction] {
+        try Self.transactions(encoded, device: device, schema: schema, earlier: earlier, storeID: storeID)
     }
 
     /// Saves `transactions` (another device ID's saves, carried over) as
@@ -134,31 +155,43 @@ extension Snapshot {
     private static let createInherited = """
         CREATE TABLE IF NOT EXISTS _chronicle_inherited (
             device BLOB NOT NULL, sequence INTEGER NOT NULL, clock INTEGER NOT NULL, body BLOB NOT NULL,
-            log_first INTEGER NOT NULL, log_last INTEGER NOT NULL, PRIMARY KEY (device, sequence)
+            log_first INTEGER NOT NULL, log_last INTEGER NOT NULL, schema_hash INTEGER, PRIMARY KEY (device, sequence)
         ) WITHOUT ROWID
         """
+
+    /// Adds the column that keeps a body's schema (when it is not the
+    /// snapshot's current one) to an outbox or a table of kept bodies made
+    /// before it existed.
+    static func addSchemaHashColumn(_ db: Database, to table: String) throws {
+        guard try db.tableExists(table), !(try db.columns(in: table).contains { $0.name == "schema_hash" }) else { return }
+        try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN schema_hash INTEGER")
+    }
 
     /// Keeps the bodies of `old`'s saves in the logs `groups` (which the
     /// container holds as `old` uploaded them), and whatever `old` itself
     /// inherited, so that this snapshot can put those logs back if the
     /// container loses or damages them: nobody else holds their bodies.
     package func inherit(from old: Snapshot, groups: [(first: UInt64, last: UInt64)]) throws {
-        var rows: [(DeviceID, UInt64, Int64, Data, UInt64, UInt64)] = []
+        // A body keeps the schema it was uploaded under: `old`'s current
+        // one, unless it names an earlier one.
+        func hash(_ b: LogEncoder.EncodedTransaction) -> Int64 { Int64(bitPattern: b.schemaHash ?? old.schema.hash) }
+        var rows: [(DeviceID, UInt64, Int64, Data, UInt64, UInt64, Int64)] = []
         for group in groups {
             guard let bodies = try old.outboxTransactions(first: group.first, last: group.last) else { continue }
-            for b in bodies { rows.append((old.deviceID, b.sequence, Int64(bitPattern: b.clock.rawValue), Data(b.body), group.first, group.last)) }
+            for b in bodies { rows.append((old.deviceID, b.sequence, Int64(bitPattern: b.clock.rawValue), Data(b.body), group.first, group.last, hash(b))) }
         }
         for device in try old.inheritedDevices() {
             for group in try old.inheritedGroups(of: device) {
                 guard let bodies = try old.inheritedTransactions(of: device, first: group.0, last: group.1) else { continue }
-                for b in bodies { rows.append((device, b.sequence, Int64(bitPattern: b.clock.rawValue), Data(b.body), group.0, group.1)) }
+                for b in bodies { rows.append((device, b.sequence, Int64(bitPattern: b.clock.rawValue), Data(b.body), group.0, group.1, hash(b))) }
             }
         }
         try pool.write { db in
             try db.execute(sql: Self.createInherited)
+            try Self.addSchemaHashColumn(db, to: "_chronicle_inherited")
             for r in rows {
-                try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_inherited (device, sequence, clock, body, log_first, log_last) VALUES (?, ?, ?, ?, ?, ?)",
-                               arguments: [r.0.rawValue, Int64(r.1), r.2, r.3, Int64(r.4), Int64(r.5)])
+                try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_inherited (device, sequence, clock, body, log_first, log_last, schema_hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               arguments: [r.0.rawValue, Int64(r.1), r.2, r.3, Int64(r.4), Int64(r.5), r.6 == Int64(bitPattern: schema.hash) ? nil : r.6])
             }
         }
     }
@@ -167,15 +200,20 @@ extension Snapshot {
     /// that only the container holds: logs its files uploaded and then lost
     /// (a restored folder, a lost `-wal`). Their saves were acknowledged;
     /// once the earlier ID is retired, nobody else would put them back.
+    ///
+    /// Each log's transactions are as the log holds them, in the terms of
+    /// the schema it was written for (`Transaction/schemaHash`), so a log
+    /// put back is the log that was there.
     package func inherit(logs: [(first: UInt64, last: UInt64, transactions: [Transaction])], of device: DeviceID) throws {
         guard !logs.isEmpty else { return }
         try pool.write { db in
             try db.execute(sql: Self.createInherited)
+            try Self.addSchemaHashColumn(db, to: "_chronicle_inherited")
             for log in logs {
                 for t in log.transactions {
-                    try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_inherited (device, sequence, clock, body, log_first, log_last) VALUES (?, ?, ?, ?, ?, ?)",
+                    try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_inherited (device, sequence, clock, body, log_first, log_last, schema_hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
                                    arguments: [device.rawValue, Int64(t.sequence), Int64(bitPattern: t.clock.rawValue), Data(LogEncoder.body(of: t)),
-                                               Int64(log.first), Int64(log.last)])
+                                               Int64(log.first), Int64(log.last), t.schemaHash == schema.hash ? nil : Int64(bitPattern: t.schemaHash)])
                 }
             }
         }
@@ -208,13 +246,10 @@ extension Snapshot {
         try pool.read { db in
             guard try inheritedTableExists(db) else { return nil }
             let rows = try Row.fetchAll(db, sql: """
-                SELECT sequence, clock, body FROM _chronicle_inherited WHERE device = ? AND sequence BETWEEN ? AND ? ORDER BY sequence
+                SELECT sequence, clock, body, schema_hash FROM _chronicle_inherited WHERE device = ? AND sequence BETWEEN ? AND ? ORDER BY sequence
                 """, arguments: [device.rawValue, Int64(first), Int64(last)])
             guard rows.count == Int(last - first + 1) else { return nil }
-            return rows.map {
-                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
-                                              body: [UInt8]($0[2] as Data))
-            }
+            return rows.map(Self.encoded)
         }
     }
 }
@@ -279,7 +314,7 @@ extension Snapshot {
         for device in try inheritedDevices() {
             for (first, last) in try inheritedGroups(of: device) {
                 guard let encoded = try inheritedTransactions(of: device, first: first, last: last) else { continue }
-                saves += try Self.transactions(encoded, device: device, schema: schema, storeID: storeID)
+                saves += try transactions(encoded, device: device)
             }
         }
         return saves.sorted { $0.clock < $1.clock }

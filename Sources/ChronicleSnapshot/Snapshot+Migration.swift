@@ -118,34 +118,32 @@ extension Snapshot {
             }
             try merging.settle()
         }
-        // 4. Pending saves, and the saves of earlier IDs this device keeps
-        // to put their logs back, in the later version's names: a log put
-        // back after the upgrade is the later version's.
+        // 4. Saves not grouped into a log yet are rewritten in the later
+        // version's names and upload as its logs. Those in a log (uploaded,
+        // or planned, whose bytes must not change) and the saves of earlier
+        // IDs this device keeps to put their logs back stay as they were,
+        // with the earlier version's hash: a log put back is the log that
+        // was there, and readers translate it.
         guard let storeText = try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'store'"),
               let storeID = StoreID(string: storeText),
               let deviceText = try String.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'device'"),
               let deviceID = DeviceID(string: deviceText)
         else { throw ChronicleError(.databaseCorrupt, "the snapshot's identity does not read") }
         let decoder = LogDecoder(schema: target, limits: DecodingLimits(maxBodyBytes: .max), earlier: [migration])
-        func translated(_ sequence: Int64, _ clock: Int64, _ body: Data, device: DeviceID) throws -> Data {
+        for row in try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE log_first IS NULL AND schema_hash IS NULL") {
+            let sequence: Int64 = row[0], clock: Int64 = row[1], body: Data = row[2]
             let encoded = LogEncoder.EncodedTransaction(sequence: UInt64(sequence), clock: HybridTimestamp(rawValue: UInt64(bitPattern: clock)),
                                                         body: Array(body))
-            let bytes = try LogEncoder(storeID: storeID, compresses: false).encode(bodies: [encoded], device: device, schemaHash: source.hash)
+            let bytes = try LogEncoder(storeID: storeID, compresses: false).encode(bodies: [encoded], device: deviceID, schemaHash: source.hash)
             guard let t = try decoder.open(bytes).transactions().first else {
-                throw ChronicleError(.databaseCorrupt, "save \(sequence) of device \(device) reads as no transaction")
+                throw ChronicleError(.databaseCorrupt, "pending save \(sequence) reads as no transaction")
             }
-            return Data(LogEncoder.body(of: t))
+            try db.execute(sql: "UPDATE _chronicle_outbox SET body = ? WHERE sequence = ?", arguments: [Data(LogEncoder.body(of: t)), sequence])
         }
-        for row in try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox") {
-            try db.execute(sql: "UPDATE _chronicle_outbox SET body = ? WHERE sequence = ?",
-                           arguments: [try translated(row[0], row[1], row[2], device: deviceID), row[0] as Int64])
-        }
+        let earlierHash = Int64(bitPattern: source.hash)
+        try db.execute(sql: "UPDATE _chronicle_outbox SET schema_hash = ? WHERE schema_hash IS NULL AND log_first IS NOT NULL", arguments: [earlierHash])
         if try db.tableExists("_chronicle_inherited") {
-            for row in try Row.fetchAll(db, sql: "SELECT device, sequence, clock, body FROM _chronicle_inherited") {
-                let device = DeviceID(row[0] as RecordID)
-                try db.execute(sql: "UPDATE _chronicle_inherited SET body = ? WHERE device = ? AND sequence = ?",
-                               arguments: [try translated(row[1], row[2], row[3], device: device), device.rawValue, row[1] as Int64])
-            }
+            try db.execute(sql: "UPDATE _chronicle_inherited SET schema_hash = ? WHERE schema_hash IS NULL", arguments: [earlierHash])
         }
         // 5. The identity names the later version; the earlier one is kept
         // to read its logs.

@@ -22,7 +22,7 @@ extension Snapshot {
     package func nextUpload(maxTransactions: Int = 256, maxBytes: Int = 4 << 20) throws -> UploadPlan? {
         try pool.write { db in
             var rows = try Row.fetchAll(db, sql: """
-                SELECT sequence, clock, body FROM _chronicle_outbox
+                SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox
                 WHERE uploaded = 0 AND log_first IS NOT NULL
                 AND log_first = (SELECT MIN(log_first) FROM _chronicle_outbox WHERE uploaded = 0 AND log_first IS NOT NULL)
                 ORDER BY sequence
@@ -30,7 +30,7 @@ extension Snapshot {
             if rows.isEmpty {
                 rows = []
                 var bytes = 0
-                let cursor = try Row.fetchCursor(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE uploaded = 0 ORDER BY sequence")
+                let cursor = try Row.fetchCursor(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE uploaded = 0 ORDER BY sequence")
                 while let row = try cursor.next(), rows.count < maxTransactions, rows.isEmpty || bytes + (row[2] as Data).count <= maxBytes {
                     bytes += (row[2] as Data).count
                     rows.append(row.copy())
@@ -39,12 +39,17 @@ extension Snapshot {
                 try db.execute(sql: "UPDATE _chronicle_outbox SET log_first = ?, log_last = ? WHERE sequence BETWEEN ? AND ?",
                                arguments: [first[0] as Int64, last[0] as Int64, first[0] as Int64, last[0] as Int64])
             }
-            let transactions = rows.map {
-                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
-                                              body: [UInt8]($0[2] as Data))
-            }
+            let transactions = rows.map(Self.encoded)
             return UploadPlan(first: transactions.first!.sequence, last: transactions.last!.sequence, transactions: transactions)
         }
+    }
+
+    /// An outbox (or kept) row, `sequence, clock, body[, schema_hash]`, as
+    /// an encoded transaction.
+    static func encoded(_ row: Row) -> LogEncoder.EncodedTransaction {
+        LogEncoder.EncodedTransaction(sequence: UInt64(row[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: row[1] as Int64)),
+                                      body: [UInt8](row[2] as Data),
+                                      schemaHash: row.count > 3 ? (row[3] as Int64?).map { UInt64(bitPattern: $0) } : nil)
     }
 
     /// Marks a planned log as stored in the container.
@@ -65,24 +70,18 @@ extension Snapshot {
     /// whichever of them it holds.
     package func outboxTransactions(presentIn first: UInt64, _ last: UInt64) throws -> [LogEncoder.EncodedTransaction] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE sequence BETWEEN ? AND ? ORDER BY sequence",
-                             arguments: [Int64(first), Int64(last)]).map {
-                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
-                                              body: [UInt8]($0[2] as Data))
-            }
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE sequence BETWEEN ? AND ? ORDER BY sequence",
+                             arguments: [Int64(first), Int64(last)]).map(Self.encoded)
         }
     }
 
     /// This device's saves made at `clock` or later, uploaded or not, in order.
     package func ownTransactions(since clock: HybridTimestamp) throws -> [Transaction] {
         let encoded = try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE clock >= ? ORDER BY sequence",
-                             arguments: [Int64(bitPattern: clock.rawValue)]).map {
-                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
-                                              body: [UInt8]($0[2] as Data))
-            }
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE clock >= ? ORDER BY sequence",
+                             arguments: [Int64(bitPattern: clock.rawValue)]).map(Self.encoded)
         }
-        return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
+        return try transactions(encoded, device: deviceID)
     }
 
     /// The sequence ranges of the logs the outbox has uploaded.
@@ -102,44 +101,41 @@ extension Snapshot {
     /// from sequence `from` on if it is given, decoded, in sequence order.
     public func pendingUploadTransactions(alsoFrom from: UInt64? = nil) throws -> [Transaction] {
         let encoded = try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE uploaded = 0 OR sequence >= ? ORDER BY sequence",
-                             arguments: [from.map { Int64(bitPattern: $0) } ?? Int64.max]).map {
-                LogEncoder.EncodedTransaction(sequence: UInt64($0[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: $0[1] as Int64)),
-                                              body: [UInt8]($0[2] as Data))
-            }
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE uploaded = 0 OR sequence >= ? ORDER BY sequence",
+                             arguments: [from.map { Int64(bitPattern: $0) } ?? Int64.max]).map(Self.encoded)
         }
-        return try Self.transactions(encoded, device: deviceID, schema: schema, storeID: storeID)
+        return try transactions(encoded, device: deviceID)
     }
 
     /// The saves not yet uploaded that can still be read from a snapshot
     /// file SQLite reports damaged (its other pages may be whole): read
     /// through a read-only connection of its own, row by row where the
     /// whole table does not read. Empty if nothing reads.
-    package static func salvagePendingUploads(at path: String, device: DeviceID, schema: Schema, storeID: StoreID) -> [Transaction] {
+    package static func salvagePendingUploads(at path: String, device: DeviceID, schema: Schema, earlier: [SchemaMigration] = [],
+                                              storeID: StoreID) -> [Transaction] {
         var config = Configuration()
         config.readonly = true
         guard (try? requireRegularFiles(path)) != nil, let queue = try? DatabaseQueue(path: path, configuration: config) else { return [] }
         defer { try? queue.close() }
-        func encoded(_ row: Row) -> LogEncoder.EncodedTransaction {
-            LogEncoder.EncodedTransaction(sequence: UInt64(row[0] as Int64), clock: HybridTimestamp(rawValue: UInt64(bitPattern: row[1] as Int64)),
-                                          body: [UInt8](row[2] as Data))
-        }
+        // A snapshot made before the outbox kept each save's schema has no such column.
+        let columns = (try? queue.read { db in try db.columns(in: "_chronicle_outbox").map(\.name) })?.contains("schema_hash") == true
+            ? "sequence, clock, body, schema_hash" : "sequence, clock, body"
         let rows: [LogEncoder.EncodedTransaction]
-        if let all = try? queue.read({ db in try Row.fetchAll(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE uploaded = 0 ORDER BY sequence") }) {
-            rows = all.map(encoded)
+        if let all = try? queue.read({ db in try Row.fetchAll(db, sql: "SELECT \(columns) FROM _chronicle_outbox WHERE uploaded = 0 ORDER BY sequence") }) {
+            rows = all.map(Self.encoded)
         } else {
             // One by one: a damaged page loses its rows only.
             let sequences = (try? queue.read { db in try Int64.fetchAll(db, sql: "SELECT sequence FROM _chronicle_outbox WHERE uploaded = 0 ORDER BY sequence") }) ?? []
             rows = sequences.compactMap { sequence -> LogEncoder.EncodedTransaction? in
                 let row = try? queue.read { db in
-                    try Row.fetchOne(db, sql: "SELECT sequence, clock, body FROM _chronicle_outbox WHERE sequence = ?", arguments: [sequence])
+                    try Row.fetchOne(db, sql: "SELECT \(columns) FROM _chronicle_outbox WHERE sequence = ?", arguments: [sequence])
                 }
                 guard let found = row ?? nil else { return nil }
-                return encoded(found)
+                return Self.encoded(found)
             }
         }
         // Each on its own: one that does not decode is left out, not the rest.
-        return rows.flatMap { (try? transactions([$0], device: device, schema: schema, storeID: storeID)) ?? [] }
+        return rows.flatMap { (try? transactions([$0], device: device, schema: schema, earlier: earlier, storeID: storeID)) ?? [] }
     }
 
     /// The sequence of this device's oldest save not yet in the container,

@@ -43,6 +43,8 @@ import GRDB
     /// knows (those the app names, and those the snapshot migrated from),
     /// through which logs and baselines of those versions are read.
     package let earlier: [SchemaMigration]
+    /// The migration this open did, if the file was of an earlier version.
+    package let migrated: SchemaMigration?
 
     /// Opens the snapshot at `path`, creating it if it does not exist.
     ///
@@ -92,6 +94,9 @@ import GRDB
             var migration: SchemaMigration?
             var copy: String?
             if let stored, stored.current.hash != schema.hash {
+                if stored.current.version > schema.version {
+                    throw ChronicleError(.schemaMismatch, "snapshot \(path) is of schema version \(stored.current.version), later than this app's version \(schema.version): open it with the newer app")
+                }
                 let m = try SchemaMigration(from: stored.current, to: schema, conversions: conversions)
                 try m.requireComplete()
                 let backup = Self.migrationCopyPath(path, from: stored.current.version)
@@ -108,6 +113,7 @@ import GRDB
                 if let m = try? SchemaMigration(from: s, to: schema, conversions: conversions), m.isComplete { known[s.hash] = m }
             }
             self.earlier = known.values.sorted { $0.source.version < $1.source.version }
+            self.migrated = migration
             try pool.write { db in
                 // The writer's page cache (a per-connection setting): imports
                 // of other devices' records insert all over the B-trees, and
@@ -121,6 +127,9 @@ import GRDB
                     }
                     let tablesSchema = migration?.source ?? schema
                     try Self.checkIdentity(db, schema: tablesSchema, storeID: storeID, deviceID: deviceID)
+                    // Each kept body's schema, when it is an earlier one.
+                    try Self.addSchemaHashColumn(db, to: "_chronicle_outbox")
+                    try Self.addSchemaHashColumn(db, to: "_chronicle_inherited")
                     if format < Self.format {
                         let recompute = try SnapshotTables.migrate(db, schema: tablesSchema, from: format)
                         var engine = MergeEngine(db: db, schema: tablesSchema, sql: EntitySQL.make(tablesSchema), origin: .imported)

@@ -73,7 +73,7 @@ import Testing
         #expect(migration.missingAppCode.map(\.description) == [
             "change A.x from string attribute to int64 attribute",
             "make A.y required",
-            "add required A.z without a default",
+            "add required A.z, which has no default: give it one (earlier records need a value)",
             "remove A.gone and its values",
             "remove entity Old and its records",
         ])
@@ -87,7 +87,9 @@ import Testing
             .drop("A", field: "gone", in: 2),
             .drop(entity: "Old", in: 2),
         ])
-        #expect(covered.missingAppCode.map(\.description) == ["add required A.z without a default"])
+        #expect(covered.missingAppCode.map(\.description) == ["add required A.z, which has no default: give it one (earlier records need a value)"])
+        let noDefault = #expect(throws: ChronicleError.self) { try covered.requireComplete() }
+        #expect(noDefault?.message == "schema version 1 to 2: cannot add required A.z, which has no default: give it one (earlier records need a value); see docs/schema-evolution.md")
         // A conversion of another version range does not apply.
         let elsewhere = try SchemaMigration(from: v1, to: v2, conversions: [.drop("A", field: "gone", in: 5)])
         #expect(elsewhere.missingAppCode.contains(.removeField(entity: "A", field: "gone")))
@@ -100,7 +102,7 @@ import Testing
         #expect(same?.code == .schemaMismatch && same?.message.contains("higher version number") == true)
         let later = try Schema(version: 2, entities: v1.entities)
         let back = #expect(throws: ChronicleError.self) { try SchemaMigration(from: later, to: v1) }
-        #expect(back?.message.contains("open it with the newer app") == true)
+        #expect(back?.message.contains("is not later than version 2") == true)
         #expect(try SchemaMigration(from: v1, to: v1).steps.isEmpty)
     }
 
@@ -134,5 +136,12 @@ import Testing
         }
         #expect(Set([v1.hash, withIndex.hash, renamed.hash]).count == 3)
         #expect(same.hash == v1.hash)
+    }
+
+    @Test func aRemovedAndAnAddedFieldOfOneKindSuggestARename() throws {
+        let v1 = try Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("body", .string)])])
+        let v2 = try Schema(version: 2, entities: [Entity("Note", attributes: [Attribute("text", .string)])])
+        let error = #expect(throws: ChronicleError.self) { try SchemaMigration(from: v1, to: v2).requireComplete() }
+        #expect(error?.message.contains("if Note.body was renamed text, say so: \"renamedFrom\": \"body\" on text") == true, "\(error?.message ?? "")")
     }
 }

@@ -83,8 +83,9 @@ package struct LogDecoder: Sendable {
         let body = try self.body(of: header, in: bytes)
         if let schema, header.schemaHash != schema.hash {
             guard let migration = earlier[header.schemaHash] else {
+                let what = header.kind == .baseline ? "baseline part" : "log"
                 throw ChronicleError(.schemaMismatch,
-                                     "log was written for schema \(hex64(header.schemaHash)), which this app version does not know (it uses \(schema.hashString), version \(schema.version)): a later app version wrote it, or an earlier one this device was not told of (its earlier schemas)")
+                                     "\(what) written for schema \(hex64(header.schemaHash)), which this app (schema \(schema.hashString), version \(schema.version)) does not know: written by a later app version, it waits for this app to upgrade; by an earlier one, name that version among the earlier schemas (--earlier-schema)")
             }
             return try translate(header, body: body, through: migration)
         }

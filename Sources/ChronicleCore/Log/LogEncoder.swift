@@ -69,28 +69,39 @@ package struct LogEncoder: Sendable {
         package var clock: HybridTimestamp
         /// Its body, from ``LogEncoder/body(of:)``.
         package var body: [UInt8]
+        /// The hash of the schema the body was written for, when it is not
+        /// the writer's current one (a save made before an app upgrade,
+        /// kept as it was uploaded); nil for the current one.
+        package var schemaHash: UInt64?
 
         /// Creates an encoded transaction.
-        package init(sequence: UInt64, clock: HybridTimestamp, body: [UInt8]) {
+        package init(sequence: UInt64, clock: HybridTimestamp, body: [UInt8], schemaHash: UInt64? = nil) {
             self.sequence = sequence
             self.clock = clock
             self.body = body
+            self.schemaHash = schemaHash
         }
     }
 
     /// Encodes consecutive pre-encoded transactions of `device` into one log.
     /// The result is byte-identical to ``encode(_:)`` of the same transactions.
+    /// Bodies that name their own schema (``EncodedTransaction/schemaHash``)
+    /// are written under it, `schemaHash` otherwise.
     ///
     /// - Throws: ``ChronicleError/Code/invalidValue`` when the sequences are
-    ///   not consecutive from 1 up.
+    ///   not consecutive from 1 up, or the bodies are of several schemas.
     /// - Precondition: `bodies` is not empty.
     package func encode(bodies: [EncodedTransaction], device: DeviceID, schemaHash: UInt64) throws(ChronicleError) -> [UInt8] {
         guard let first = bodies.first else { preconditionFailure("LogEncoder.encode(bodies:) needs at least one transaction") }
+        let schemaHash = first.schemaHash ?? schemaHash
         var w = ByteWriter(capacity: bodies.reduce(64) { $0 + $1.body.count })
         for (i, b) in bodies.enumerated() {
             guard b.sequence == first.sequence + UInt64(i), b.sequence >= 1 else {
                 throw ChronicleError(.invalidValue, "transaction \(b.sequence) of device \(device) cannot be number \(i + 1) of a log that starts at "
                     + "\(first.sequence): a log holds consecutive sequences (from 1)")
+            }
+            guard b.schemaHash == first.schemaHash else {
+                throw ChronicleError(.invalidValue, "transaction \(b.sequence) of device \(device) was written for another schema than transaction \(first.sequence): a log holds one schema's transactions")
             }
             w.writeRaw(b.body)
         }

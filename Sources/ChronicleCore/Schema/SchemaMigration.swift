@@ -57,7 +57,8 @@ public struct SchemaMigration: Sendable {
         /// A field that was optional is required.
         case makeRequired(entity: String, field: String)
         /// A required field added without a default: earlier records have
-        /// no value for it.
+        /// no value for it, and no app code can give them one. Give it a
+        /// default (or make it optional).
         case addRequiredField(entity: String, field: String)
 
         /// Whether Chronicle cannot do this step by itself: it changes what
@@ -88,7 +89,7 @@ public struct SchemaMigration: Sendable {
             case .removeField(let e, let f): return "remove \(e).\(f) and its values"
             case .changeKind(let e, let f, let from, let to): return "change \(e).\(f) from \(from) to \(to)"
             case .makeRequired(let e, let f): return "make \(e).\(f) required"
-            case .addRequiredField(let e, let f): return "add required \(e).\(f) without a default"
+            case .addRequiredField(let e, let f): return "add required \(e).\(f), which has no default: give it one (earlier records need a value)"
             }
         }
     }
@@ -126,7 +127,7 @@ public struct SchemaMigration: Sendable {
             if target.version == source.version {
                 throw ChronicleError(.schemaMismatch, "the schema changed but kept version \(source.version) (hash \(source.hashString), now \(target.hashString)): give the changed schema a higher version number")
             }
-            throw ChronicleError(.schemaMismatch, "the data is of schema version \(source.version), later than this app's version \(target.version): open it with the newer app")
+            throw ChronicleError(.schemaMismatch, "schema version \(target.version) is not later than version \(source.version): a migration goes from an earlier version to a later one")
         }
         self.source = source
         self.target = target
@@ -227,7 +228,33 @@ public struct SchemaMigration: Sendable {
     public func requireComplete() throws(ChronicleError) {
         guard let first = missingAppCode.first else { return }
         let more = missingAppCode.count > 1 ? " (and \(missingAppCode.count - 1) more: \(missingAppCode.dropFirst().map(\.description).joined(separator: "; ")))" : ""
-        throw ChronicleError(.unsupportedMigration, "schema version \(source.version) to \(target.version): cannot \(first) without the app's code (a SchemaConversion)\(more); see docs/schema-evolution.md")
+        let how: String
+        if case .addRequiredField = first {
+            how = "cannot \(first)"
+        } else {
+            how = "cannot \(first) without the app's code (a SchemaConversion)"
+        }
+        throw ChronicleError(.unsupportedMigration, "schema version \(source.version) to \(target.version): \(how)\(more)\(renameHint); see docs/schema-evolution.md")
+    }
+
+    /// A field removed and one added of the same kind in one entity may be
+    /// a rename that forgot its `renamedFrom`.
+    private var renameHint: String {
+        for step in steps {
+            guard case .removeField(let e, let removed) = step,
+                  let n = target.entityIndex(named: e), let o = entityMap.firstIndex(of: n),
+                  let was = source.entities[o].field(named: removed) else { continue }
+            for other in steps {
+                switch other {
+                case .addField(e, let added, _), .addRequiredField(e, let added):
+                    if target.entities[n].field(named: added)?.kind == was.kind {
+                        return " (if \(e).\(removed) was renamed \(added), say so: \"renamedFrom\": \"\(removed)\" on \(added))"
+                    }
+                default: break
+                }
+            }
+        }
+        return ""
     }
 
     /// An earlier version's value of a field, as the later version holds
