@@ -9,6 +9,7 @@ import ChronicleCore
 /// markers/active-store
 /// markers/<store>/devices/<device>
 /// markers/<store>/corruption/<device>
+/// markers/<store>/schemas/<schema hash, 16 hex>
 /// markers/<store>/election
 /// ```
 ///
@@ -68,6 +69,7 @@ public enum ContainerLayout {
         let parts = name.rawValue.split(separator: "/")
         guard parts.count >= 2, StoreID(string: String(parts[0])) != nil else { return false }
         if parts.count == 2 { return ["election", "tombstone", "superseded", "tentative", "origin"].contains(parts[1]) }
+        if parts.count == 3, parts[1] == "schemas" { return parseSchemaHash(name) != nil }
         return parts.count == 3 && (parts[1] == "devices" || parts[1] == "corruption") && DeviceID(string: String(parts[2])) != nil
     }
 
@@ -212,6 +214,25 @@ public enum ContainerLayout {
 
     /// The prefix of `store`'s corruption marks.
     public static func corruptionMarksPrefix(store: StoreID) -> String { "\(store)/corruption/" }
+
+    /// The record of one schema version that `store`'s logs or baselines
+    /// use: the schema's JSON, under its hash. A device that meets a log
+    /// of a schema it does not know reads it here, and reads the log
+    /// through a migration if it is an earlier version of its own.
+    public static func schema(store: StoreID, hash: UInt64) -> ContainerName {
+        try! ContainerName("\(schemasPrefix(store: store))\(hex16(hash))")
+    }
+
+    /// The prefix of `store`'s schema records.
+    public static func schemasPrefix(store: StoreID) -> String { "\(store)/schemas/" }
+
+    /// The schema hash a schema record is named by, if `name` is one.
+    public static func parseSchemaHash(_ name: ContainerName) -> UInt64? {
+        let parts = name.rawValue.split(separator: "/")
+        guard parts.count == 3, parts[1] == "schemas", parts[2].count == 16,
+              parts[2].allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else { return nil }
+        return UInt64(parts[2], radix: 16)
+    }
 
     /// The election lease of `store` (see ``ElectionLease``).
     public static func election(store: StoreID) -> ContainerName {

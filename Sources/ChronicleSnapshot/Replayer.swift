@@ -16,7 +16,9 @@ package struct Replayer: Sendable {
     /// The shared container.
     package let container: any Container
     /// How logs are verified.
-    package let decoder: LogDecoder
+    package var decoder: LogDecoder { snapshot.decoder(limits: limits, dictionaries: dictionaries) }
+    private let limits: DecodingLimits
+    private let dictionaries: [CompressionDictionary]
     /// Where diagnostics go.
     package let logger: Logger
     /// How many log names one listing call returns.
@@ -36,7 +38,8 @@ package struct Replayer: Sendable {
                 dictionaries: [CompressionDictionary] = [], logger: Logger) {
         self.snapshot = snapshot
         self.container = container
-        self.decoder = snapshot.decoder(limits: limits, dictionaries: dictionaries)
+        self.limits = limits
+        self.dictionaries = dictionaries
         var logger = logger
         logger[metadataKey: "chronicle.device"] = "\(snapshot.deviceID)"
         logger[metadataKey: "chronicle.store"] = "\(snapshot.storeID)"
@@ -60,6 +63,7 @@ package struct Replayer: Sendable {
             return 0
         }
         try await register()
+        try await recordSchema()
         var count = 0
         // Groups stay under the cap every reader applies (a single save is
         // checked against it when it is made).
@@ -448,6 +452,7 @@ package struct Replayer: Sendable {
                 throw ChronicleError(.unavailable, "this device has not imported the store's baseline yet; it can publish a baseline once it has")
             }
         }
+        try await recordSchema(in: store)
         let export = try snapshot.baselineExport(partBytes: partBytes, for: store, publisher: publisher)
         let digest = ContainerLayout.vectorDigest(export.vector)
         var parts = 0
@@ -533,7 +538,8 @@ package struct Replayer: Sendable {
             var application = snapshot.baselineApplication()
             for name in names {
                 do {
-                    let decoded = try decoder.decode(name == last ? lastBytes : try await container.get(name, maxBytes: decoder.limits.maxLogBytes))
+                    let bytes = name == last ? lastBytes : try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
+                    let decoded = try await decodeLearning(bytes)
                     guard let parsed = ContainerLayout.parseBaselinePart(name), decoded.header.kind == .baseline,
                           decoded.header.deviceID == parsed.device, decoded.header.baselinePart == parsed.part
                     else {
@@ -621,7 +627,7 @@ package struct Replayer: Sendable {
     private func fetch(_ name: ContainerName, device: DeviceID, into report: inout ImportReport) async -> VerifiedLog? {
         do {
             let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-            let log = try decoder.open(bytes)
+            let log = try await openLearning(bytes)
             guard log.header.deviceID == device, log.header.storeID == snapshot.storeID,
                   ContainerLayout.parseLog(name).map({ ($0.first, $0.last) }) ?? (0, 0) == (log.header.firstSequence, log.header.lastSequence)
             else {
@@ -790,4 +796,74 @@ public struct ImportReport: Sendable {
 
     /// Creates an empty report.
     public init() {}
+}
+
+extension Replayer {
+    /// Records the schema this device writes in, once per store: devices
+    /// on a later version that meet its logs read their earlier version
+    /// there (see ``ContainerLayout/schema(store:hash:)``). A schema whose
+    /// JSON is over a marker's size is not recorded; such devices must be
+    /// given the version by their app.
+    package func recordSchema(in target: StoreID? = nil) async throws {
+        let store = target ?? snapshot.storeID
+        // Kept for this snapshot's own store, so a sync asks the container once.
+        let key = store == snapshot.storeID ? "schema_recorded" : nil
+        if let key, try snapshot.metadata(key) == snapshot.schema.hashString { return }
+        let bytes = Array(try Snapshot.json(snapshot.schema).utf8)
+        if bytes.count <= Marker.maxBytes {
+            let name = ContainerLayout.schema(store: store, hash: snapshot.schema.hash)
+            if try await container.readMarker(name) == nil {
+                do {
+                    _ = try await container.createMarker(name, bytes)
+                } catch let error as ChronicleError where error.code == .markerConflict {
+                    // Recorded concurrently by another device on this version.
+                }
+            }
+        }
+        if let key { try snapshot.setMetadata(key, snapshot.schema.hashString) }
+    }
+
+    /// Verifies a log; one of a schema this device does not know is read
+    /// through the store's record of that schema when it is an earlier
+    /// version (see ``learnSchema(of:)``).
+    func openLearning(_ bytes: [UInt8]) async throws -> VerifiedLog {
+        let failure: ChronicleError
+        do {
+            return try decoder.open(bytes)
+        } catch {
+            failure = error
+        }
+        guard failure.code == .schemaMismatch, await learnSchema(of: bytes) else { throw failure }
+        return try decoder.open(bytes)
+    }
+
+    /// ``openLearning(_:)`` for a baseline part, decoded whole.
+    func decodeLearning(_ bytes: [UInt8]) async throws -> DecodedLog {
+        let failure: ChronicleError
+        do {
+            return try decoder.decode(bytes)
+        } catch {
+            failure = error
+        }
+        guard failure.code == .schemaMismatch, await learnSchema(of: bytes) else { throw failure }
+        return try decoder.decode(bytes)
+    }
+
+    /// For a log or baseline part of a schema this device does not know:
+    /// reads the store's record of that schema and learns it, if it is an
+    /// earlier version the device can read through (see
+    /// ``Snapshot/learn(_:)``). Returns whether it did; a record that does
+    /// not read, or whose JSON does not hash to its name, teaches nothing.
+    func learnSchema(of bytes: [UInt8]) async -> Bool {
+        guard let hash = try? decoder.header(of: bytes).schemaHash,
+              let marker = try? await container.readMarker(ContainerLayout.schema(store: snapshot.storeID, hash: hash)),
+              let schema = try? Schema(json: Data(marker.bytes)), schema.hash == hash
+        else { return false }
+        do {
+            return try snapshot.learn(schema)
+        } catch {
+            logger.warning("could not keep an earlier schema version", metadata: ["chronicle.error": "\(error)"])
+            return false
+        }
+    }
 }

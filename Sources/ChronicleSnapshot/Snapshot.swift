@@ -1,6 +1,7 @@
 import ChronicleCore
 import Foundation
 import GRDB
+import Synchronization
 
 /// A device's SQLite snapshot of one store: one table per entity, which apps
 /// query, plus Chronicle's metadata tables, in one WAL-mode database file.
@@ -40,9 +41,14 @@ import GRDB
     /// Where a simulation may make this device crash.
     package let crashInjector: CrashInjector?
     /// Migrations to ``schema`` from its earlier versions that this device
-    /// knows (those the app names, and those the snapshot migrated from),
-    /// through which logs and baselines of those versions are read.
-    package let earlier: [SchemaMigration]
+    /// knows (those the app names, those the snapshot migrated from, and
+    /// those it learned from the container's schema records), through
+    /// which logs and baselines of those versions are read.
+    package var earlier: [SchemaMigration] { knownEarlier + learned.withLock { $0 } }
+    private let knownEarlier: [SchemaMigration]
+    private let learned = Mutex<[SchemaMigration]>([])
+    /// The app's code for changes between versions.
+    let conversions: [SchemaConversion]
     /// The migration this open did, if the file was of an earlier version.
     package let migrated: SchemaMigration?
 
@@ -58,6 +64,7 @@ import GRDB
                 crashInjector: CrashInjector? = nil) throws {
         try Self.requireRegularFiles(path)
         self.crashInjector = crashInjector
+        self.conversions = conversions
         let entitySQL = EntitySQL.make(schema)
         self.entitySQL = entitySQL
         self.path = path
@@ -112,7 +119,7 @@ import GRDB
                 // by itself is not known: its logs wait, as a newer one's.
                 if let m = try? SchemaMigration(from: s, to: schema, conversions: conversions), m.isComplete { known[s.hash] = m }
             }
-            self.earlier = known.values.sorted { $0.source.version < $1.source.version }
+            self.knownEarlier = known.values.sorted { $0.source.version < $1.source.version }
             self.migrated = migration
             try pool.write { db in
                 // The writer's page cache (a per-connection setting): imports
@@ -198,6 +205,30 @@ import GRDB
     /// versions' logs read through their migrations.
     package func decoder(limits: DecodingLimits, dictionaries: [CompressionDictionary] = []) -> LogDecoder {
         LogDecoder(schema: schema, limits: limits, dictionaries: dictionaries, earlier: earlier)
+    }
+
+    /// Learns an earlier version of the schema, from the container's
+    /// record of the versions a store's logs use: from now on (and after
+    /// the next open) its logs and baselines are read through the
+    /// migration. Returns false, learning nothing, for a schema that is not
+    /// an earlier version, or whose changes need app code this device was
+    /// not given: its logs stay held.
+    package func learn(_ earlierSchema: Schema) throws -> Bool {
+        if earlier.contains(where: { $0.source.hash == earlierSchema.hash }) { return true }
+        guard earlierSchema.version < schema.version,
+              let migration = try? SchemaMigration(from: earlierSchema, to: schema, conversions: conversions), migration.isComplete
+        else { return false }
+        do {
+            try pool.write { db in
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS _chronicle_schemas (hash TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, json TEXT NOT NULL) WITHOUT ROWID")
+                try db.execute(sql: "INSERT OR IGNORE INTO _chronicle_schemas (hash, version, json) VALUES (?, ?, ?)",
+                               arguments: [earlierSchema.hashString, earlierSchema.version, try Self.json(earlierSchema)])
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "keeping schema version \(earlierSchema.version) failed")
+        }
+        learned.withLock { $0.append(migration) }
+        return true
     }
 
     /// The snapshot's database, for ``Store``'s reads and observations

@@ -1,4 +1,5 @@
 import Chronicle
+import ChronicleContainer
 import ChronicleCore
 import ChronicleSnapshot
 import Foundation
@@ -300,5 +301,39 @@ import Testing
         }
         #expect(cleared)
         try await newer.close()
+    }
+
+    @Test func aLaterDeviceLearnsAnEarlierVersionFromTheStoresRecord() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let older = try await place.open("older", Self.v1)
+        try await older.write { tx in _ = tx.insert("Note", ["title": "t", "body": "from v1", "pinned": false]) }
+        try await older.sync()
+        let record = ContainerLayout.schema(store: older.storeID, hash: Self.v1.hash)
+        #expect(try await place.container.readMarker(record) != nil, "the store records the schema its logs use")
+        // A device on the later version that was given no earlier schema
+        // reads the record, and the log through the migration.
+        var newer = try await place.open("newer", Self.v2)
+        let report = try await newer.sync()
+        #expect(report.status == .upToDate, "\(report.imported.failures)")
+        #expect(try await newer.read { db in try String.fetchAll(db, sql: "SELECT text FROM Note") } == ["from v1"])
+        try await newer.close()
+        // It keeps what it learned.
+        try await older.write { tx in _ = tx.insert("Note", ["title": "u", "body": "again", "pinned": true]) }
+        try await older.sync()
+        // (The record is then replaced by another schema's JSON.)
+        let forged = String(decoding: try JSONEncoder().encode(Self.v2.jsonValue), as: UTF8.self)
+        _ = try await place.container.replaceMarker(record, Array(forged.utf8), expected: try #require(try await place.container.readMarker(record)).version)
+        newer = try await place.open("newer", Self.v2)
+        #expect(try await newer.sync().status == .upToDate)
+        #expect(try await newer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") } == 2)
+        try await newer.close()
+        // A record that does not hash to its name teaches nothing: a new
+        // device holds the earlier version's logs.
+        let fooled = try await place.open("fooled", Self.v2)
+        let held = try await fooled.sync()
+        #expect(held.imported.held.count == 1 && held.imported.permanentFailures.isEmpty, "\(held.imported.failures)")
+        try await fooled.close()
+        try await older.close()
     }
 }
