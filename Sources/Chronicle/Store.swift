@@ -421,9 +421,12 @@ public actor Store {
         }
     }
 
-    private static func openSnapshot(_ path: String, storeID: StoreID, device: DeviceID, _ configuration: Configuration) throws -> Snapshot {
+    /// Opens a snapshot; `knowing` adds earlier schema versions to the
+    /// app's (those the snapshot it replaces knew).
+    private static func openSnapshot(_ path: String, storeID: StoreID, device: DeviceID, _ configuration: Configuration,
+                                     knowing: [SchemaMigration] = []) throws -> Snapshot {
         try Snapshot(path: path, schema: configuration.schema, storeID: storeID, deviceID: device,
-                     durability: configuration.durability, earlierSchemas: configuration.earlierSchemas,
+                     durability: configuration.durability, earlierSchemas: configuration.earlierSchemas + knowing.map(\.source),
                      conversions: configuration.schemaConversions,
                      crashInjector: configuration.crashInjector)
     }
@@ -722,6 +725,9 @@ public actor Store {
 
     private func performSync(progress: (@Sendable (SyncProgress) -> Void)?) async throws -> SyncReport {
         try Task.checkCancellation()
+        // Earlier schema versions the store records, before anything reads
+        // its logs (this device's own history included).
+        await replayer.learnRecordedSchemas()
         let change = try await ensureOwnHistory()
         let uploaded = try await uploadMovingIfNeeded(progress: progress)
         try Task.checkCancellation()
@@ -962,7 +968,7 @@ public actor Store {
         ])
         let nextPath = folder.nextSnapshotPath(storeID)
         DeviceFolder.removeSnapshotFiles(nextPath)
-        let next = try Self.openSnapshot(nextPath, storeID: storeID, device: newID, configuration)
+        let next = try Self.openSnapshot(nextPath, storeID: storeID, device: newID, configuration, knowing: old.earlier)
         var mapping: [IdentityChange.CarriedSave] = []
         var importedLogs = 0
         var importedTransactions = 0
@@ -1009,7 +1015,7 @@ public actor Store {
         reader.detachObservations()
         try? old.close()
         try Self.finishIdentitySwitch(folder, store: storeID, identity: DeviceFolder.Identity(device: newID, store: storeID, retired: nil))
-        let fresh = try Self.openSnapshot(folder.snapshotPath(storeID), storeID: storeID, device: newID, configuration)
+        let fresh = try Self.openSnapshot(folder.snapshotPath(storeID), storeID: storeID, device: newID, configuration, knowing: old.earlier)
         current.withLock { $0 = fresh }
         reader.switchTo(fresh.databasePool)
         replayer = try Self.makeReplayer(fresh, configuration: configuration, hub: hub, random: &random)

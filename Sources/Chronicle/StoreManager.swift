@@ -1724,13 +1724,24 @@ public actor StoreManager {
         }
     }
 
+    /// A decoder for `store`'s logs: the app's schema, its earlier versions
+    /// the app names, and those the store records its logs use.
+    private func decoder(for store: StoreID) async -> LogDecoder {
+        let app = configuration.store
+        let known = Set([app.schema.hash] + app.earlierSchemas.map(\.hash))
+        let recorded = await Replayer.recordedSchemas(in: app.container, store: store, skipping: known)
+        var configuration = app
+        configuration.earlierSchemas += recorded
+        return configuration.decoder
+    }
+
     /// The sequences of `saves` (of `device`) that `store`'s logs in the
     /// container hold exactly as they were made. A log that does not
     /// verify holds none of them.
     private func heldAsMade(_ saves: [Transaction], device: DeviceID, in store: StoreID) async throws -> Set<UInt64> {
         guard let low = saves.first?.sequence, let high = saves.last?.sequence else { return [] }
         let container = configuration.store.container
-        let decoder = configuration.store.decoder
+        let decoder = await decoder(for: store)
         let made = Dictionary(saves.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
         var held = Set<UInt64>()
         for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {
@@ -1748,7 +1759,7 @@ public actor StoreManager {
     /// time. Logs that do not verify are left out.
     private func savesOnlyInLogs(of device: DeviceID, in store: StoreID, after covered: UInt64, besides: [Transaction]) async throws -> [Transaction] {
         let container = configuration.store.container
-        let decoder = configuration.store.decoder
+        let decoder = await decoder(for: store)
         let known = Dictionary(besides.filter { $0.deviceID == device }.map { ($0.sequence, $0) }, uniquingKeysWith: { a, _ in a })
         var found: [Transaction] = []
         for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {

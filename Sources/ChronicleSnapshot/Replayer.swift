@@ -63,8 +63,8 @@ package struct Replayer: Sendable {
             return 0
         }
         try await register()
-        try await recordSchema()
         var count = 0
+        var recorded = Set<UInt64>()
         // Groups stay under the cap every reader applies (a single save is
         // checked against it when it is made).
         let maxBytes = min(4 << 20, max(1, decoder.limits.maxBodyBytes / 2))
@@ -73,6 +73,7 @@ package struct Replayer: Sendable {
             try Task.checkCancellation()
             let bytes = try encoder.encode(bodies: plan.transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
             let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: plan.first, last: plan.last)
+            try await recordSchema(of: bytes, &recorded)
             try await putOwnLog(name, bytes)
             try snapshot.crashInjector?.check(.uploadAfterPut)
             try snapshot.markUploaded(plan)
@@ -223,6 +224,7 @@ package struct Replayer: Sendable {
         let start = cursor.flatMap(ContainerLayout.parseLog)?.first ?? 0
         let end = reachedEnd ? UInt64.max : (page.last.flatMap { ContainerLayout.parseLog($0.name) }?.first ?? UInt64.max)
         var repaired: [ContainerName] = []
+        var recorded = Set<UInt64>()
         // Missing: uploaded groups in this window that the listing lacks.
         let present = Set(page.map(\.name))
         var registered = false
@@ -231,6 +233,7 @@ package struct Replayer: Sendable {
             guard !present.contains(name), let transactions = try bodies(first, last) else { continue }
             if !registered { try await register(inherited); registered = true }
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
+            try await recordSchema(of: bytes, &recorded)
             if inherited == nil {
                 try await putOwnLog(name, bytes)
             } else {
@@ -266,6 +269,7 @@ package struct Replayer: Sendable {
                 continue
             }
             try await container.delete(blob.name)
+            try await recordSchema(of: bytes, &recorded)
             try await container.put(blob.name, bytes)
             logger.notice("repaired own log", metadata: ["chronicle.log": "\(blob.name)"])
             repaired.append(blob.name)
@@ -799,28 +803,32 @@ public struct ImportReport: Sendable {
 }
 
 extension Replayer {
-    /// Records the schema this device writes in, once per store: devices
-    /// on a later version that meet its logs read their earlier version
-    /// there (see ``ContainerLayout/schema(store:hash:)``). A schema whose
-    /// JSON is over a marker's size is not recorded; such devices must be
-    /// given the version by their app.
-    package func recordSchema(in target: StoreID? = nil) async throws {
-        let store = target ?? snapshot.storeID
-        // Kept for this snapshot's own store, so a sync asks the container once.
-        let key = store == snapshot.storeID ? "schema_recorded" : nil
-        if let key, try snapshot.metadata(key) == snapshot.schema.hashString { return }
-        let bytes = Array(try Snapshot.json(snapshot.schema).utf8)
-        if bytes.count <= Marker.maxBytes {
-            let name = ContainerLayout.schema(store: store, hash: snapshot.schema.hash)
-            if try await container.readMarker(name) == nil {
-                do {
-                    _ = try await container.createMarker(name, bytes)
-                } catch let error as ChronicleError where error.code == .markerConflict {
-                    // Recorded concurrently by another device on this version.
-                }
-            }
+    /// Records, in `store` (by default this snapshot's), the schema of
+    /// logs or baselines this device puts there: devices on a later version
+    /// that meet them read their earlier version there (see
+    /// ``ContainerLayout/schema(store:hash:)``). One marker read when the
+    /// record is there; written when it is not (a new version, a container
+    /// that lost its markers). A schema whose JSON is over a marker's size
+    /// is not recorded: such devices must be given the version by their app.
+    package func recordSchema(_ recorded: Schema? = nil, in target: StoreID? = nil) async throws {
+        let schema = recorded ?? snapshot.schema
+        let name = ContainerLayout.schema(store: target ?? snapshot.storeID, hash: schema.hash)
+        guard try await container.readMarker(name) == nil else { return }
+        let bytes = Array(try Snapshot.json(schema).utf8)
+        guard bytes.count <= Marker.maxBytes else { return }
+        do {
+            _ = try await container.createMarker(name, bytes)
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            // Recorded concurrently by another device on this version.
         }
-        if let key { try snapshot.setMetadata(key, snapshot.schema.hashString) }
+    }
+
+    /// ``recordSchema(_:in:)`` for the schema a log of this device is
+    /// written for: the current one, or an earlier one a save was made in.
+    private func recordSchema(of bytes: [UInt8], _ recorded: inout Set<UInt64>) async throws {
+        guard let hash = try? decoder.header(of: bytes).schemaHash, recorded.insert(hash).inserted else { return }
+        if hash == snapshot.schema.hash { return try await recordSchema() }
+        if let earlier = snapshot.earlier.first(where: { $0.source.hash == hash })?.source { try await recordSchema(earlier) }
     }
 
     /// Verifies a log; one of a schema this device does not know is read
@@ -864,6 +872,37 @@ extension Replayer {
         } catch {
             logger.warning("could not keep an earlier schema version", metadata: ["chronicle.error": "\(error)"])
             return false
+        }
+    }
+
+    /// The schemas `store` records its logs use (see
+    /// ``ContainerLayout/schema(store:hash:)``), those whose JSON reads and
+    /// hashes to their name; `skipping` those already known. Best effort:
+    /// a listing or a record that fails gives nothing.
+    package static func recordedSchemas(in container: any Container, store: StoreID, skipping known: Set<UInt64> = []) async -> [Schema] {
+        guard let names = try? await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: store)) else { return [] }
+        var schemas: [Schema] = []
+        for name in names {
+            guard let hash = ContainerLayout.parseSchemaHash(name), !known.contains(hash),
+                  let marker = try? await container.readMarker(name),
+                  let schema = try? Schema(json: Data(marker.bytes)), schema.hash == hash else { continue }
+            schemas.append(schema)
+        }
+        return schemas
+    }
+
+    /// Learns every earlier version of the schema the store records (see
+    /// ``Snapshot/learn(_:)``), so that every reading of its logs (imports,
+    /// and the checks of this device's own history) reads them. One
+    /// listing when nothing is new.
+    package func learnRecordedSchemas() async {
+        let known = Set([snapshot.schema.hash] + snapshot.earlier.map(\.source.hash))
+        for schema in await Self.recordedSchemas(in: container, store: snapshot.storeID, skipping: known) where schema.version < snapshot.schema.version {
+            do {
+                _ = try snapshot.learn(schema)
+            } catch {
+                logger.warning("could not keep an earlier schema version", metadata: ["chronicle.error": "\(error)"])
+            }
         }
     }
 }

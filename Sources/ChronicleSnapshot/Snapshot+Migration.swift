@@ -147,13 +147,19 @@ extension Snapshot {
         }
         // 5. The identity names the later version; the earlier one is kept
         // to read its logs.
-        try db.execute(sql: "CREATE TABLE IF NOT EXISTS _chronicle_schemas (hash TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, json TEXT NOT NULL) WITHOUT ROWID")
-        try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_schemas (hash, version, json) VALUES (?, ?, ?)",
-                       arguments: [source.hashString, source.version, try Self.json(source)])
+        try keep(source, db)
         try db.execute(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'schema_hash'", arguments: [target.hashString])
         try db.execute(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'schema'", arguments: [try Self.json(target)])
         // Logs held for a schema this device did not know are tried again.
         try db.execute(sql: "DELETE FROM _chronicle_failures WHERE code = ?", arguments: [ChronicleError.Code.schemaMismatch.name])
+    }
+
+    /// Keeps an earlier version of the schema in the snapshot, to read its
+    /// logs after the next open too.
+    static func keep(_ earlier: Schema, _ db: Database) throws {
+        try db.execute(sql: "CREATE TABLE IF NOT EXISTS _chronicle_schemas (hash TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, json TEXT NOT NULL) WITHOUT ROWID")
+        try db.execute(sql: "INSERT OR IGNORE INTO _chronicle_schemas (hash, version, json) VALUES (?, ?, ?)",
+                       arguments: [earlier.hashString, earlier.version, try json(earlier)])
     }
 
     /// A schema's JSON text as the identity table keeps it.

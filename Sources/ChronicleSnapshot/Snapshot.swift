@@ -157,6 +157,11 @@ import Synchronization
                     try db.execute(sql: "INSERT INTO _chronicle_identity (key, value) VALUES ('store', ?), ('device', ?), ('schema_hash', ?), ('schema', ?), ('hlc', 0)",
                                    arguments: [storeID.description, deviceID.description, schema.hashString, try Self.json(schema)])
                 }
+                // The earlier versions it knows stay known, whoever opens it next.
+                let kept = Set((stored?.earlier ?? []).map(\.hash))
+                for m in known.values where !kept.contains(m.source.hash) && m.source.hash != migration?.source.hash {
+                    try Self.keep(m.source, db)
+                }
             }
             if let copy { Snapshot.removeFiles(copy) }
         } catch {
@@ -219,11 +224,7 @@ import Synchronization
               let migration = try? SchemaMigration(from: earlierSchema, to: schema, conversions: conversions), migration.isComplete
         else { return false }
         do {
-            try pool.write { db in
-                try db.execute(sql: "CREATE TABLE IF NOT EXISTS _chronicle_schemas (hash TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, json TEXT NOT NULL) WITHOUT ROWID")
-                try db.execute(sql: "INSERT OR IGNORE INTO _chronicle_schemas (hash, version, json) VALUES (?, ?, ?)",
-                               arguments: [earlierSchema.hashString, earlierSchema.version, try Self.json(earlierSchema)])
-            }
+            try pool.write { db in try Self.keep(earlierSchema, db) }
         } catch {
             throw ChronicleError.sqlite(error, .database, "keeping schema version \(earlierSchema.version) failed")
         }

@@ -81,10 +81,10 @@ struct QuiescedState {
     func withNewDevice<T>(_ device: DeviceID, container: any Container, _ body: (Store) async throws -> T) async throws -> T {
         let directory = workDirectory.appendingPathComponent("checker-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        var configuration = Store.Configuration(
+        let configuration = Store.Configuration(
             schema: schema, deviceID: device, directory: directory, container: container, clock: clock,
             seed: 1, logger: logger, durability: .normal, knownStore: stores[0].storeID).waitingForBaselines(.zero)
-        configuration.earlierSchemas = Workload.earlierSchemas(before: schema.version)
+        // It learns earlier versions from the store's record of them.
         let store = try await Store.open(configuration)
         do {
             let result = try await body(store)
