@@ -1050,9 +1050,15 @@ public actor Store {
                 // and one that is damaged (its owner unable to put it back)
                 // would leave its saves nowhere. Those are carried instead.
                 guard read != nil else { continue }
-                present.insert(integersIn: Int(parsed.first)...Int(last))
-                ours.append((parsed.first, parsed.last))
-                continue
+                // And only if it holds these saves: an upload that never
+                // arrived leaves the name free, and another copy of these
+                // files may have put its own saves there since.
+                if parsed.last <= own, let stored = try? read?.transactions(),
+                   let mine = try old.ownTransactions(first: parsed.first, last: parsed.last), stored == mine {
+                    present.insert(integersIn: Int(parsed.first)...Int(last))
+                    ours.append((parsed.first, parsed.last))
+                    continue
+                }
             }
             guard let stored = try? read?.transactions(),
                   let mine = try old.ownTransactions(first: parsed.first, last: last) else { continue }

@@ -16,12 +16,18 @@ import Testing
         #expect(summary.passed, "seed \(seed): \(summary.violations)")
     }
 
-    /// Seeds of `--upgrades` runs that once failed: a device that upgraded
-    /// kept the saves of an earlier ID (to put their logs back) in the
-    /// earlier version's names, and put one back as a later-version log
-    /// no device could read. With the lifecycle too (devices then failed
-    /// to load).
-    static let upgradeSeeds: [(seed: UInt64, lifecycle: Bool)] = [(0x35, false), (0x12, true), (0x18, true), (0x1f, true)]
+    /// Seeds of `--upgrades` runs that once failed:
+    /// - 0x35, and 0x12, 0x18 with the lifecycle (devices then failed to
+    ///   load): a device that upgraded kept the saves of an earlier ID (to
+    ///   put their logs back) in the earlier version's names, and put one
+    ///   back as a later-version log no device could read;
+    /// - 0x2, and 0x35 again: a device that learns the earlier version from
+    ///   the store's record found it gone after a container wipe, or had
+    ///   not learned it yet when it checked its own history;
+    /// - 0xeb with the lifecycle: a twin's upload was lost, the other copy
+    ///   put its own save under that name, and the twin, moving to a new ID,
+    ///   took the log for its own and carried nothing (its fallback merge lost).
+    static let upgradeSeeds: [(seed: UInt64, lifecycle: Bool)] = [(0x35, false), (0x2, false), (0x12, true), (0x18, true), (0xeb, true)]
 
     @Test(arguments: upgradeSeeds.indices)
     func pinnedUpgradeSeeds(index: Int) async throws {
