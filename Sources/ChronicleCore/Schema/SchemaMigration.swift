@@ -284,13 +284,13 @@ public struct SchemaMigration: Sendable {
         t.schemaHash = target.hash
         t.changes = []
         for change in transaction.changes {
-            guard let o = source.entityIndex(named: change.entity), let n = entityMap[o] else { continue }
+            guard let (o, n) = entity(change.entity) else { continue }
             var c = change
             c.entity = target.entities[n].name
             c.values = []
             for value in change.values {
-                guard let of = source.entities[o].fieldIndex(named: value.name), let nf = fieldMap[o][of] else { continue }
-                c.values.append(FieldValue(target.entities[n].fields[nf].name, try convert(value.value, entity: n, field: nf)))
+                guard let field = field(value.name, o, n) else { continue }
+                c.values.append(FieldValue(field.name, try convert(value.value, entity: n, field: field.index)))
             }
             // An update left with no field (it changed only dropped ones)
             // changes nothing.
@@ -300,19 +300,33 @@ public struct SchemaMigration: Sendable {
         return t
     }
 
+    /// The earlier and later indexes of the earlier version's entity
+    /// `name`; nil for one the later version dropped.
+    private func entity(_ name: String) -> (Int, Int)? {
+        guard let o = source.entityIndex(named: name), let n = entityMap[o] else { return nil }
+        return (o, n)
+    }
+
+    /// The later index and name of field `name` of earlier entity `o`
+    /// (later `n`); nil for one the later version dropped.
+    private func field(_ name: String, _ o: Int, _ n: Int) -> (index: Int, name: String)? {
+        guard let of = source.entities[o].fieldIndex(named: name), let nf = fieldMap[o][of] else { return nil }
+        return (nf, target.entities[n].fields[nf].name)
+    }
+
     /// An earlier version's baseline part, as the later version writes it.
     package func translate(_ baseline: Baseline) throws(ChronicleError) -> Baseline {
         var b = baseline
         b.records = []
         for record in baseline.records {
-            guard let o = source.entityIndex(named: record.entity), let n = entityMap[o] else { continue }
+            guard let (o, n) = entity(record.entity) else { continue }
             var r = record
             r.entity = target.entities[n].name
             r.fields = []
             for f in record.fields {
-                guard let of = source.entities[o].fieldIndex(named: f.name), let nf = fieldMap[o][of] else { continue }
-                r.fields.append(Baseline.VersionedValue(name: target.entities[n].fields[nf].name,
-                                                        value: try convert(f.value, entity: n, field: nf), version: f.version))
+                guard let field = field(f.name, o, n) else { continue }
+                r.fields.append(Baseline.VersionedValue(name: field.name, value: try convert(f.value, entity: n, field: field.index),
+                                                        version: f.version))
             }
             b.records.append(r)
         }
