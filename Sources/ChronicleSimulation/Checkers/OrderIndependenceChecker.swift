@@ -63,6 +63,11 @@ struct OrderIndependenceChecker: InvariantChecker {
                 try await pristine.put(blob.name, try await state.container.everything.get(blob.name))
             }
         }
+        // The store's records of the schema versions its baselines use,
+        // from which the fresh device learns an earlier one.
+        for name in try await state.container.everything.listMarkers(prefix: ContainerLayout.schemasPrefix(store: storeID)) {
+            if let record = try await state.container.everything.readMarker(name) { _ = try await pristine.createMarker(name, record.bytes) }
+        }
         return try await state.withNewDevice(DeviceID(index: 999), container: pristine) { fresh in
             _ = try await fresh.importLogs()
             return (try await fresh.stateHash(), try await ConvergenceChecker.visibleRecords(fresh))
