@@ -279,6 +279,7 @@ public enum ContainerLayout {
     /// election lease or tombstone.
     public static func isReservedMarker(_ name: ContainerName) -> Bool {
         if name == activeStore || name == account { return true }
+        if parseSchemaHash(name) != nil { return true }
         let parts = name.rawValue.split(separator: "/", omittingEmptySubsequences: false)
         guard let first = parts.first, let store = StoreID(string: String(first)) else { return false }
         if parts.count == 2 {

@@ -1,4 +1,5 @@
 import ChronicleCore
+import Foundation
 
 /// Every log and baseline part of a container checked whole: read under the
 /// decoder's cap, verified (header, checksums, decompression, every change),
@@ -133,6 +134,18 @@ package struct ContainerVerification: Sendable {
                     guard let registration = try await container.readMarker(name, as: DeviceRegistration.self)?.payload else { continue }
                     if registration.device != device {
                         throw ChronicleError(.malformedBody, "the registration names device \(registration.device), not the device of its name")
+                    }
+                } else if let hash = ContainerLayout.parseSchemaHash(name) {
+                    // A schema record: the JSON of the schema its name hashes.
+                    guard let record = try await container.readMarker(name) else { continue }
+                    let schema: Schema
+                    do {
+                        schema = try Schema(json: Data(record.bytes))
+                    } catch {
+                        throw ChronicleError(.malformedBody, "the schema record does not read: \(error.message)", underlying: error)
+                    }
+                    if schema.hash != hash {
+                        throw ChronicleError(.malformedBody, "the schema record holds schema \(schema.hashString) (version \(schema.version)), not the one of its name: devices do not learn from it")
                     }
                 } else if !ContainerLayout.isReservedMarker(name) {
                     throw ChronicleError(.foreignEntry, "a marker Chronicle does not write: no device reads it")

@@ -324,6 +324,12 @@ import Testing
         // (The record is then replaced by another schema's JSON.)
         let forged = String(decoding: try JSONEncoder().encode(Self.v2.jsonValue), as: UTF8.self)
         _ = try await place.container.replaceMarker(record, Array(forged.utf8), expected: try #require(try await place.container.readMarker(record)).version)
+        if CrashSafetyTests.binary != nil {
+            // `chronicle verify` names it.
+            let verify = try CLIErrorTests.run(["verify", "--container", place.root.appendingPathComponent("shared").path])
+            #expect(verify.status == 1 && String(decoding: verify.stdout, as: UTF8.self).contains("the schema record holds schema \(Self.v2.hashString)"),
+                    "\(String(decoding: verify.stdout, as: UTF8.self))")
+        }
         newer = try await place.open("newer", Self.v2)
         #expect(try await newer.sync().status == .upToDate)
         #expect(try await newer.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") } == 2)
