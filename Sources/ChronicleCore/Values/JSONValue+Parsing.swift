@@ -76,6 +76,10 @@ struct JSONParser {
     private let recordPositions: Bool
     /// Positions of values by path, when `recordPositions`.
     private(set) var positions: [String: JSONPosition] = [:]
+    /// The column reached at a byte index of the current line, so that
+    /// recording positions in order reads each line once (a schema kept on
+    /// one line would otherwise be read again from its start for each value).
+    private var columnMark = (index: 0, column: 1)
 
     init(bytes: [UInt8], recordPositions: Bool, firstLine: Int = 1) {
         self.bytes = bytes
@@ -120,6 +124,18 @@ struct JSONParser {
         return JSONPosition(line: line, column: column)
     }
 
+    /// ``position(at:)`` for positions recorded in order: goes on from the
+    /// last one on the same line.
+    private mutating func recordedPosition(at byteIndex: Int) -> JSONPosition {
+        var (i, column) = columnMark.index >= lineStart && columnMark.index <= byteIndex ? columnMark : (lineStart, 1)
+        while i < byteIndex && i < bytes.count {
+            if bytes[i] & 0xC0 != 0x80 { column += 1 }
+            i += 1
+        }
+        columnMark = (i, column)
+        return JSONPosition(line: line, column: column)
+    }
+
     private func fault(_ reason: String, at byteIndex: Int? = nil) -> JSONSyntaxFault {
         JSONSyntaxFault(position: position(at: byteIndex ?? index), reason: reason)
     }
@@ -148,7 +164,7 @@ struct JSONParser {
 
     private mutating func parseValue(path: String) throws(JSONSyntaxFault) -> JSONValue {
         guard index < bytes.count else { throw fault("the text ends where a value should be") }
-        if recordPositions { positions[path] = position(at: index) }
+        if recordPositions { positions[path] = recordedPosition(at: index) }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try parseObject(path: path)
         case UInt8(ascii: "["): return try parseArray(path: path)
@@ -216,7 +232,7 @@ struct JSONParser {
                 if bytes[index] == UInt8(ascii: "}") { throw fault("trailing comma before '}'") }
                 throw fault("expected a key in double quotes, found \(describeCurrent())")
             }
-            let keyPosition = position(at: index)
+            let keyPosition = recordedPosition(at: index)
             let key = try parseString()
             if let first = keyPositions[key] {
                 throw JSONSyntaxFault(position: keyPosition, reason: "duplicate key \"\(key)\" (first at \(first))")
