@@ -129,7 +129,7 @@ import Testing
             Entity($0.name, attributes: $0.attributes, relationships: $0.relationships, unique: $0.uniqueConstraints, indexes: [[$0.fields[0].name]])
         }
         let renamed = try variant {
-            Entity($0.name, attributes: $0.attributes, relationships: $0.relationships, unique: $0.uniqueConstraints, renamedFrom: ["Was\($0.name)"])
+            Entity($0.name, attributes: $0.attributes, relationships: $0.relationships, unique: $0.uniqueConstraints, renamedFrom: [EarlierName("Was\($0.name)")])
         }
         let same = try variant {
             Entity($0.name, attributes: $0.attributes, relationships: $0.relationships, unique: $0.uniqueConstraints)
@@ -143,5 +143,47 @@ import Testing
         let v2 = try Schema(version: 2, entities: [Entity("Note", attributes: [Attribute("text", .string)])])
         let error = #expect(throws: ChronicleError.self) { try SchemaMigration(from: v1, to: v2).requireComplete() }
         #expect(error?.message.contains("if Note.body was renamed text, say so: \"renamedFrom\": \"body\" on text") == true, "\(error?.message ?? "")")
+    }
+
+    /// A schema file copied forward to the next version keeps its renames'
+    /// meaning: they were made before, and are not made again (a swap made
+    /// twice would exchange the fields' data back on some devices only).
+    @Test func renamesCopiedForwardAreNotMadeAgain() throws {
+        let v1 = try Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("title", .string), Attribute("body", .string)])])
+        let swapped = [Attribute("title", .string, renamedFrom: ["body"]), Attribute("body", .string, renamedFrom: ["title"])]
+        let v2 = try Schema(version: 2, entities: [Entity("Note", attributes: swapped)])
+        let v3 = try Schema(version: 3, entities: [Entity("Note", attributes: swapped + [Attribute("extra", .string, optional: true)])])
+        #expect(try SchemaMigration(from: v1, to: v2).steps.map(\.description) == ["rename Note.body to Note.title", "rename Note.title to Note.body"])
+        #expect(try SchemaMigration(from: v2, to: v3).steps.map(\.description) == ["add Note.extra (earlier records read null)"])
+        // A device that skips version 2 still swaps.
+        #expect(try SchemaMigration(from: v1, to: v3).steps.map(\.description).prefix(2) == ["rename Note.body to Note.title", "rename Note.title to Note.body"])
+
+        // A renamed field and a new one that took the old name, copied forward.
+        let w2 = try Schema(version: 2, entities: [Entity("Note", attributes: [
+            Attribute("title", .string), Attribute("text", .string, renamedFrom: ["body"]), Attribute("body", .string, optional: true),
+        ])])
+        let w3 = try Schema(version: 3, entities: w2.entities)
+        let copied = try SchemaMigration(from: w2, to: w3)
+        #expect(copied.steps.isEmpty && copied.isComplete, "\(copied.steps)")
+    }
+
+    /// An earlier name given with its last version applies to migrations
+    /// from that version or before, and says what the field was called then.
+    @Test func versionedEarlierNamesSayWhichVersionUsedThem() throws {
+        let v1 = try Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("a", .string)])])
+        let v2 = try Schema(version: 2, entities: [Entity("Note", attributes: [Attribute("b", .string, renamedFrom: ["a"])])])
+        let v3 = try Schema(version: 3, entities: [Entity("Note", attributes: [
+            Attribute("c", .string, renamedFrom: [EarlierName("a", lastVersion: 1), EarlierName("b", lastVersion: 2)]),
+        ])])
+        #expect(try SchemaMigration(from: v1, to: v3).steps.map(\.description) == ["rename Note.a to Note.c"])
+        #expect(try SchemaMigration(from: v2, to: v3).steps.map(\.description) == ["rename Note.b to Note.c"])
+        // The JSON form keeps the versions.
+        let json = try JSONEncoder().encode(v3.jsonValue)
+        #expect(String(decoding: json, as: UTF8.self).contains(#"{"name":"a","version":1}"#) || String(decoding: json, as: UTF8.self).contains(#"{"version":1,"name":"a"}"#))
+        #expect(try Schema(json: json) == v3)
+        let later = #expect(throws: ChronicleError.self) {
+            try Schema(version: 3, entities: [Entity("Note", attributes: [Attribute("c", .string, renamedFrom: [EarlierName("a", lastVersion: 3)])])])
+        }
+        #expect(later?.message.contains("not earlier than this schema's version 3") == true)
     }
 }

@@ -12,14 +12,14 @@ public struct Attribute: Hashable, Sendable {
     /// a rename (see `docs/schema-evolution.md`): an earlier snapshot's
     /// column and an earlier version's logs that name one of them are
     /// read as this attribute.
-    public var renamedFrom: [String]
+    public var renamedFrom: [EarlierName]
 
     /// Declares an attribute.
     ///
     /// - Parameter renamedFrom: its names in earlier versions of the
     ///   schema, when it was renamed.
     public init(_ name: String, _ type: AttributeType, optional: Bool = false, default defaultValue: Value? = nil,
-                renamedFrom: [String] = []) {
+                renamedFrom: [EarlierName] = []) {
         self.name = name
         self.type = type
         self.isOptional = optional
@@ -49,7 +49,7 @@ public struct Relationship: Hashable, Sendable {
     public var isOptional: Bool
     /// For a to-one: its names in earlier versions of the schema, when it
     /// was renamed (as ``Attribute/renamedFrom``).
-    public var renamedFrom: [String] = []
+    public var renamedFrom: [EarlierName] = []
 
     /// Declares a to-one relationship.
     ///
@@ -57,7 +57,7 @@ public struct Relationship: Hashable, Sendable {
     ///   schema, when it was renamed.
     public static func toOne(
         _ name: String, to destination: String, inverse: String? = nil,
-        deleteRule: DeleteRule = .nullify, optional: Bool = true, renamedFrom: [String] = []
+        deleteRule: DeleteRule = .nullify, optional: Bool = true, renamedFrom: [EarlierName] = []
     ) -> Relationship {
         Relationship(name: name, destination: destination, isToMany: false, inverse: inverse,
                      deleteRule: deleteRule, isOptional: optional, renamedFrom: renamedFrom)
@@ -68,4 +68,37 @@ public struct Relationship: Hashable, Sendable {
         Relationship(name: name, destination: destination, isToMany: true, inverse: inverse,
                      deleteRule: .nullify, isOptional: true)
     }
+}
+
+/// A name an entity or field had in earlier versions of the schema, for a
+/// rename (see `docs/schema-evolution.md`).
+///
+/// Written as a string, it is the name in the version just before the one
+/// that declares it; a later version that keeps the declaration as it was
+/// (a schema file copied forward) keeps that meaning, so the rename is not
+/// made again. Give the version, the last one that used the name, to keep
+/// a rename unambiguous for devices that skip versions:
+///
+/// ```swift
+/// Attribute("text", .string, renamedFrom: ["body"])                    // in the previous version
+/// Attribute("text", .string, renamedFrom: [EarlierName("body", lastVersion: 1)])
+/// ```
+public struct EarlierName: Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+    /// The earlier name.
+    public var name: String
+    /// The last schema version that used it; nil for the version just
+    /// before the one that declares it.
+    public var lastVersion: Int?
+
+    /// An earlier name, used up to `lastVersion` (nil: the previous version).
+    public init(_ name: String, lastVersion: Int? = nil) {
+        self.name = name
+        self.lastVersion = lastVersion
+    }
+
+    public init(stringLiteral name: String) {
+        self.init(name)
+    }
+
+    public var description: String { lastVersion.map { "\(name) (to version \($0))" } ?? name }
 }

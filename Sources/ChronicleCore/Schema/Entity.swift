@@ -15,7 +15,7 @@ public struct Entity: Hashable, Sendable {
     public let indexes: [[String]]
     /// The names this entity had in earlier versions of the schema, when
     /// it was renamed (see `docs/schema-evolution.md`).
-    public let renamedFrom: [String]
+    public let renamedFrom: [EarlierName]
 
     /// The stored fields: attributes, then to-one relationships, in declared order.
     public let fields: [Field]
@@ -33,7 +33,7 @@ public struct Entity: Hashable, Sendable {
         relationships: [Relationship] = [],
         unique uniqueConstraints: [[String]] = [],
         indexes: [[String]] = [],
-        renamedFrom: [String] = []
+        renamedFrom: [EarlierName] = []
     ) {
         self.name = name
         self.attributes = attributes

@@ -19,10 +19,10 @@ public struct Field: Hashable, Sendable {
     public let defaultValue: Value?
     /// Its names in earlier versions of the schema (see
     /// ``Attribute/renamedFrom``).
-    public let renamedFrom: [String]
+    public let renamedFrom: [EarlierName]
 
     /// Creates a field.
-    public init(name: String, kind: Kind, isOptional: Bool, defaultValue: Value?, renamedFrom: [String] = []) {
+    public init(name: String, kind: Kind, isOptional: Bool, defaultValue: Value?, renamedFrom: [EarlierName] = []) {
         self.name = name
         self.kind = kind
         self.isOptional = isOptional

@@ -69,6 +69,14 @@ extension Schema {
         }
     }
 
+    /// Earlier names as the JSON form writes them: a name, or an object
+    /// with its last version.
+    private static func json(_ names: [EarlierName]) -> JSONValue {
+        .array(names.map { n in
+            n.lastVersion.map { .object(["name": .string(n.name), "version": .int(Int64($0))]) } ?? .string(n.name)
+        })
+    }
+
     /// The JSON form of the schema, readable by ``init(json:)``.
     package var jsonValue: JSONValue {
         .object([
@@ -80,7 +88,7 @@ extension Schema {
                         var ao: [String: JSONValue] = ["name": .string(a.name), "type": .string(a.type.rawValue)]
                         if a.isOptional { ao["optional"] = .bool(true) }
                         if let d = a.defaultValue { ao["default"] = d.json }
-                        if !a.renamedFrom.isEmpty { ao["renamedFrom"] = .array(a.renamedFrom.map { .string($0) }) }
+                        if !a.renamedFrom.isEmpty { ao["renamedFrom"] = Self.json(a.renamedFrom) }
                         return .object(ao)
                     }),
                 ]
@@ -92,7 +100,7 @@ extension Schema {
                         if !r.isToMany {
                             ro["deleteRule"] = .string(r.deleteRule.rawValue)
                             if !r.isOptional { ro["optional"] = .bool(false) }
-                            if !r.renamedFrom.isEmpty { ro["renamedFrom"] = .array(r.renamedFrom.map { .string($0) }) }
+                            if !r.renamedFrom.isEmpty { ro["renamedFrom"] = Self.json(r.renamedFrom) }
                         }
                         return .object(ro)
                     })
@@ -103,7 +111,7 @@ extension Schema {
                 if !e.indexes.isEmpty {
                     o["indexes"] = .array(e.indexes.map { .array($0.map { .string($0) }) })
                 }
-                if !e.renamedFrom.isEmpty { o["renamedFrom"] = .array(e.renamedFrom.map { .string($0) }) }
+                if !e.renamedFrom.isEmpty { o["renamedFrom"] = Self.json(e.renamedFrom) }
                 return .object(o)
             }),
         ])
@@ -161,13 +169,24 @@ private struct SchemaJSONReader {
         return groups
     }
 
-    /// `renamedFrom`: one earlier name, or a list of them.
-    private func earlierNames(_ json: JSONValue?, _ path: String) throws(ChronicleError) -> [String] {
+    /// `renamedFrom`: one earlier name, or a list of them, each a name (in
+    /// the previous version) or `{"name": ..., "version": last version}`.
+    private func earlierNames(_ json: JSONValue?, _ path: String) throws(ChronicleError) -> [EarlierName] {
         guard let json else { return [] }
-        if case .string(let one) = json { return [one] }
+        if case .string(let one) = json { return [EarlierName(one)] }
         guard case .array(let list) = json else { throw fail(path, "expected a name or an array of names, found \(json.kindName)") }
-        var names: [String] = []
-        for (k, item) in list.enumerated() { names.append(try string(item, "\(path)[\(k)]")) }
+        var names: [EarlierName] = []
+        for (k, item) in list.enumerated() {
+            if case .object(let o) = item {
+                try checkKeys(o, allowed: ["name", "version"], "\(path)[\(k)]")
+                guard case .int(let version)? = o["version"], Schema.versionRange.contains(Int(clamping: version)) else {
+                    throw fail("\(path)[\(k)].version", "must be the last schema version that used the name, from \(Schema.versionRange.lowerBound) to \(Schema.versionRange.upperBound)")
+                }
+                names.append(EarlierName(try string(o["name"], "\(path)[\(k)].name"), lastVersion: Int(version)))
+            } else {
+                names.append(EarlierName(try string(item, "\(path)[\(k)]")))
+            }
+        }
         return names
     }
 

@@ -110,8 +110,7 @@ public struct Schema: Hashable, Sendable {
             w.writeRaw(Array("evolution-v1".utf8))
             for e in evolving.sorted(by: { $0.name < $1.name }) {
                 w.writeString(e.name)
-                w.writeVarint(UInt64(e.renamedFrom.count))
-                for name in e.renamedFrom { w.writeString(name) }
+                writeEarlierNames(e.renamedFrom, to: &w)
                 w.writeVarint(UInt64(e.indexes.count))
                 for index in e.indexes {
                     w.writeVarint(UInt64(index.count))
@@ -121,11 +120,18 @@ public struct Schema: Hashable, Sendable {
                 w.writeVarint(UInt64(renamed.count))
                 for f in renamed {
                     w.writeString(f.name)
-                    w.writeVarint(UInt64(f.renamedFrom.count))
-                    for name in f.renamedFrom { w.writeString(name) }
+                    writeEarlierNames(f.renamedFrom, to: &w)
                 }
             }
         }
         return w.withUnsafeBytes { XXH64.hash($0) }
+    }
+
+    private static func writeEarlierNames(_ names: [EarlierName], to w: inout ByteWriter) {
+        w.writeVarint(UInt64(names.count))
+        for n in names {
+            w.writeString(n.name)
+            w.writeVarint(n.lastVersion.map { UInt64($0) + 1 } ?? 0)
+        }
     }
 }

@@ -134,7 +134,8 @@ public struct SchemaMigration: Sendable {
         var steps: [Step] = []
         var entityMap = [Int?](repeating: nil, count: source.entities.count)
         var fieldMap = source.entities.map { [Int?](repeating: nil, count: $0.fields.count) }
-        let oldEntityIndex = Self.match(target.entities.map { ($0.name, $0.renamedFrom) }, in: source.entities.map(\.name))
+        let oldEntityIndex = Self.match(target.entities.map { ($0.name, $0.renamedFrom) }, in: source.entities.map { ($0.name, $0.renamedFrom) },
+                                        from: source.version)
         for (n, entity) in target.entities.enumerated() {
             guard let o = oldEntityIndex[n] else {
                 steps.append(.addEntity(entity.name))
@@ -143,7 +144,8 @@ public struct SchemaMigration: Sendable {
             entityMap[o] = n
             let old = source.entities[o]
             if old.name != entity.name { steps.append(.renameEntity(from: old.name, to: entity.name)) }
-            let oldFieldIndex = Self.match(entity.fields.map { ($0.name, $0.renamedFrom) }, in: old.fields.map(\.name))
+            let oldFieldIndex = Self.match(entity.fields.map { ($0.name, $0.renamedFrom) }, in: old.fields.map { ($0.name, $0.renamedFrom) },
+                                           from: source.version)
             for (nf, field) in entity.fields.enumerated() {
                 guard let of = oldFieldIndex[nf] else {
                     if field.isOptional || field.defaultValue != nil {
@@ -333,21 +335,43 @@ public struct SchemaMigration: Sendable {
         return b
     }
 
-    /// For each later name (with its earlier names), the index of the
-    /// earlier item it continues: one named in `renamedFrom` first (a
-    /// rename claims its earlier name even where a new item took that
-    /// name), else one of the same name not claimed by a rename.
-    private static func match(_ later: [(name: String, renamedFrom: [String])], in earlier: [String]) -> [Int?] {
-        let index = Dictionary(earlier.enumerated().map { ($0.element.lowercased(), $0.offset) }, uniquingKeysWith: { a, _ in a })
+    /// For each later item (its name and earlier names), the index of the
+    /// earlier item it continues, in a migration from version `version`.
+    ///
+    /// The earlier names that apply: those given with a last version at or
+    /// after `version`, the one with the smallest first (the item's name
+    /// then); and those given without a version (the previous version's
+    /// name), unless the earlier item of the same name declares the very
+    /// same (a schema file copied forward: the rename was made before
+    /// `version`, and is not made again). A rename claims its earlier name
+    /// even where a new item took that name (so names can be swapped);
+    /// otherwise an item continues the earlier item of its name, if no
+    /// rename claimed it and no versioned earlier name says it had another.
+    private static func match(_ later: [(name: String, renamedFrom: [EarlierName])], in earlier: [(name: String, renamedFrom: [EarlierName])],
+                              from version: Int) -> [Int?] {
+        let index = Dictionary(earlier.enumerated().map { ($0.element.name.lowercased(), $0.offset) }, uniquingKeysWith: { a, _ in a })
         var claimed = Set<Int>()
         var result = [Int?](repeating: nil, count: later.count)
+        var renamedThen = Set<Int>()
         for (i, item) in later.enumerated() {
-            if let o = item.renamedFrom.lazy.compactMap({ index[$0.lowercased()] }).first(where: { !claimed.contains($0) }) {
+            let copied = index[item.name.lowercased()].map { Set(earlier[$0].renamedFrom.filter { $0.lastVersion == nil }.map { $0.name.lowercased() }) } ?? []
+            let versioned = item.renamedFrom.filter { ($0.lastVersion ?? 0) >= version }.sorted { $0.lastVersion! < $1.lastVersion! }
+            if let then = versioned.first {
+                // Its name in `version`: that one, or (absent) it did not exist then.
+                renamedThen.insert(i)
+                if let o = index[then.name.lowercased()], !claimed.contains(o) {
+                    result[i] = o
+                    claimed.insert(o)
+                }
+                continue
+            }
+            let previous = item.renamedFrom.filter { $0.lastVersion == nil && !copied.contains($0.name.lowercased()) }
+            if let o = previous.lazy.compactMap({ index[$0.name.lowercased()] }).first(where: { !claimed.contains($0) }) {
                 result[i] = o
                 claimed.insert(o)
             }
         }
-        for (i, item) in later.enumerated() where result[i] == nil {
+        for (i, item) in later.enumerated() where result[i] == nil && !renamedThen.contains(i) {
             if let o = index[item.name.lowercased()], !claimed.contains(o) {
                 result[i] = o
                 claimed.insert(o)

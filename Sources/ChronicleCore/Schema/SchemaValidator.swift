@@ -114,17 +114,22 @@ struct SchemaValidator {
         }
     }
 
-    /// An earlier name of an entity or field: a valid name, not its
-    /// current one, and claimed by one entity (or one field of an entity)
-    /// only, so an earlier version's name reads as exactly one thing.
-    private func checkEarlierName(_ name: String, current: String, _ at: String, _ path: String,
+    /// An earlier name of an entity or field: a valid name, of an earlier
+    /// version, not its current one in the previous version, and claimed
+    /// by one entity (or one field of an entity) only for a given version,
+    /// so an earlier version's name reads as exactly one thing.
+    private func checkEarlierName(_ earlier: EarlierName, current: String, _ at: String, _ path: String,
                                   _ seen: inout Set<String>) throws(ChronicleError) {
-        try checkName(name, at, path)
-        guard name.lowercased() != current.lowercased() else {
-            throw fail(at, path, "'\(name)' is its current name, not an earlier one")
+        try checkName(earlier.name, at, earlier.lastVersion == nil ? path : path + ".name")
+        if let version = earlier.lastVersion, version >= schema.version {
+            throw fail(at, path + ".version", "version \(version) is not earlier than this schema's version \(schema.version)")
         }
-        guard seen.insert(name.lowercased()).inserted else {
-            throw fail(at, path, "earlier name '\(name)' is claimed twice: an earlier version's '\(name)' must become one thing")
+        guard earlier.name.lowercased() != current.lowercased() || earlier.lastVersion != nil else {
+            throw fail(at, path, "'\(earlier.name)' is its current name, not an earlier one")
+        }
+        let key = "\(earlier.name.lowercased())@\(earlier.lastVersion.map(String.init) ?? "previous")"
+        guard seen.insert(key).inserted else {
+            throw fail(at, path, "earlier name '\(earlier.name)' is claimed twice for \(earlier.lastVersion.map { "version \($0)" } ?? "the previous version"): an earlier version's '\(earlier.name)' must become one thing")
         }
     }
 
