@@ -96,15 +96,12 @@ struct SchemaMigrate: AsyncParsableCommand {
             var lines: [String] = []
             var steps: [String] = []
             let path = URL(fileURLWithPath: device.deviceDirectory).appendingPathComponent("\(store.storeID).sqlite").path
-            let was = before[path]
             if let migration = store.schemaMigration {
                 steps = migration.steps.map(\.description)
                 lines.append("migrated the \(kind) store \(store.storeID) from schema version \(migration.source.version) to \(schema.version):")
                 lines += steps.map { "  \($0)" }
-            } else if was == nil {
-                lines.append("the \(kind) store \(store.storeID) is new on this device, made for schema version \(schema.version)")
             } else {
-                lines.append("the \(kind) store \(store.storeID) is already on schema version \(schema.version)")
+                lines.append("the \(kind) store \(store.storeID) is on schema version \(schema.version): nothing to migrate")
             }
             let waiting = before.filter { $0.key != path && $0.value.version < schema.version }.keys.sorted()
             for other in waiting {

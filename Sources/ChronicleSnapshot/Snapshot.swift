@@ -108,9 +108,18 @@ import Synchronization
                 try m.requireComplete()
                 let backup = Self.migrationCopyPath(path, from: stored.current.version)
                 Snapshot.removeFiles(backup)
-                try pool.backup(to: try DatabaseQueue(path: backup))
+                do {
+                    try pool.backup(to: try DatabaseQueue(path: backup))
+                } catch {
+                    Snapshot.removeFiles(backup)
+                    throw ChronicleError.sqlite(error, .database, "cannot write the copy of snapshot \(path) kept while it migrates, at \(backup)")
+                }
                 migration = m
                 copy = backup
+            } else {
+                // A copy a migration left when its process died after the
+                // commit: the snapshot is whole without it.
+                Self.removeMigrationCopies(of: path)
             }
             var known: [UInt64: SchemaMigration] = [:]
             for s in (stored?.earlier ?? []) + (stored.map { [$0.current] } ?? []) + earlierSchemas
@@ -164,7 +173,13 @@ import Synchronization
                 }
             }
             if let copy { Snapshot.removeFiles(copy) }
+        } catch let error as ChronicleError where error.code == .simulatedCrash {
+            // A simulated death leaves what a real one would.
+            throw error
         } catch {
+            // The transaction rolled back: the snapshot is as it was, and
+            // the copy is not needed.
+            Self.removeMigrationCopies(of: path)
             throw ChronicleError.sqlite(error, .database, "cannot open snapshot \(path)")
         }
     }
@@ -350,6 +365,17 @@ import Synchronization
 }
 
 extension Snapshot {
+    /// Removes the copies migrations kept beside the snapshot at `path`
+    /// (regular files only: anything else there is left for a person).
+    static func removeMigrationCopies(of path: String) {
+        let folder = (path as NSString).deletingLastPathComponent, base = (path as NSString).lastPathComponent
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where name.hasPrefix(base + ".schema-v") {
+            let file = (folder as NSString).appendingPathComponent(name)
+            var st = stat()
+            if lstat(file, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { unlink(file) }
+        }
+    }
+
     /// Removes a database file and its companions (`-wal`, `-shm`,
     /// `-journal`), where they are.
     static func removeFiles(_ path: String) {

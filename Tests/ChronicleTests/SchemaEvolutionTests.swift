@@ -241,6 +241,14 @@ import Testing
         store = try await place.open("device", Self.v2)
         #expect(try await store.read { db in try String.fetchAll(db, sql: "SELECT text FROM Note") } == ["b"])
         try await store.close()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: place.root.appendingPathComponent("device").path)
+            .allSatisfy { !$0.contains(".schema-v") }, "the copy goes once the migration committed")
+        // A copy left by a process that died after the commit goes at the next open.
+        let leftover = place.root.appendingPathComponent("device").appendingPathComponent("\(store.storeID).sqlite.schema-v1.backup")
+        try Data("left".utf8).write(to: leftover)
+        store = try await place.open("device", Self.v2)
+        try await store.close()
+        #expect(!FileManager.default.fileExists(atPath: leftover.path))
     }
 
     @Test func aLaterDeviceStartsFromAnEarlierBaselineAndAnEarlierDevicePassesOverALaterOne() async throws {

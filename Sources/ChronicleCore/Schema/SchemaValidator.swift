@@ -140,7 +140,7 @@ struct SchemaValidator {
         guard let first = utf8.first, isLetter(first), utf8.count <= Schema.maxNameLength,
               utf8.allSatisfy({ isLetter($0) || ($0 >= 48 && $0 <= 57) || $0 == 95 })
         else {
-            throw fail(at, path, "name '\(Self.shown(name))' must be a letter followed by at most \(Schema.maxNameLength - 1) letters, digits or underscores")
+            throw fail(at, path, "name '\(Self.shown(name))' must be an ASCII letter followed by at most \(Schema.maxNameLength - 1) ASCII letters, digits or underscores")
         }
     }
 
