@@ -324,6 +324,10 @@ public actor StoreManager {
     /// Sync state of the loaded store.
     private var firstSyncComplete = false
     var lastReport: Store.SyncReport?
+    /// The store that replaced the loaded one and starts from a baseline of
+    /// a schema this app version does not know (a later version rebuilt
+    /// it): the device stays on its store until the app upgrades.
+    private var waitingToJoin: (store: StoreID, baseline: String)?
     var lastError: ChronicleError?
     private var firstSyncWaiters: [CheckedContinuation<Void, any Error>] = []
     /// What seeding the container's first store copied from the local store.
@@ -873,7 +877,12 @@ public actor StoreManager {
         // If the store is deleted while this sync uploads, what it uploads
         // is carried to the local store too.
         let from = try cloud.snapshot.firstPendingUploadSequence()
-        let report = try await cloud.sync(progress: progress)
+        var report = try await cloud.sync(progress: progress)
+        if let waiting = waitingToJoin, waiting.store != cloud.storeID {
+            // The move to the store that replaced this one waits for an app upgrade.
+            report.imported.failures.append(.init(name: waiting.baseline, device: cloud.deviceID, error: ChronicleError(
+                .schemaMismatch, "store \(waiting.store), which replaced this device's store, starts from a baseline of a schema this app version does not know (a later version rebuilt it): this device stays on its store, and moves there with its saves once its app upgrades")))
+        }
         if loaded?.store === cloud {
             lastReport = report
             lastError = nil
@@ -930,6 +939,11 @@ public actor StoreManager {
         let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)
         if let pointer {
             guard pointer.payload.store != storeID, try await replaced(storeID, by: pointer.payload.store) else { return false }
+            // A store this app version cannot start: stay (see ``move(from:)``).
+            if let baseline = await baselineNeedingUpgrade(in: pointer.payload.store) {
+                waitingToJoin = (pointer.payload.store, baseline)
+                return false
+            }
         } else {
             // No pointer: the store that replaced this one may have been
             // deleted since (its deletion removed the pointer). Leaving
@@ -1570,6 +1584,21 @@ public actor StoreManager {
     private func move(from old: StoreID) async throws -> Store {
         let container = configuration.store.container
         let supersession = try await container.readMarker(ContainerLayout.supersession(store: old), as: StoreSupersession.self)?.payload
+        // A store that starts from a baseline this app version cannot read
+        // (a later version rebuilt it) would leave this device with nothing
+        // it can apply: it stays on its store, with its data and its saves,
+        // and moves once its app upgrades.
+        let target = try? await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)?.payload.store
+        waitingToJoin = nil
+        for candidate in Set([supersession?.store, target].compactMap { $0 }) where candidate != old {
+            if let baseline = await baselineNeedingUpgrade(in: candidate),
+               FileManager.default.fileExists(atPath: DeviceFolder.snapshotPath(old, in: configuration.store.directory)) {
+                waitingToJoin = (candidate, baseline)
+                configuration.store.log.notice("staying on the store until the app upgrades: the store that replaced it starts from a baseline of a later schema",
+                                               metadata: ["chronicle.store": "\(old)", "chronicle.next": "\(candidate)"])
+                return try await Store.open(configuration(for: .cloud), exactly: old)
+            }
+        }
         // What to carry, read while the old store is open (one store of a folder is open at a time).
         var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>], clock: HybridTimestamp,
                     survivors: [RecordID: RecordID])?
@@ -1722,6 +1751,26 @@ public actor StoreManager {
                 // Another device put it back first.
             }
         }
+    }
+
+    /// The first part of a baseline of `store`, if `store` starts from a
+    /// baseline (it was rebuilt, or seeded from one) and every complete one
+    /// it holds is of a schema this app version does not know and cannot
+    /// read through a migration: one a later app version wrote. nil when
+    /// one is readable, or none is there (still arriving).
+    private func baselineNeedingUpgrade(in store: StoreID) async -> String? {
+        let container = configuration.store.container
+        guard (try? await container.readMarker(ContainerLayout.origin(store: store))) != nil,
+              let blobs = try? await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store)) else { return nil }
+        let firsts = blobs.filter { ContainerLayout.parseBaselinePart($0.name)?.part == 1 }
+        guard !firsts.isEmpty else { return nil }
+        let decoder = await decoder(for: store)
+        for blob in firsts {
+            guard let bytes = try? await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes),
+                  let header = try? decoder.header(of: bytes) else { return nil }
+            if header.schemaHash == configuration.store.schema.hash || decoder.earlier[header.schemaHash] != nil { return nil }
+        }
+        return firsts[0].name.rawValue
     }
 
     /// A decoder for `store`'s logs: the app's schema, its earlier versions

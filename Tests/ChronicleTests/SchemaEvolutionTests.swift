@@ -350,4 +350,44 @@ import Testing
         try await fooled.close()
         try await older.close()
     }
+
+    /// A later app version rebuilds the store: a device still on the
+    /// earlier version cannot start the new store from its baseline, so it
+    /// stays on its store (its data, its saves) and moves once it upgrades.
+    @Test func aDeviceStaysOnItsStoreUntilItCanReadTheRebuiltOne() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        func manager(_ name: String, _ schema: Schema) async throws -> StoreManager {
+            try await StoreManager.open(StoreManager.Configuration(
+                store: Store.Configuration(schema: schema, directory: place.root.appendingPathComponent(name), container: place.container),
+                cloudEnabledByDefault: true))
+        }
+        var older = try await manager("older", Self.v1)
+        let newer = try await manager("newer", Self.v2)
+        try await older.store.write { tx in _ = tx.insert("Note", ["title": "shared", "body": "b", "pinned": false]) }
+        _ = try await older.sync()
+        _ = try await newer.sync()
+        let old = try await newer.store.storeID
+        let rebuilt = try await newer.rebuildCloudStore()
+        #expect(rebuilt != old)
+        // The earlier device's sync: it stays, says why, and keeps working.
+        let report = try #require(try await older.sync())
+        #expect(report.status == .waiting && report.imported.held.count == 1 && report.imported.permanentFailures.isEmpty,
+                "\(report.imported.failures)")
+        #expect(try await older.store.storeID == old)
+        try await older.store.write { tx in _ = tx.insert("Note", ["title": "after the rebuild", "body": "c", "pinned": true]) }
+        _ = try await older.sync()
+        #expect(try await older.store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") } == 2)
+        try await older.close()
+        // Upgraded, it moves, carrying the save the rebuilt store lacks.
+        older = try await manager("older", Self.v2)
+        _ = try await older.sync()
+        #expect(try await older.store.storeID == rebuilt)
+        _ = try await older.sync()
+        _ = try await newer.sync()
+        #expect(try await newer.store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note ORDER BY title") } == ["after the rebuild", "shared"])
+        #expect(try await older.store.stateHash() == newer.store.stateHash())
+        try await older.close()
+        try await newer.close()
+    }
 }
