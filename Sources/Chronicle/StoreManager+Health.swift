@@ -562,7 +562,8 @@ extension StoreManager {
         let store = try await Store.open(configuration(for: .cloud), exactly: mark.store)
         loaded = (.cloud, store)
         do {
-            guard var record = state.health else { throw CancellationError() }
+            // Nor does a device that holds logs it cannot read, as a last resort.
+            guard var record = state.health, record.held.isEmpty else { throw CancellationError() }
             let won = configuration.store.container.capabilities.reliableExclusiveCreate
                 ? try await takeLease(of: store)
                 : try await stand(for: store, &record, healthy: false)
@@ -614,6 +615,9 @@ extension StoreManager {
             try setHealth(record)
         }
         guard record.appHandles == false, configuration.health.rebuildsAutomatically else { return }
+        // A copy without the logs it holds (another app version's) would
+        // rebuild the store without their saves: this device does not stand.
+        guard record.held.isEmpty else { return }
         let won = container.capabilities.reliableExclusiveCreate
             ? try await takeLease(of: store)
             : try await stand(for: store, &record, healthy: true)

@@ -1297,10 +1297,18 @@ public actor StoreManager {
         // not uploaded yet stay so, and its move carries them like every
         // other device's: uploaded now, they would be inside the replaced
         // store's vector, where no device carries them.
+        var held: [ImportReport.Failure] = []
         do {
-            if source == .cloud { _ = try await old.sync() } else { _ = try await old.importLogs() }
+            held = source == .cloud ? try await old.sync().imported.held : try await old.importLogs().held
         } catch {
             configuration.store.log.warning("rebuilding from what this device has: the store could not be synced", metadata: ["chronicle.error": "\(error)"])
+        }
+        // A copy without the logs it holds (another app version's) would
+        // rebuild the store without their saves: their writer's, lost for
+        // every device if it does not come back.
+        let heldLog = held.first?.name ?? (state.health?.store == old.storeID ? state.health?.held.first : nil)
+        if source == .cloud, let heldLog {
+            throw ChronicleError(.schemaMismatch, "this device holds logs it cannot read (\(heldLog), written for a schema version this app does not know): rebuilt from its copy, the store would lose their saves. Rebuild from a device on that version, or upgrade this app first")
         }
         // What the replaced store held of each device: saves beyond it are
         // carried into the new store by the devices that made them.

@@ -390,4 +390,32 @@ import Testing
         try await older.close()
         try await newer.close()
     }
+
+    /// A device that holds logs of a later version cannot rebuild the store
+    /// from its copy: the new store would lack their saves, lost for good
+    /// if their writer never comes back.
+    @Test func aDeviceHoldingLogsDoesNotRebuildTheStore() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        func manager(_ name: String, _ schema: Schema) async throws -> StoreManager {
+            try await StoreManager.open(StoreManager.Configuration(
+                store: Store.Configuration(schema: schema, directory: place.root.appendingPathComponent(name), container: place.container),
+                cloudEnabledByDefault: true))
+        }
+        let older = try await manager("older", Self.v1)
+        let newer = try await manager("newer", Self.v2)
+        try await older.store.write { tx in _ = tx.insert("Note", ["title": "t", "body": "b", "pinned": false]) }
+        _ = try await older.sync()
+        _ = try await newer.sync()
+        try await newer.store.write { tx in _ = tx.insert("Note", ["title": "only on v2", "text": "x", "pinned": false]) }
+        _ = try await newer.sync()
+        #expect(try await older.sync()?.imported.held.count == 1)
+        let refused = await #expect(throws: ChronicleError.self) { try await older.rebuildCloudStore() }
+        #expect(refused?.code == .schemaMismatch && refused?.message.contains("would lose their saves") == true, "\(refused?.message ?? "")")
+        // The device on the later version may.
+        let rebuilt = try await newer.rebuildCloudStore()
+        #expect(try await newer.store.storeID == rebuilt)
+        try await older.close()
+        try await newer.close()
+    }
 }
