@@ -173,21 +173,25 @@ private struct SchemaJSONReader {
     /// the previous version) or `{"name": ..., "version": last version}`.
     private func earlierNames(_ json: JSONValue?, _ path: String) throws(ChronicleError) -> [EarlierName] {
         guard let json else { return [] }
-        if case .string(let one) = json { return [EarlierName(one)] }
-        guard case .array(let list) = json else { throw fail(path, "expected a name or an array of names, found \(json.kindName)") }
-        var names: [EarlierName] = []
-        for (k, item) in list.enumerated() {
-            if case .object(let o) = item {
-                try checkKeys(o, allowed: ["name", "version"], "\(path)[\(k)]")
-                guard case .int(let version)? = o["version"], Schema.versionRange.contains(Int(clamping: version)) else {
-                    throw fail("\(path)[\(k)].version", "must be the last schema version that used the name, from \(Schema.versionRange.lowerBound) to \(Schema.versionRange.upperBound)")
-                }
-                names.append(EarlierName(try string(o["name"], "\(path)[\(k)].name"), lastVersion: Int(version)))
-            } else {
-                names.append(EarlierName(try string(item, "\(path)[\(k)]")))
-            }
+        switch json {
+        case .string, .object: return [try earlierName(json, path)]
+        case .array(let list):
+            var names: [EarlierName] = []
+            for (k, item) in list.enumerated() { names.append(try earlierName(item, "\(path)[\(k)]")) }
+            return names
+        default:
+            throw fail(path, "expected a name, {\"name\", \"version\"}, or an array of them, found \(json.kindName)")
         }
-        return names
+    }
+
+    /// One earlier name: a string, or `{"name", "version"}`.
+    private func earlierName(_ json: JSONValue, _ path: String) throws(ChronicleError) -> EarlierName {
+        guard case .object(let o) = json else { return EarlierName(try string(json, path)) }
+        try checkKeys(o, allowed: ["name", "version"], path)
+        guard case .int(let version)? = o["version"], Schema.versionRange.contains(Int(clamping: version)) else {
+            throw fail("\(path).version", "must be the last schema version that used the name, from \(Schema.versionRange.lowerBound) to \(Schema.versionRange.upperBound)")
+        }
+        return EarlierName(try string(o["name"], "\(path).name"), lastVersion: Int(version))
     }
 
     private func attribute(_ json: JSONValue, _ path: String) throws(ChronicleError) -> Attribute {
