@@ -136,7 +136,9 @@ public actor Store {
         /// A decoder for logs of ``schema`` and of ``earlierSchemas``.
         package var decoder: LogDecoder {
             let migrations = earlierSchemas.compactMap { s -> SchemaMigration? in
-                guard s.version < schema.version, let m = try? SchemaMigration(from: s, to: schema, conversions: schemaConversions), m.isComplete else { return nil }
+                guard s.version < schema.version,
+                      let m = try? SchemaMigration.through(earlierSchemas, from: s, to: schema, conversions: schemaConversions), m.isComplete
+                else { return nil }
                 return m
             }
             return LogDecoder(schema: schema, limits: limits, earlier: migrations)
@@ -393,8 +395,15 @@ public actor Store {
                 snapshot = try startAfresh(after: ChronicleError(.databaseCorrupt, "SQLite reported the snapshot damaged while it was in use"),
                                            salvaged: salvaged())
             } else {
+                // A snapshot of an earlier schema version migrates through
+                // the versions between, those the store records included.
+                var recorded: [Schema] = []
+                if let stored = try? Snapshot.identity(at: path).schema, stored.version < configuration.schema.version {
+                    recorded = await Replayer.recordedSchemas(in: configuration.container, store: storeID,
+                                                              skipping: Set(configuration.earlierSchemas.map(\.hash)))
+                }
                 do {
-                    snapshot = try openSnapshot(path, storeID: storeID, device: device, configuration)
+                    snapshot = try openSnapshot(path, storeID: storeID, device: device, configuration, also: recorded)
                 } catch let error as ChronicleError where Self.isDamage(error) {
                     snapshot = try startAfresh(after: error, salvaged: salvaged())
                 }
@@ -424,9 +433,9 @@ public actor Store {
     /// Opens a snapshot; `knowing` adds earlier schema versions to the
     /// app's (those the snapshot it replaces knew).
     private static func openSnapshot(_ path: String, storeID: StoreID, device: DeviceID, _ configuration: Configuration,
-                                     knowing: [SchemaMigration] = []) throws -> Snapshot {
+                                     knowing: [SchemaMigration] = [], also recorded: [Schema] = []) throws -> Snapshot {
         try Snapshot(path: path, schema: configuration.schema, storeID: storeID, deviceID: device,
-                     durability: configuration.durability, earlierSchemas: configuration.earlierSchemas + knowing.map(\.source),
+                     durability: configuration.durability, earlierSchemas: configuration.earlierSchemas + knowing.map(\.source) + recorded,
                      conversions: configuration.schemaConversions,
                      crashInjector: configuration.crashInjector)
     }

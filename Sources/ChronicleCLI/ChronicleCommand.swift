@@ -175,12 +175,12 @@ struct DeviceOptions: ParsableArguments {
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
         configuration.lockWait = Self.lockWait
-        for path in earlierSchemas {
-            let earlier = try InputFile.schema(at: path)
+        let given = try earlierSchemas.map { path throws(ChronicleError) in (path, try InputFile.schema(at: path)) }
+        for (path, earlier) in given {
             // Named on purpose, so a version that cannot be read through is
             // an error naming the file, not a silent wait.
             do {
-                try SchemaMigration(from: earlier, to: schema).requireComplete()
+                try SchemaMigration.through(given.map(\.1), from: earlier, to: schema).requireComplete()
             } catch {
                 throw ChronicleError(error.code, "--earlier-schema \(path) cannot be read as an earlier version of --schema \(self.schema): \(error.message)",
                                      underlying: error)

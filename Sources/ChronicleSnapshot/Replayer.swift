@@ -897,7 +897,9 @@ extension Replayer {
     /// listing when nothing is new.
     package func learnRecordedSchemas() async {
         let known = Set([snapshot.schema.hash] + snapshot.earlier.map(\.source.hash))
-        for schema in await Self.recordedSchemas(in: container, store: snapshot.storeID, skipping: known) where schema.version < snapshot.schema.version {
+        // Latest first: an earlier version is read through the ones after it.
+        for schema in await Self.recordedSchemas(in: container, store: snapshot.storeID, skipping: known).sorted(by: { $0.version > $1.version })
+        where schema.version < snapshot.schema.version {
             do {
                 _ = try snapshot.learn(schema)
             } catch {

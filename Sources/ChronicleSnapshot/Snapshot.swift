@@ -104,7 +104,7 @@ import Synchronization
                 if stored.current.version > schema.version {
                     throw ChronicleError(.schemaMismatch, "snapshot \(path) is of schema version \(stored.current.version), later than this app's version \(schema.version): open it with the newer app")
                 }
-                let m = try SchemaMigration(from: stored.current, to: schema, conversions: conversions)
+                let m = try SchemaMigration.through(stored.earlier + earlierSchemas, from: stored.current, to: schema, conversions: conversions)
                 try m.requireComplete()
                 let backup = Self.migrationCopyPath(path, from: stored.current.version)
                 Snapshot.removeFiles(backup)
@@ -126,7 +126,8 @@ import Synchronization
             where s.hash != schema.hash && s.version < schema.version && known[s.hash] == nil {
                 // An earlier version whose changes Chronicle cannot follow
                 // by itself is not known: its logs wait, as a newer one's.
-                if let m = try? SchemaMigration(from: s, to: schema, conversions: conversions), m.isComplete { known[s.hash] = m }
+                let versions = (stored?.earlier ?? []) + (stored.map { [$0.current] } ?? []) + earlierSchemas
+                if let m = try? SchemaMigration.through(versions, from: s, to: schema, conversions: conversions), m.isComplete { known[s.hash] = m }
             }
             self.knownEarlier = known.values.sorted { $0.source.version < $1.source.version }
             self.migrated = migration
@@ -236,7 +237,8 @@ import Synchronization
     package func learn(_ earlierSchema: Schema) throws -> Bool {
         if earlier.contains(where: { $0.source.hash == earlierSchema.hash }) { return true }
         guard earlierSchema.version < schema.version,
-              let migration = try? SchemaMigration(from: earlierSchema, to: schema, conversions: conversions), migration.isComplete
+              let migration = try? SchemaMigration.through(earlier.map(\.source), from: earlierSchema, to: schema, conversions: conversions),
+              migration.isComplete
         else { return false }
         do {
             try pool.write { db in try Self.keep(earlierSchema, db) }

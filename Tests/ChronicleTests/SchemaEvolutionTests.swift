@@ -418,4 +418,35 @@ import Testing
         try await older.close()
         try await newer.close()
     }
+
+    /// Each version names its previous one's fields (plain renamedFrom):
+    /// a device that skips a version goes through it, learned from the
+    /// store's records or given by the app, as one that upgraded step by
+    /// step does.
+    @Test func aDeviceThatSkipsAVersionMigratesThroughIt() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let v1 = try Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("body", .string)])])
+        let v2 = try Schema(version: 2, entities: [Entity("Note", attributes: [Attribute("text", .string, renamedFrom: ["body"])])])
+        let v3 = try Schema(version: 3, entities: [Entity("Note", attributes: [Attribute("content", .string, renamedFrom: ["text"])])])
+        #expect(throws: ChronicleError.self) { try SchemaMigration(from: v1, to: v3).requireComplete() }
+        #expect(try SchemaMigration.through([v2], from: v1, to: v3).isComplete)
+        var a = try await place.open("a", v1)
+        try await a.write { tx in _ = tx.insert("Note", ["body": "from v1"]) }
+        try await a.sync()
+        let b = try await place.open("b", v2)
+        try await b.write { tx in _ = tx.insert("Note", ["text": "from v2"]) }
+        try await b.sync()
+        // A new device on v3, given no earlier version, reads both.
+        let c = try await place.open("c", v3)
+        let report = try await c.sync()
+        #expect(report.status == .upToDate, "\(report.imported.failures)")
+        #expect(try await c.read { db in try String.fetchAll(db, sql: "SELECT content FROM Note ORDER BY content") } == ["from v1", "from v2"])
+        // The v1 device upgrades straight to v3.
+        try await a.close()
+        a = try await place.open("a", v3)
+        try await a.sync()
+        #expect(try await a.stateHash() == c.stateHash())
+        for store in [a, b, c] { try await store.close() }
+    }
 }

@@ -220,6 +220,87 @@ public struct SchemaMigration: Sendable {
         self.missingAppCode = missing
     }
 
+    /// The migration from `source` to `target` through the versions
+    /// between them that `known` holds, one version at a time: each
+    /// version's renames and conversions apply to the version before it, as
+    /// on a device that upgraded through each. Without versions between
+    /// them, or when a step through them needs app code the direct one does
+    /// not, the direct migration.
+    ///
+    /// - Throws: as ``init(from:to:conversions:)``.
+    public static func through(_ known: [Schema], from source: Schema, to target: Schema,
+                               conversions: [SchemaConversion] = []) throws(ChronicleError) -> SchemaMigration {
+        let direct = try SchemaMigration(from: source, to: target, conversions: conversions)
+        // One schema per version between them (two of one version say nothing about the path).
+        var byVersion: [Int: [Schema]] = [:]
+        for schema in known where source.version < schema.version && schema.version < target.version {
+            byVersion[schema.version, default: []].append(schema)
+        }
+        var between: [Schema] = []
+        for (_, schemas) in byVersion where Set(schemas.map(\.hash)).count == 1 { between.append(schemas[0]) }
+        between.sort { $0.version < $1.version }
+        guard !between.isEmpty else { return direct }
+        var hops: [SchemaMigration] = []
+        var from = source
+        for next in between + [target] {
+            guard let hop = try? SchemaMigration(from: from, to: next, conversions: conversions) else { return direct }
+            hops.append(hop)
+            from = next
+        }
+        guard hops.allSatisfy(\.isComplete) || !direct.isComplete else { return direct }
+        return SchemaMigration(chaining: hops)
+    }
+
+    /// The composition of consecutive migrations.
+    private init(chaining hops: [SchemaMigration]) {
+        let first = hops[0]
+        source = first.source
+        target = hops[hops.count - 1].target
+        steps = hops.flatMap(\.steps)
+        missingAppCode = hops.flatMap(\.missingAppCode)
+        var entityMap = first.entityMap
+        var fieldMap = first.fieldMap
+        // Per source field, the chain of conversions its values go through.
+        var chains: [[[@Sendable (Value) -> Value]]] = []
+        for o in first.source.entities.indices {
+            var perField: [[@Sendable (Value) -> Value]] = []
+            for f in first.source.entities[o].fields.indices {
+                if let n = first.entityMap[o], let nf = first.fieldMap[o][f], let c = first.converters[n][nf] { perField.append([c]) } else { perField.append([]) }
+            }
+            chains.append(perField)
+        }
+        for hop in hops.dropFirst() {
+            for o in entityMap.indices {
+                guard let mid = entityMap[o], let n = hop.entityMap[mid] else {
+                    entityMap[o] = nil
+                    fieldMap[o] = fieldMap[o].map { _ in nil }
+                    continue
+                }
+                for f in fieldMap[o].indices {
+                    guard let midField = fieldMap[o][f], let nf = hop.fieldMap[mid][midField] else {
+                        fieldMap[o][f] = nil
+                        continue
+                    }
+                    if let c = hop.converters[n][nf] { chains[o][f].append(c) }
+                    fieldMap[o][f] = nf
+                }
+                entityMap[o] = n
+            }
+        }
+        var converters = hops[hops.count - 1].target.entities.map { _ in [Int: @Sendable (Value) -> Value]() }
+        for o in entityMap.indices {
+            guard let n = entityMap[o] else { continue }
+            for f in fieldMap[o].indices {
+                guard let nf = fieldMap[o][f], !chains[o][f].isEmpty else { continue }
+                let chain = chains[o][f]
+                converters[n][nf] = { value in chain.reduce(value) { $1($0) } }
+            }
+        }
+        self.entityMap = entityMap
+        self.fieldMap = fieldMap
+        self.converters = converters
+    }
+
     /// Whether every step is declared or has the app's code.
     public var isComplete: Bool { missingAppCode.isEmpty }
 
