@@ -175,7 +175,7 @@ struct DeviceOptions: ParsableArguments {
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)
         configuration.lockWait = Self.lockWait
-        let given = try earlierSchemas.map { path throws(ChronicleError) in (path, try InputFile.schema(at: path)) }
+        let given = try earlierSchemas.map { path throws(ChronicleError) in (path, try InputFile.earlierSchema(at: path)) }
         for (path, earlier) in given {
             // Named on purpose, so a version that cannot be read through is
             // an error naming the file, not a silent wait.

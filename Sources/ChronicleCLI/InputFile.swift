@@ -30,6 +30,15 @@ enum InputFile {
         }
     }
 
+    /// ``schema(at:)`` for an `--earlier-schema` file: its errors name the option.
+    static func earlierSchema(at path: String) throws(ChronicleError) -> Schema {
+        do {
+            return try schema(at: path)
+        } catch {
+            throw ChronicleError(error.code, "--earlier-schema: \(error.message)", underlying: error)
+        }
+    }
+
     /// The bytes of `path`, or of standard input when `path` is nil; `path`
     /// may be anything `open` reads (a file, a pipe, `/dev/stdin`).
     ///

@@ -128,7 +128,8 @@ struct Verify: AsyncParsableCommand {
         discussion: """
             Also exits 1 naming each entry that is not Chronicle's (symbolic links, FIFOs, folders at a blob's name, \
             names outside the grammar) and each pair of overlapping logs of one device. With --schema, names and value \
-            types are checked against it too. A damaged blob of a store that was rebuilt as another (after a \
+            types are checked against it too; a log of an earlier version of it is checked through the migration, the \
+            version read from the stores' schema records or given with --earlier-schema. A damaged blob of a store that was rebuilt as another (after a \
             corruption, say) is named apart and does not fail: no device reads it, and its saves were carried over.
             """)
 
@@ -137,12 +138,26 @@ struct Verify: AsyncParsableCommand {
     @Option(name: .customLong("schema"), help: "A schema JSON file to check logs against.")
     var schema: String?
 
+    @Option(name: .customLong("earlier-schema"), help: "An earlier version of --schema whose logs are checked through the migration (repeatable; the stores' schema records are read too).")
+    var earlierSchemas: [String] = []
+
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
         try await reportingErrors(output) {
-            let decoder = LogDecoder(schema: try schema.map { try InputFile.schema(at: $0) })
-            let result = try await ContainerVerification(of: try location.open(), decoder: decoder)
+            let container = try location.open()
+            var decoder = LogDecoder(schema: nil)
+            if let schema = try schema.map({ path throws(ChronicleError) in try InputFile.schema(at: path) }) {
+                var earlier = try earlierSchemas.map { path throws(ChronicleError) in try InputFile.earlierSchema(at: path) }
+                for store in try await container.listChildren(prefix: ContainerLayout.storesPrefix).compactMap({ StoreID(string: $0) }) {
+                    earlier += await Replayer.recordedSchemas(in: container, store: store, skipping: Set(earlier.map(\.hash) + [schema.hash]))
+                }
+                let migrations = earlier.filter { $0.version < schema.version }.compactMap { s in
+                    (try? SchemaMigration.through(earlier, from: s, to: schema)).flatMap { $0.isComplete ? $0 : nil }
+                }
+                decoder = LogDecoder(schema: schema, earlier: migrations)
+            }
+            let result = try await ContainerVerification(of: container, decoder: decoder)
             output.print(.object([
                 "valid": .int(Int64(result.valid)), "bytes": .int(Int64(result.bytes)),
                 "bad": problemsJSON(result.problems),

@@ -165,7 +165,10 @@ struct Sync: AsyncParsableCommand {
                      + (report.repairedLogs.isEmpty ? "" : ", put back \(report.repairedLogs.count) of its own"))
         for gap in report.imported.gaps { lines.append("waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet") }
         if let waiting = report.imported.waitingForBaseline {
-            if waiting.hasSuffix("/origin") {
+            if waiting.hasSuffix("/origin"), report.imported.held.contains(where: { $0.name.hasSuffix(ContainerLayout.baselinePartExtension) }) {
+                // The store starts from a baseline another app version wrote.
+                lines.append("waiting: the store starts from a baseline written for a schema version this app does not know (a later version rebuilt it): this device joins it once its app upgrades")
+            } else if waiting.hasSuffix("/origin") {
                 // The store starts from a baseline, and none is complete and intact here.
                 lines.append("waiting: the store starts from a baseline, and no complete, intact one is in the container yet (still arriving, or damaged: `chronicle verify` tells)")
             } else {

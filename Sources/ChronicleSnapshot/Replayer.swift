@@ -813,9 +813,15 @@ extension Replayer {
     package func recordSchema(_ recorded: Schema? = nil, in target: StoreID? = nil) async throws {
         let schema = recorded ?? snapshot.schema
         let name = ContainerLayout.schema(store: target ?? snapshot.storeID, hash: schema.hash)
-        guard try await container.readMarker(name) == nil else { return }
         let bytes = Array(try Snapshot.json(schema).utf8)
         guard bytes.count <= Marker.maxBytes else { return }
+        if let current = try? await container.readMarker(name) {
+            // A record that does not hold this schema (damaged, or another
+            // schema's JSON) is put right: devices learn nothing from it.
+            if let held = try? Schema(json: Data(current.bytes)), held.hash == schema.hash { return }
+            _ = try? await container.replaceMarker(name, bytes, expected: current.version)
+            return
+        }
         do {
             _ = try await container.createMarker(name, bytes)
         } catch let error as ChronicleError where error.code == .markerConflict {
@@ -897,6 +903,14 @@ extension Replayer {
     /// listing when nothing is new.
     package func learnRecordedSchemas() async {
         let known = Set([snapshot.schema.hash] + snapshot.earlier.map(\.source.hash))
+        // Records the store lost (a wiped container, a person) of versions
+        // this device knows are written again, for devices that join.
+        if let names = try? await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: snapshot.storeID)) {
+            let present = Set(names.compactMap(ContainerLayout.parseSchemaHash))
+            for schema in [snapshot.schema] + snapshot.earlier.map(\.source) where !present.contains(schema.hash) {
+                try? await recordSchema(schema)
+            }
+        }
         // Latest first: an earlier version is read through the ones after it.
         for schema in await Self.recordedSchemas(in: container, store: snapshot.storeID, skipping: known).sorted(by: { $0.version > $1.version })
         where schema.version < snapshot.schema.version {

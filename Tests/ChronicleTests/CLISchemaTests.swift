@@ -76,6 +76,18 @@ struct CLISchemaTests {
         let report = try json(held)
         #expect((report["held"] as? [[String: Any]])?.count == 1)
         #expect((report["failures"] as? [Any])?.isEmpty == true)
+        // Verifying against v2 reads the v1 log through the migration (the store records v1).
+        let verify = try CLIErrorTests.run(["verify", "--container", root.appendingPathComponent("shared").path, "--schema", v2])
+        #expect(verify.status == 0, "\(String(decoding: verify.stdout, as: UTF8.self))")
+        // A record the container lost is written again by a device that knows the version.
+        let records = root.appendingPathComponent("shared/markers").path
+        let enumerator = FileManager.default.enumerator(atPath: records)
+        let schemaFolders = (enumerator?.allObjects as? [String] ?? []).filter { $0.hasSuffix("/schemas") }
+        #expect(!schemaFolders.isEmpty)
+        for folder in schemaFolders { try FileManager.default.removeItem(atPath: records + "/" + folder) }
+        #expect(try CLIErrorTests.run(["sync"] + device("new", v2, earlier: [v1])).status == 0)
+        let rewritten = (FileManager.default.enumerator(atPath: records)?.allObjects as? [String] ?? []).filter { $0.contains("/schemas/") && !$0.hasSuffix(".lock") }
+        #expect(rewritten.count == 2, "\(rewritten)")
         // An earlier schema that is not earlier is named as the problem.
         let wrong = try CLIErrorTests.run(["sync"] + device("old", v1, earlier: [v2]))
         #expect(wrong.status == 1 && wrong.stderr.contains("--earlier-schema"), "\(wrong.stderr)")
