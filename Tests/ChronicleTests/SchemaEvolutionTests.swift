@@ -42,6 +42,13 @@ import Testing
             return try await Store.open(configuration)
         }
 
+        /// A store manager on the device folder `name`, with the cloud on.
+        func manager(_ name: String, _ schema: Schema) async throws -> StoreManager {
+            try await StoreManager.open(StoreManager.Configuration(
+                store: Store.Configuration(schema: schema, directory: root.appendingPathComponent(name), container: container),
+                cloudEnabledByDefault: true))
+        }
+
         func remove() { try? FileManager.default.removeItem(at: root) }
     }
 
@@ -278,12 +285,7 @@ import Testing
     @Test func aStoreManagerSaysWhenLogsWaitForAnAppUpgrade() async throws {
         let place = try Place()
         defer { place.remove() }
-        func manager(_ name: String, _ schema: Schema) async throws -> StoreManager {
-            try await StoreManager.open(StoreManager.Configuration(
-                store: Store.Configuration(schema: schema, directory: place.root.appendingPathComponent(name), container: place.container),
-                cloudEnabledByDefault: true))
-        }
-        var older = try await manager("older", Self.v1)
+        var older = try await place.manager("older", Self.v1)
         let events = older.events()
         let newer = try await place.open("newer", Self.v2, earlier: [Self.v1])
         try await newer.write { tx in _ = tx.insert("Note", ["title": "v2", "text": "t", "pinned": false]) }
@@ -298,7 +300,7 @@ import Testing
         }
         #expect(saw.count == 1 && saw.first?.count == 1, "\(saw)")
         // Upgraded, the log applies and nothing waits any more.
-        older = try await manager("older", Self.v2)
+        older = try await place.manager("older", Self.v2)
         let after = older.events()
         #expect(try await older.sync()?.status == .upToDate)
         #expect(try await older.store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note") } == ["v2"])
@@ -357,13 +359,8 @@ import Testing
     @Test func aDeviceStaysOnItsStoreUntilItCanReadTheRebuiltOne() async throws {
         let place = try Place()
         defer { place.remove() }
-        func manager(_ name: String, _ schema: Schema) async throws -> StoreManager {
-            try await StoreManager.open(StoreManager.Configuration(
-                store: Store.Configuration(schema: schema, directory: place.root.appendingPathComponent(name), container: place.container),
-                cloudEnabledByDefault: true))
-        }
-        var older = try await manager("older", Self.v1)
-        let newer = try await manager("newer", Self.v2)
+        var older = try await place.manager("older", Self.v1)
+        let newer = try await place.manager("newer", Self.v2)
         try await older.store.write { tx in _ = tx.insert("Note", ["title": "shared", "body": "b", "pinned": false]) }
         _ = try await older.sync()
         _ = try await newer.sync()
@@ -380,7 +377,7 @@ import Testing
         #expect(try await older.store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") } == 2)
         try await older.close()
         // Upgraded, it moves, carrying the save the rebuilt store lacks.
-        older = try await manager("older", Self.v2)
+        older = try await place.manager("older", Self.v2)
         _ = try await older.sync()
         #expect(try await older.store.storeID == rebuilt)
         _ = try await older.sync()
@@ -397,13 +394,8 @@ import Testing
     @Test func aDeviceHoldingLogsDoesNotRebuildTheStore() async throws {
         let place = try Place()
         defer { place.remove() }
-        func manager(_ name: String, _ schema: Schema) async throws -> StoreManager {
-            try await StoreManager.open(StoreManager.Configuration(
-                store: Store.Configuration(schema: schema, directory: place.root.appendingPathComponent(name), container: place.container),
-                cloudEnabledByDefault: true))
-        }
-        let older = try await manager("older", Self.v1)
-        let newer = try await manager("newer", Self.v2)
+        let older = try await place.manager("older", Self.v1)
+        let newer = try await place.manager("newer", Self.v2)
         try await older.store.write { tx in _ = tx.insert("Note", ["title": "t", "body": "b", "pinned": false]) }
         _ = try await older.sync()
         _ = try await newer.sync()
