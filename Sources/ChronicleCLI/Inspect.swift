@@ -50,7 +50,7 @@ struct Init: AsyncParsableCommand {
 
 struct Inspect: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show a container's stores, active pointer, devices, log counts and bytes, and markers.",
+        abstract: "Show a container's stores (with the schema versions their logs use), active pointer, devices, log counts and bytes, and markers.",
         discussion: "Exits 1, naming each, if it finds entries that are not Chronicle's or overlapping logs of one device.")
 
     @OptionGroup var location: ContainerOptions
@@ -66,6 +66,13 @@ struct Inspect: AsyncParsableCommand {
             var active: JSONValue = .null
             if let marker = inventory.activeStore {
                 active = (try? JSONDecoder().decode(JSONValue.self, from: Data(marker.bytes))) ?? .string("<unreadable>")
+            }
+            // The schema versions each store records its logs use.
+            var versions: [String: [(version: Int, hash: String)]] = [:]
+            for store in inventory.stores.keys {
+                guard let id = StoreID(string: store) else { continue }
+                versions[store] = await Replayer.recordedSchemas(in: container, store: id)
+                    .map { ($0.version, $0.hashString) }.sorted { $0.version < $1.version }
             }
             // What became of each store, as its markers say.
             var states: [String: String] = [:]
@@ -91,6 +98,7 @@ struct Inspect: AsyncParsableCommand {
                 "stores": .object(inventory.stores.mapValuesWithKeys { store, s in
                     .object([
                         "state": .string(states[store] ?? "not active"),
+                        "schemaVersions": .array((versions[store] ?? []).map { .object(["version": .int(Int64($0.version)), "hash": .string($0.hash)]) }),
                         "baselines": .object(s.baselines.mapValues { .object(["parts": .int(Int64($0.parts)), "bytes": .int(Int64($0.bytes))]) }),
                         "devices": .object(Dictionary(uniqueKeysWithValues: s.devices.map { device, l in
                             (device.description, JSONValue.object(["logs": .int(Int64(l.logs)), "bytes": .int(Int64(l.bytes)), "lastSequence": .int(Int64(l.lastSequence))]))
@@ -103,7 +111,9 @@ struct Inspect: AsyncParsableCommand {
             ].merging(listBlobs ? ["blobs": .array(blobs.map { .object(["name": .string($0.name.rawValue), "bytes": .int(Int64($0.size))]) })] : [:]) { a, _ in a })
             var text = "container \(oneLine(location.container))\nactive store: \(JSONText.line(active))\n"
             for (store, s) in inventory.stores.sorted(by: { $0.key < $1.key }) {
-                text += "store \(store) (\(states[store] ?? "not active")): \(s.baselines.count) baseline(s)\n"
+                text += "store \(store) (\(states[store] ?? "not active")): \(s.baselines.count) baseline(s)"
+                    + ((versions[store] ?? []).isEmpty ? "" : "; schema versions " + (versions[store] ?? []).map { "\($0.version) (\($0.hash))" }.joined(separator: ", "))
+                    + "\n"
                 for (folder, b) in s.baselines.sorted(by: { $0.key < $1.key }) {
                     text += "  baseline \(folder): \(b.parts) part(s), \(b.bytes) bytes\n"
                 }
