@@ -172,8 +172,10 @@ struct Verify: AsyncParsableCommand {
                 "valid": .int(Int64(result.valid)), "bytes": .int(Int64(result.bytes)),
                 "bad": problemsJSON(result.problems),
                 "badInReplacedStores": problemsJSON(result.replacedStoreProblems),
+                "otherSchemaVersions": problemsJSON(result.otherVersions),
             ]), text: "\(result.valid) valid blob(s) (logs and baseline parts), \(result.bytes) bytes" + result.problems.map { "\nBAD \(oneLine("\($0)"))" }.joined()
-                + result.replacedStoreProblems.map { "\nin a replaced store (no device reads it; its saves were carried over): \(oneLine("\($0)"))" }.joined())
+                + result.replacedStoreProblems.map { "\nin a replaced store (no device reads it; its saves were carried over): \(oneLine("\($0)"))" }.joined()
+                + result.otherVersions.map { "\nnot checked, another schema version (devices on --schema's version hold it): \(oneLine("\($0)"))" }.joined())
             if !result.passed { throw ExitCode.failure }
         }
     }

@@ -31,6 +31,12 @@ package struct ContainerVerification: Sendable {
     /// were carried into the store that replaced them. Reported, not failing.
     package var replacedStoreProblems: [ContainerProblem] = []
 
+    /// Blobs written for a schema the decoder does not know (a later
+    /// version's, or an earlier one it was not given): whole, as far as
+    /// their checksums say, but not checked against the schema. Reported,
+    /// not failing: devices hold them, they are not damaged.
+    package var otherVersions: [ContainerProblem] = []
+
     /// Whether nothing is wrong.
     package var passed: Bool { problems.isEmpty }
 
@@ -71,6 +77,8 @@ package struct ContainerVerification: Sendable {
                 case .success(let size):
                     valid += 1
                     bytes += size
+                case .failure(let error) where error.code == .schemaMismatch:
+                    otherVersions.append(ContainerProblem(name: blob.name.rawValue, error: error))
                 case .failure(let error):
                     // A foreign entry at a blob's name is reported once, below.
                     guard error.code != .foreignEntry || !foreignPaths.contains(ContainerLayout.Directory.blobPath(blob.name)) else { break }

@@ -53,6 +53,17 @@ struct CLISchemaTests {
         let steps = try #require(try json(code)["steps"] as? [[String: Any]])
         #expect(steps.map { $0["step"] as? String } == ["remove Note.body and its values"])
         #expect(steps.map { $0["needsAppCode"] as? Bool } == [true])
+        // Plain renames across three versions: the path goes through the middle one.
+        let v3 = try file("v3.json", """
+            {"version": 3, "entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string"},
+              {"name": "content", "type": "string", "renamedFrom": "text"}, {"name": "color", "type": "string", "optional": true}],
+              "indexes": [["title"]]}]}
+            """)
+        let skipped = try CLIErrorTests.run(["schema", "diff", v1, v3])
+        #expect(skipped.status == 4 && String(decoding: skipped.stdout, as: UTF8.self).contains("version 2 lies between"))
+        let through = try CLIErrorTests.run(["schema", "diff", v1, v3, "--through", v2])
+        #expect(through.status == 0 && String(decoding: through.stdout, as: UTF8.self).contains("rename Note.text to Note.content"),
+                "\(String(decoding: through.stdout, as: UTF8.self))")
         let backwards = try CLIErrorTests.run(["schema", "diff", v2, v1])
         #expect(backwards.status == 1 && backwards.stderr.contains("schema version 1 is not later than version 2"), "\(backwards.stderr)")
     }
@@ -88,6 +99,9 @@ struct CLISchemaTests {
         #expect(try CLIErrorTests.run(["sync"] + device("new", v2, earlier: [v1])).status == 0)
         let rewritten = (FileManager.default.enumerator(atPath: records)?.allObjects as? [String] ?? []).filter { $0.contains("/schemas/") && !$0.hasSuffix(".lock") }
         #expect(rewritten.count == 2, "\(rewritten)")
+        // Verifying against v1 passes over the v2 log: not damaged, another version.
+        let older = try CLIErrorTests.run(["verify", "--container", root.appendingPathComponent("shared").path, "--schema", v1])
+        #expect(older.status == 0 && String(decoding: older.stdout, as: UTF8.self).contains("not checked, another schema version"))
         // An earlier schema that is not earlier is named as the problem.
         let wrong = try CLIErrorTests.run(["sync"] + device("old", v1, earlier: [v2]))
         #expect(wrong.status == 1 && wrong.stderr.contains("--earlier-schema"), "\(wrong.stderr)")
