@@ -663,7 +663,7 @@ public actor Store {
         }
     }
 
-    private static func entity<R: ChronicleRecord>(of type: R.Type, _ schema: Schema) throws -> Entity {
+    static func entity<R: ChronicleRecord>(of type: R.Type, _ schema: Schema) throws -> Entity {
         guard let entity = schema.entity(named: R.entityName) else {
             throw ChronicleError(.unknownEntity, "no entity named \(R.entityName)")
         }
