@@ -841,26 +841,25 @@ extension Replayer {
     /// through the store's record of that schema when it is an earlier
     /// version (see ``learnSchema(of:)``).
     func openLearning(_ bytes: [UInt8]) async throws -> VerifiedLog {
-        let failure: ChronicleError
-        do {
-            return try decoder.open(bytes)
-        } catch {
-            failure = error
-        }
-        guard failure.code == .schemaMismatch, await learnSchema(of: bytes) else { throw failure }
-        return try decoder.open(bytes)
+        try await learning(bytes) { decoder, bytes throws(ChronicleError) in try decoder.open(bytes) }
     }
 
     /// ``openLearning(_:)`` for a baseline part, decoded whole.
     func decodeLearning(_ bytes: [UInt8]) async throws -> DecodedLog {
+        try await learning(bytes) { decoder, bytes throws(ChronicleError) in try decoder.decode(bytes) }
+    }
+
+    /// `read` with this replayer's decoder; once more after learning the
+    /// log's schema if it failed for a schema this device did not know.
+    private func learning<T>(_ bytes: [UInt8], _ read: (LogDecoder, [UInt8]) throws(ChronicleError) -> T) async throws -> T {
         let failure: ChronicleError
         do {
-            return try decoder.decode(bytes)
+            return try read(decoder, bytes)
         } catch {
             failure = error
         }
         guard failure.code == .schemaMismatch, await learnSchema(of: bytes) else { throw failure }
-        return try decoder.decode(bytes)
+        return try read(decoder, bytes)
     }
 
     /// For a log or baseline part of a schema this device does not know:

@@ -44,9 +44,8 @@ import Synchronization
     /// knows (those the app names, those the snapshot migrated from, and
     /// those it learned from the container's schema records), through
     /// which logs and baselines of those versions are read.
-    package var earlier: [SchemaMigration] { knownEarlier + learned.withLock { $0 } }
-    private let knownEarlier: [SchemaMigration]
-    private let learned = Mutex<[SchemaMigration]>([])
+    package var earlier: [SchemaMigration] { known.withLock { $0 } }
+    private let known: Mutex<[SchemaMigration]>
     /// The app's code for changes between versions.
     let conversions: [SchemaConversion]
     /// The migration this open did, if the file was of an earlier version.
@@ -129,7 +128,7 @@ import Synchronization
                 let versions = (stored?.earlier ?? []) + (stored.map { [$0.current] } ?? []) + earlierSchemas
                 if let m = try? SchemaMigration.through(versions, from: s, to: schema, conversions: conversions), m.isComplete { known[s.hash] = m }
             }
-            self.knownEarlier = known.values.sorted { $0.source.version < $1.source.version }
+            self.known = Mutex(known.values.sorted { $0.source.version < $1.source.version })
             self.migrated = migration
             try pool.write { db in
                 // The writer's page cache (a per-connection setting): imports
@@ -245,7 +244,7 @@ import Synchronization
         } catch {
             throw ChronicleError.sqlite(error, .database, "keeping schema version \(earlierSchema.version) failed")
         }
-        learned.withLock { $0.append(migration) }
+        known.withLock { $0.append(migration) }
         return true
     }
 
