@@ -27,4 +27,14 @@ extension ChronicleError.Code {
     /// next ``StoreManager/sync(progress:)`` after that (see
     /// ``StoreManager/health()``).
     public static let cloudContentCorrupted = Self("cloudContentCorrupted", transient: true)
+
+    /// A ``StoreContext`` save found records changed both in the context
+    /// and underneath it, under ``MergePolicy/error``: nothing was saved,
+    /// and the context keeps its changes. ``ChronicleError/mergeConflicts``
+    /// lists the records and attributes.
+    public static let mergeConflict = Self("mergeConflict")
+
+    /// A change or a save on a ``StoreContext`` that never saves: a main
+    /// context made read-only, or a scratch context.
+    public static let readOnlyContext = Self("readOnlyContext")
 }

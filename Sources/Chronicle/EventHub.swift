@@ -19,6 +19,8 @@ final class EventHub: Sendable {
         var subscribers: [UInt64: WeakSubscriber] = [:]
         var nextID: UInt64 = 0
         var finished = false
+        /// Called as events are published, on the publishing task.
+        var listeners: [UInt64: @Sendable ([RecordEvent]) -> Void] = [:]
     }
 
     // Mutex makes the registry safe to share across tasks.
@@ -42,10 +44,26 @@ final class EventHub: Sendable {
         })
     }
 
-    /// Delivers record events to every subscriber.
+    /// Delivers record events to every subscriber, then calls every listener.
     func publish(_ events: [RecordEvent]) {
         guard !events.isEmpty else { return }
         for subscriber in subscribers() { subscriber.deliver(events) }
+        for listener in state.withLock({ Array($0.listeners.values) }) { listener(events) }
+    }
+
+    /// Adds a listener, called with every batch of record events as it is
+    /// published (it must not block for long). Returns its token.
+    func listen(_ body: @escaping @Sendable ([RecordEvent]) -> Void) -> UInt64 {
+        state.withLock { state in
+            state.nextID += 1
+            state.listeners[state.nextID] = body
+            return state.nextID
+        }
+    }
+
+    /// Removes a listener.
+    func stopListening(_ token: UInt64) {
+        _ = state.withLock { $0.listeners.removeValue(forKey: token) }
     }
 
     /// Delivers the result of an automatic sync to every subscriber.

@@ -88,6 +88,13 @@ extension Store {
     private nonisolated func recordQuery<R: ChronicleRecord>(_ type: R.Type, filter: String?, arguments: StatementArguments,
                                                              order: [RecordOrder]) throws -> @Sendable (Database) throws -> [R] {
         let entity = try Self.entity(of: R.self, configuration.schema)
+        let sql = try Self.recordSQL(entity, filter: filter, order: order)
+        let arguments = arguments
+        return { db in try RecordCoding.records(R.self, entity: entity, cursor: Row.fetchCursor(db, sql: sql, arguments: arguments)) }
+    }
+
+    /// `SELECT *` of an entity's records, filtered and ordered (then by ID).
+    static func recordSQL(_ entity: Entity, filter: String?, order: [RecordOrder]) throws -> String {
         var terms: [String] = []
         for o in order {
             guard entity.field(named: o.field) != nil else {
@@ -96,9 +103,7 @@ extension Store {
             terms.append("\(o.field.quotedDatabaseIdentifier)\(o.descending ? " DESC" : "")")
         }
         terms.append("id")
-        let sql = "SELECT * FROM \(entity.name.quotedDatabaseIdentifier)" + (filter.map { " WHERE \($0)" } ?? "") + " ORDER BY " + terms.joined(separator: ", ")
-        let arguments = arguments
-        return { db in try RecordCoding.records(R.self, entity: entity, cursor: Row.fetchCursor(db, sql: sql, arguments: arguments)) }
+        return "SELECT * FROM \(entity.name.quotedDatabaseIdentifier)" + (filter.map { " WHERE \($0)" } ?? "") + " ORDER BY " + terms.joined(separator: ", ")
     }
 
     /// Where observations deliver their values (not the main queue, which

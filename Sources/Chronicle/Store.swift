@@ -272,7 +272,9 @@ public actor Store {
     private let folder: DeviceFolder
     private var replayer: Replayer
     private var ids: RecordIDGenerator
-    private let hub: EventHub
+    let hub: EventHub
+    /// The main context while anything holds it, and seeds for new contexts.
+    let contexts = Mutex(ContextRegistry())
     private var syncTask: Task<Void, Never>?
     /// Whether the container's history of this device was checked against its files.
     private var historyChecked = false
