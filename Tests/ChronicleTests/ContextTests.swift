@@ -7,7 +7,7 @@ import Testing
 
 /// Main, background, child and scratch contexts, automatic merges and
 /// merge policies.
-@Suite struct ContextTests {
+@Suite(.timeLimit(.minutes(1))) struct ContextTests {
     static let schema = try! Schema(version: 1, entities: [
         Entity("Note", attributes: [Attribute("title", .string), Attribute("words", .int64, default: 0), Attribute("pinned", .bool, default: false)]),
     ])

@@ -1,0 +1,268 @@
+import ChronicleCore
+import ChronicleSnapshot
+import Foundation
+import GRDB
+
+/// A bulk import of an external feed into one entity, with upsert by a
+/// unique key; see ``StoreContext/importRecords(_:total:options:progress:)``.
+public struct BulkImport: Sendable, Hashable {
+    /// What an import does with an item it cannot read.
+    public enum OnMalformed: String, Sendable, Hashable, CaseIterable {
+        /// Report it (``Summary/malformed``) and go on without it.
+        case skip
+        /// Stop the import before the batch holding it: that batch and
+        /// the ones after it are not written (``Summary/stoppedAt``).
+        case stop
+    }
+
+    /// The entity the records go to.
+    public var entity: String
+    /// The attribute that tells new records from existing ones. The entity
+    /// must declare it unique on its own, so that one value names one
+    /// record on every device.
+    public var upsertKey: String
+    /// Items per batch; each batch is one save, one transaction log.
+    public var batchSize: Int
+    /// What to do with an item that cannot be read.
+    public var onMalformed: OnMalformed
+
+    /// An import into `entity` by `upsertKey`, in batches of `batchSize`.
+    public init(entity: String, upsertKey: String, batchSize: Int = 1_000, onMalformed: OnMalformed = .skip) {
+        self.entity = entity
+        self.upsertKey = upsertKey
+        self.batchSize = batchSize
+        self.onMalformed = onMalformed
+    }
+
+    /// One item of a feed: a record's values, or why it cannot be read.
+    public struct Item: Sendable, Hashable {
+        /// Where the item is in its feed ("feature 12, line 40, column 5").
+        public var position: String
+        /// The values by attribute name; the upsert key among them.
+        public var values: [String: Value]
+        /// Why the item cannot be imported; nil for a good item.
+        public var problem: String?
+
+        /// A good item.
+        public static func record(_ values: [String: Value], at position: String) -> Item {
+            Item(position: position, values: values, problem: nil)
+        }
+
+        /// An item that cannot be imported, and why.
+        public static func malformed(_ problem: String, at position: String) -> Item {
+            Item(position: position, values: [:], problem: problem)
+        }
+    }
+
+    /// An item that was not imported.
+    public struct Problem: Sendable, Hashable, CustomStringConvertible {
+        /// Where it is in the feed.
+        public var position: String
+        /// What is wrong with it.
+        public var reason: String
+
+        public var description: String { "\(position): \(reason)" }
+    }
+
+    /// Where an import is: reported after each batch is saved.
+    public struct Progress: Sendable, Hashable {
+        /// Items read so far, malformed ones included.
+        public var processed: Int
+        /// Items in the feed, when known.
+        public var total: Int?
+        /// Records inserted, updated, and found unchanged so far (items
+        /// of one batch with the same key are one record).
+        public var inserted: Int
+        public var updated: Int
+        public var unchanged: Int
+        /// Malformed items skipped so far.
+        public var skipped: Int
+        /// Batches saved (transaction logs written).
+        public var batches: Int
+    }
+
+    /// What an import did. Every batch it reports is saved whole; nothing
+    /// of a batch it does not report is.
+    public struct Summary: Sendable {
+        /// The counts at the end.
+        public var progress: Progress
+        /// Malformed items skipped (under ``OnMalformed/skip``).
+        public var malformed: [Problem]
+        /// The malformed item the import stopped at (under ``OnMalformed/stop``).
+        public var stoppedAt: Problem?
+        /// Whether the task was cancelled: the import stopped after the
+        /// last whole batch.
+        public var cancelled: Bool
+
+        /// Whether every item was read and saved.
+        public var isComplete: Bool { stoppedAt == nil && !cancelled }
+    }
+}
+
+extension StoreContext {
+    /// Imports a feed into one entity: each item's record is inserted, or,
+    /// when a record with the same upsert key exists, updated with the
+    /// attributes that differ (an item the same as what is stored writes
+    /// nothing).
+    ///
+    /// Items go in batches of ``BulkImport/batchSize``: new versus existing
+    /// is decided for a whole batch with one query, and each batch is one
+    /// save, one transaction log, written whole or not at all. Saves go
+    /// through the store's writer, and reach the main context as they
+    /// commit; the main context's reads never wait for them. Call it on a
+    /// background context, from a task of its own:
+    ///
+    /// ```swift
+    /// let importer = store.newBackgroundContext()
+    /// let summary = try await importer.importRecords(feed.items(for: schema.entity(named: "Quake")!),
+    ///                                                options: BulkImport(entity: "Quake", upsertKey: "code")) { progress in
+    ///     print("\(progress.processed) of \(progress.total ?? 0)")
+    /// }
+    /// ```
+    ///
+    /// Cancelling the task stops the import after the batch being saved;
+    /// ``BulkImport/Summary/cancelled`` says so.
+    ///
+    /// - Parameters:
+    ///   - items: the feed's items, in order.
+    ///   - total: how many items there are, for progress; by default
+    ///     `items.count` for a collection.
+    ///   - progress: called after each batch is saved.
+    /// - Throws: ``ChronicleError/Code/unknownEntity`` or
+    ///   ``ChronicleError/Code/unknownAttribute`` for names the schema
+    ///   lacks; ``ChronicleError/Code/misuse`` for an upsert key the entity
+    ///   does not declare unique on its own, a batch size below 1, or a
+    ///   context that is not a store's (a child or scratch context);
+    ///   ``ChronicleError/Code/readOnlyContext`` for a read-only one; the
+    ///   save's error for a batch the store refuses (a value of the wrong
+    ///   type, another unique key taken), naming the batch's first and last
+    ///   items. Batches saved before it stay saved.
+    public func importRecords<Items: Sequence<BulkImport.Item>>(
+        _ items: Items, total: Int? = nil, options: BulkImport,
+        progress: (@Sendable (BulkImport.Progress) -> Void)? = nil
+    ) async throws -> BulkImport.Summary {
+        guard parent == nil else {
+            throw ChronicleError(.misuse, "a \(kind.rawValue) context cannot import: import on a background context of the store")
+        }
+        try state.withLock { try checkWritable($0) }
+        guard options.batchSize >= 1 else {
+            throw ChronicleError(.misuse, "an import's batch size must be at least 1, not \(options.batchSize)")
+        }
+        let entity = try checkedEntity(options.entity)
+        guard let keyField = entity.field(named: options.upsertKey) else {
+            throw ChronicleError(.unknownAttribute, "\(entity.name) has no attribute \(options.upsertKey) to upsert by")
+        }
+        guard entity.uniqueConstraints.contains([keyField.name]) else {
+            throw ChronicleError(.misuse, "\(entity.name).\(keyField.name) is not unique on its own: declare it unique in the schema to upsert by it")
+        }
+        var state = BulkImport.Progress(processed: 0, total: total ?? (items as? any Collection)?.count, inserted: 0, updated: 0,
+                                        unchanged: 0, skipped: 0, batches: 0)
+        var malformed: [BulkImport.Problem] = []
+        var batch: [BulkImport.Item] = []
+        batch.reserveCapacity(options.batchSize)
+        var read = 0
+        var reported = 0
+        func flush() async throws {
+            guard !batch.isEmpty else { return }
+            let counts = try await store.upsert(batch, entity: entity, key: keyField.name)
+            state.processed = read
+            state.inserted += counts.inserted
+            state.updated += counts.updated
+            state.unchanged += counts.unchanged
+            state.batches += counts.inserted + counts.updated > 0 ? 1 : 0
+            batch.removeAll(keepingCapacity: true)
+            reported = read
+            progress?(state)
+        }
+        for item in items {
+            if Task.isCancelled {
+                return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: nil, cancelled: true)
+            }
+            read += 1
+            if let reason = item.problem ?? Self.problem(of: item, entity: entity, key: keyField) {
+                let problem = BulkImport.Problem(position: item.position, reason: reason)
+                if options.onMalformed == .stop {
+                    return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: problem, cancelled: false)
+                }
+                malformed.append(problem)
+                state.skipped += 1
+                continue
+            }
+            batch.append(item)
+            if batch.count == options.batchSize {
+                try await flush()
+            }
+        }
+        if Task.isCancelled {
+            return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: nil, cancelled: true)
+        }
+        try await flush()
+        state.processed = read
+        if reported != read { progress?(state) }
+        return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: nil, cancelled: false)
+    }
+
+    /// Why a good-looking item cannot be imported: a missing key, or a name
+    /// the entity lacks.
+    private static func problem(of item: BulkImport.Item, entity: Entity, key: Field) -> String? {
+        guard let value = item.values[key.name], !value.isNull else {
+            return "no \(key.name), the key to import by"
+        }
+        for name in item.values.keys where entity.field(named: name) == nil {
+            return "\(entity.name) has no attribute \(name)"
+        }
+        return nil
+    }
+}
+
+extension Store {
+    /// Saves one batch of an import as one transaction: records whose key
+    /// is stored are updated with what differs, others inserted; an item
+    /// whose key an earlier item of the batch took updates that record.
+    func upsert(_ batch: [BulkImport.Item], entity: Entity, key: String) throws -> (inserted: Int, updated: Int, unchanged: Int) {
+        let keys = Array(Set(batch.compactMap { $0.values[key] }))
+        // Nothing commits between this read and the save: both run on the
+        // store's actor without suspending.
+        let existing: [Value: (RecordID, [String: Value])] = try reader.read { db in
+            var found: [Value: (RecordID, [String: Value])] = [:]
+            for start in stride(from: 0, to: keys.count, by: 500) {
+                let chunk = keys[start..<min(start + 500, keys.count)]
+                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+                let sql = "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(key.quotedDatabaseIdentifier) IN (\(marks))"
+                for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))) {
+                    guard let id = RecordID.fromDatabaseValue(row["id"]) else { continue }
+                    let values = try Store.values(row, entity: entity)
+                    if let k = values[key] { found[k] = (id, values) }
+                }
+            }
+            return found
+        }
+        do {
+            return try write { tx in
+                enum Outcome { case inserted, updated, unchanged }
+                // Records of this batch by key, as the batch leaves them.
+                var seen: [Value: (id: RecordID, values: [String: Value], outcome: Outcome)] = [:]
+                for item in batch {
+                    guard let k = item.values[key] else { continue }
+                    if let record = seen[k] ?? existing[k].map({ (id: $0.0, values: $0.1, outcome: Outcome.unchanged) }) {
+                        let changed = item.values.filter { !StoreContext.same(record.values[$0.key], $0.value) }
+                        var outcome = record.outcome
+                        if !changed.isEmpty {
+                            tx.update(entity.name, id: record.id, changed)
+                            if outcome == .unchanged { outcome = .updated }
+                        }
+                        seen[k] = (record.id, record.values.merging(changed) { _, new in new }, outcome)
+                    } else {
+                        let id = tx.insert(entity.name, item.values)
+                        seen[k] = (id, item.values, .inserted)
+                    }
+                }
+                let outcomes = seen.values.map(\.outcome)
+                return (outcomes.count { $0 == .inserted }, outcomes.count { $0 == .updated }, outcomes.count { $0 == .unchanged })
+            }
+        } catch let error as ChronicleError {
+            let range = batch.count == 1 ? batch[0].position : "\(batch[0].position) to \(batch[batch.count - 1].position)"
+            throw ChronicleError(error.code, "the batch from \(range) was not saved: \(error.message)", underlying: error.underlying)
+        }
+    }
+}

@@ -1,0 +1,174 @@
+import ChronicleCore
+import Foundation
+
+extension ChronicleError.Code {
+    /// A feed given to an import is not what it should be: not JSON, or
+    /// not a GeoJSON `FeatureCollection`. The message names the position.
+    public static let malformedFeed = Self("malformedFeed")
+}
+
+/// A GeoJSON `FeatureCollection` in the shape of the USGS earthquake feeds,
+/// read as items for a ``BulkImport``.
+///
+/// Each feature becomes one record: an attribute of the entity takes the
+/// feature's property of the same name; `longitude`, `latitude` and `depth`,
+/// when the properties lack them, take the point's coordinates. Properties
+/// the entity lacks are ignored, and attributes the feature lacks are left
+/// out (their default on insert, unchanged on update). Values are read as
+/// in Chronicle's JSON form (see `docs/values.md`), except that an integer
+/// for a date is milliseconds since 1970, as in the USGS feeds.
+///
+/// ```swift
+/// let feed = try GeoJSONFeed(data: Data(contentsOf: url))
+/// let items = feed.items(for: schema.entity(named: "Quake")!)
+/// ```
+public struct GeoJSONFeed: Sendable {
+    /// The features, as parsed.
+    let features: [JSONValue]
+    /// The text, to name the line of a malformed feature.
+    private let text: Data
+
+    /// How many features the feed holds.
+    public var count: Int { features.count }
+
+    /// Parses a feed.
+    ///
+    /// - Throws: ``ChronicleError/Code/malformedFeed`` for text that is not
+    ///   JSON (naming the line and column) or not a `FeatureCollection`
+    ///   with a `features` array.
+    public init(data: Data) throws {
+        let root: JSONValue
+        do {
+            root = try JSONValue(parsing: data, code: .malformedFeed)
+        } catch {
+            throw ChronicleError(.malformedFeed, "the feed is not valid JSON: \(error.message)")
+        }
+        guard case .object(let members) = root else {
+            throw ChronicleError(.malformedFeed, "the feed is \(root.kindName), not a GeoJSON FeatureCollection object")
+        }
+        if let type = members["type"], type != .string("FeatureCollection") {
+            throw ChronicleError(.malformedFeed, "the feed's type is \(type), not FeatureCollection")
+        }
+        guard case .array(let features)? = members["features"] else {
+            throw ChronicleError(.malformedFeed, "the feed has no \"features\" array")
+        }
+        self.features = features
+        self.text = data
+    }
+
+    /// The feed's features as import items for `entity`, in order; a
+    /// feature that cannot be read is a malformed item naming its index,
+    /// line and column.
+    public func items(for entity: Entity) -> [BulkImport.Item] {
+        var items: [BulkImport.Item] = []
+        items.reserveCapacity(features.count)
+        var positions: [String: JSONPosition]?
+        for (index, feature) in features.enumerated() {
+            do {
+                items.append(.record(try Self.values(of: feature, for: entity), at: "feature \(index + 1)"))
+            } catch {
+                // Lines are counted only for a feed with a bad feature.
+                if positions == nil {
+                    positions = (try? JSONValue.parseWithPositions(text, code: .malformedFeed).positions) ?? [:]
+                }
+                let at = positions?["features[\(index)]"].map { ", \($0)" } ?? ""
+                items.append(.malformed(error.message, at: "feature \(index + 1)\(at)"))
+            }
+        }
+        return items
+    }
+
+    private static let coordinates = ["longitude": 0, "latitude": 1, "depth": 2]
+
+    /// The values of one feature for `entity`.
+    static func values(of feature: JSONValue, for entity: Entity) throws(ChronicleError) -> [String: Value] {
+        guard case .object(let members) = feature else {
+            throw ChronicleError(.malformedFeed, "\(feature.kindName), not a feature object")
+        }
+        var properties: [String: JSONValue] = [:]
+        switch members["properties"] {
+        case .object(let p)?: properties = p
+        case .null?, nil: break
+        case let other?: throw ChronicleError(.malformedFeed, "properties is \(other.kindName), not an object")
+        }
+        var point: [JSONValue] = []
+        if case .object(let geometry)? = members["geometry"], case .array(let c)? = geometry["coordinates"] {
+            point = c
+        }
+        var values: [String: Value] = [:]
+        for field in entity.fields {
+            guard case .attribute(let type) = field.kind else { continue }
+            var json = properties[field.name]
+            if json == nil, let i = coordinates[field.name], i < point.count { json = point[i] }
+            guard let json else { continue }
+            if type == .date, case .int(let milliseconds) = json {
+                let (micros, overflow) = milliseconds.multipliedReportingOverflow(by: 1000)
+                guard !overflow else { throw ChronicleError(.typeMismatch, "\(field.name): \(milliseconds) milliseconds is out of range") }
+                values[field.name] = .date(Timestamp(microsecondsSinceEpoch: micros))
+                continue
+            }
+            values[field.name] = try Value(json: json, for: field, path: field.name)
+        }
+        return values
+    }
+
+    // MARK: Sample feeds
+
+    /// A feed in the USGS shape, made up from `seed`: the same seed, count
+    /// and revision always give the same bytes.
+    ///
+    /// Revision 1 has `features` earthquakes; each later revision keeps
+    /// them, revises about one in ten (magnitude, status, update time),
+    /// and adds about one in twenty new ones, as a live feed does between
+    /// two downloads.
+    public static func sample(features: Int, seed: UInt64 = 1, revision: Int = 1) -> Data {
+        var random = SeededRandom(seed: seed)
+        let places = ["Ridgecrest, CA", "Anchorage, Alaska", "Pahala, Hawaii", "Ferndale, CA", "Tonopah, NV", "Ponce, Puerto Rico",
+                      "Nikolski, Alaska", "Cobb, CA", "Mammoth Lakes, CA", "Yellowstone National Park, WY"]
+        let networks = ["ci", "ak", "hv", "nc", "nn", "pr", "us", "uw"]
+        var quakes: [(code: String, net: String, mag: Double, place: String, time: Int64, lon: Double, lat: Double, depth: Double, status: String, updated: Int64)] = []
+        func quake(_ n: Int) -> (code: String, net: String, mag: Double, place: String, time: Int64, lon: Double, lat: Double, depth: Double, status: String, updated: Int64) {
+            let net = networks[Int(random.next() % UInt64(networks.count))]
+            let time = 1_767_225_600_000 + Int64(n) * 37_000 + Int64(random.next() % 30_000)
+            return (code: "\(net)\(70_000_000 + n)", net: net, mag: Double(random.next() % 600) / 100 + 0.1,
+                    place: "\(1 + random.next() % 60) km \(["N", "NE", "E", "SE", "S", "SW", "W", "NW"][Int(random.next() % 8)]) of \(places[Int(random.next() % UInt64(places.count))])",
+                    time: time, lon: -180 + Double(random.next() % 36_000_000) / 100_000, lat: -60 + Double(random.next() % 13_000_000) / 100_000,
+                    depth: Double(random.next() % 70_000) / 1000, status: "automatic", updated: time + 60_000)
+        }
+        for n in 0..<features { quakes.append(quake(n)) }
+        if revision > 1 {
+            for _ in 2...revision {
+                for i in quakes.indices where random.next() % 10 == 0 {
+                    quakes[i].mag = Double(random.next() % 600) / 100 + 0.1
+                    quakes[i].status = "reviewed"
+                    quakes[i].updated += 3_600_000
+                }
+                for _ in 0..<max(1, quakes.count / 20) { quakes.append(quake(quakes.count)) }
+            }
+        }
+        var out = "{\"type\":\"FeatureCollection\",\"metadata\":{\"generated\":1767225600000,\"url\":\"https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary/all_month.geojson\",\"title\":\"Sample earthquakes (made up, seed \(seed), revision \(revision))\",\"status\":200,\"api\":\"1.10.3\",\"count\":\(quakes.count)},\"features\":[\n"
+        for (i, q) in quakes.enumerated() {
+            let magType = q.mag < 3 ? "ml" : "mb"
+            out += "{\"type\":\"Feature\",\"properties\":{\"mag\":\(q.mag),\"place\":\"\(q.place)\",\"time\":\(q.time),\"updated\":\(q.updated),\"tz\":null,"
+            out += "\"url\":\"https://earthquake.usgs.gov/earthquakes/eventpage/\(q.code)\",\"felt\":null,\"cdi\":null,\"mmi\":null,\"alert\":null,"
+            out += "\"status\":\"\(q.status)\",\"tsunami\":0,\"sig\":\(Int(q.mag * q.mag * 10)),\"net\":\"\(q.net)\",\"code\":\"\(q.code)\",\"ids\":\",\(q.code),\","
+            out += "\"sources\":\",\(q.net),\",\"types\":\",origin,phase-data,\",\"nst\":null,\"dmin\":null,\"rms\":0.12,\"gap\":null,\"magType\":\"\(magType)\","
+            out += "\"type\":\"earthquake\",\"title\":\"M \(q.mag) - \(q.place)\"},\"geometry\":{\"type\":\"Point\",\"coordinates\":[\(q.lon),\(q.lat),\(q.depth)]},\"id\":\"\(q.code)\"}"
+            out += i == quakes.count - 1 ? "\n" : ",\n"
+        }
+        out += "]}\n"
+        return Data(out.utf8)
+    }
+
+    /// A schema for the sample feeds: one entity, `Quake`, unique by `code`.
+    public static let sampleSchema: Schema = try! Schema(version: 1, entities: [
+        Entity("Quake", attributes: [
+            Attribute("code", .string), Attribute("net", .string, optional: true), Attribute("mag", .double, optional: true),
+            Attribute("magType", .string, optional: true), Attribute("place", .string, optional: true),
+            Attribute("time", .date), Attribute("updated", .date, optional: true), Attribute("status", .string, optional: true),
+            Attribute("tsunami", .int64, default: 0), Attribute("sig", .int64, optional: true), Attribute("title", .string, optional: true),
+            Attribute("url", .string, optional: true),
+            Attribute("longitude", .double), Attribute("latitude", .double), Attribute("depth", .double, optional: true),
+        ], unique: [["code"]], indexes: [["time"]]),
+    ])
+}

@@ -1,0 +1,176 @@
+import ArgumentParser
+import Chronicle
+import ChronicleCore
+import Foundation
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Import a GeoJSON feed into an entity: new records inserted, existing ones updated by a unique key.",
+        discussion: """
+            Reads a GeoJSON FeatureCollection in the shape of the USGS earthquake feeds (`chronicle sample-feed` \
+            makes one). Each feature is one record of the entity: an attribute takes the property of the same name; \
+            longitude, latitude and depth take the point's coordinates when the properties lack them; other properties \
+            are ignored. Values use the JSON forms in docs/values.md, except that an integer for a date is milliseconds \
+            since 1970, as in the USGS feeds.
+            A feature whose --upsert-key value is stored already updates that record (only the attributes that differ; \
+            an unchanged feature writes nothing); others are inserted. The key must be declared unique on its own in the schema.
+            Features go in batches of --batch-size, each saved whole as one transaction (one log to upload). \
+            An import interrupted (Ctrl-C, a crash) keeps the batches saved before it, and nothing of the one under way; \
+            running it again finishes the job, since saved features are then unchanged.
+            A feature that cannot be read is reported with its number, line and column, then skipped \
+            (--on-malformed skip, the default) or the import stops before its batch (--on-malformed stop, exit 1).
+            Progress goes to standard error: one line rewritten on a terminal, plain lines when piped.
+            Run `chronicle sync` afterwards to upload the logs.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    @Option(name: .customLong("upsert-key"), help: "The attribute that tells new features from stored ones (unique in the schema).")
+    var upsertKey: String
+
+    @Option(help: "The entity to import into (default: the one entity whose schema declares --upsert-key unique).")
+    var entity: String?
+
+    @Option(name: .customLong("batch-size"), help: "Features per saved batch (one transaction log each).")
+    var batchSize = 1_000
+
+    @Option(name: .customLong("on-malformed"), help: "What to do with a feature that cannot be read: skip or stop.")
+    var onMalformed: BulkImport.OnMalformed = .skip
+
+    @Argument(help: "The GeoJSON file (or pipe) to import.")
+    var feed: String
+
+    /// The most a feed may hold.
+    static let feedByteLimit = 1 << 30
+
+    func validate() throws {
+        guard batchSize >= 1 else { throw ValidationError("--batch-size must be at least 1, not \(batchSize)") }
+    }
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let schema = try device.loadSchema()
+            let target = try Self.entity(named: entity, upsertKey: upsertKey, in: schema)
+            // Read before the store opens: a bad feed leaves no device folder behind.
+            let bytes = try InputFile.bytes(of: feed, what: "feed", limit: Self.feedByteLimit)
+            let parsed = try GeoJSONFeed(data: Data(bytes))
+            let items = parsed.items(for: target)
+            let opened = try await device.open(schema: schema)
+            let progress = ProgressLine("import", unit: "features", total: items.count)
+            let summary: BulkImport.Summary
+            do {
+                summary = try await opened.store.newBackgroundContext().importRecords(
+                    items, options: BulkImport(entity: target.name, upsertKey: upsertKey, batchSize: batchSize, onMalformed: onMalformed)
+                ) { step in
+                    progress.update(step.processed, note: "\(step.inserted) new, \(step.updated) updated")
+                }
+            } catch {
+                progress.finish()
+                try? await opened.close()
+                throw error
+            }
+            progress.finish()
+            try await opened.close()
+            Self.report(summary, output: output)
+            if summary.stoppedAt != nil { throw ExitCode.failure }
+        }
+    }
+
+    /// The entity to import into: the one named, or the one entity that
+    /// declares `upsertKey` unique on its own.
+    static func entity(named name: String?, upsertKey: String, in schema: Schema) throws -> Entity {
+        if let name {
+            guard let entity = schema.entity(named: name) else {
+                throw ChronicleError(.unknownEntity, "the schema has no entity \(name) (it has \(schema.entities.map(\.name).joined(separator: ", ")))")
+            }
+            return entity
+        }
+        let candidates = schema.entities.filter { $0.uniqueConstraints.contains([upsertKey]) }
+        guard candidates.count == 1 else {
+            let why = candidates.isEmpty ? "no entity declares \(upsertKey) unique on its own" : "\(candidates.map(\.name).joined(separator: " and ")) all declare \(upsertKey) unique"
+            throw ChronicleError(.misuse, "\(why): name the entity with --entity")
+        }
+        return candidates[0]
+    }
+
+    static func report(_ summary: BulkImport.Summary, output: OutputOptions) {
+        let p = summary.progress
+        var json: [String: JSONValue] = [
+            "processed": .int(Int64(p.processed)), "inserted": .int(Int64(p.inserted)), "updated": .int(Int64(p.updated)),
+            "unchanged": .int(Int64(p.unchanged)), "skipped": .int(Int64(p.skipped)), "batches": .int(Int64(p.batches)),
+            "malformed": .array(summary.malformed.map { .object(["position": .string($0.position), "reason": .string($0.reason)]) }),
+        ]
+        if let stop = summary.stoppedAt {
+            json["stoppedAt"] = .object(["position": .string(stop.position), "reason": .string(stop.reason)])
+        }
+        var text = "imported \(p.processed) features: \(p.inserted) inserted, \(p.updated) updated, \(p.unchanged) unchanged, "
+            + "\(p.skipped) skipped, in \(p.batches) saved batch\(p.batches == 1 ? "" : "es")"
+        let shown = 20
+        for problem in summary.malformed.prefix(shown) { text += "\nskipped \(oneLine(problem.description))" }
+        if summary.malformed.count > shown { text += "\n… and \(summary.malformed.count - shown) more skipped (all are listed with --json)" }
+        if let stop = summary.stoppedAt {
+            text += "\nstopped at \(oneLine(stop.description)): nothing from its batch on was saved"
+        }
+        output.print(.object(json), text: text)
+    }
+}
+
+extension BulkImport.OnMalformed: ExpressibleByArgument {}
+
+struct SampleFeed: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sample-feed",
+        abstract: "Write a made-up earthquake feed in the USGS GeoJSON shape, and its schema, to try `chronicle import`.",
+        discussion: """
+            The same --features, --seed and --revision always give the same bytes. Revision 1 holds --features \
+            earthquakes; each later revision revises about one in ten of them and adds about one in twenty, as a live \
+            feed does between two downloads, so importing revision 2 after revision 1 shows updates.
+            --schema-out writes the schema to import it with (entity Quake, unique by code):
+              chronicle sample-feed --features 30000 --schema-out quakes.schema.json > quakes.geojson
+              chronicle import --device-dir dev --container shared --schema quakes.schema.json --upsert-key code quakes.geojson
+            """)
+
+    @Option(help: "How many earthquakes revision 1 holds.")
+    var features = 30_000
+
+    @Option(help: "The seed the feed is made from.")
+    var seed: UInt64 = 1
+
+    @Option(help: "The feed's revision, from 1.")
+    var revision = 1
+
+    @Option(name: .shortAndLong, help: "Write the feed to this file instead of standard output.")
+    var output: String?
+
+    @Option(name: .customLong("schema-out"), help: "Also write the feed's schema to this file.")
+    var schemaOut: String?
+
+    func validate() throws {
+        guard (1...5_000_000).contains(features) else { throw ValidationError("--features must be from 1 to 5000000, not \(features)") }
+        guard (1...100).contains(revision) else { throw ValidationError("--revision must be from 1 to 100, not \(revision)") }
+    }
+
+    func run() async throws {
+        try await reportingErrors(nil) {
+            let feed = GeoJSONFeed.sample(features: features, seed: seed, revision: revision)
+            if let schemaOut {
+                try write(Data((JSONText.pretty(GeoJSONFeed.sampleSchema.jsonValue) + "\n").utf8), to: schemaOut)
+            }
+            if let output {
+                try write(feed, to: output)
+            } else {
+                FileHandle.standardOutput.write(feed)
+            }
+        }
+    }
+
+    private func write(_ data: Data, to path: String) throws {
+        do {
+            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw ChronicleError(.io, "cannot write \(path): \(error.localizedDescription)")
+        }
+    }
+}
