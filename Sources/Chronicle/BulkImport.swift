@@ -21,7 +21,8 @@ public struct BulkImport: Sendable, Hashable {
     /// must declare it unique on its own, so that one value names one
     /// record on every device.
     public var upsertKey: String
-    /// Items per batch; each batch is one save, one transaction log.
+    /// Items per batch; each batch is one save (one transaction: an upload
+    /// may put several in one log, and every device applies each whole).
     public var batchSize: Int
     /// What to do with an item that cannot be read.
     public var onMalformed: OnMalformed
@@ -77,7 +78,8 @@ public struct BulkImport: Sendable, Hashable {
         public var unchanged: Int
         /// Malformed items skipped so far.
         public var skipped: Int
-        /// Batches saved (transaction logs written).
+        /// Batches saved, each one transaction (a batch that changed nothing
+    /// saves nothing).
         public var batches: Int
     }
 
@@ -107,14 +109,14 @@ extension StoreContext {
     ///
     /// Items go in batches of ``BulkImport/batchSize``: new versus existing
     /// is decided for a whole batch with one query, and each batch is one
-    /// save, one transaction log, written whole or not at all. Saves go
+    /// save, one transaction, written whole or not at all. Saves go
     /// through the store's writer, and reach the main context as they
     /// commit; the main context's reads never wait for them. Call it on a
     /// background context, from a task of its own:
     ///
     /// ```swift
     /// let importer = store.newBackgroundContext()
-    /// let summary = try await importer.importRecords(feed.items(for: schema.entity(named: "Quake")!),
+    /// let summary = try await importer.importRecords(feed.items(for: schema.entity(named: "Quake")!, requiring: "code"),
     ///                                                options: BulkImport(entity: "Quake", upsertKey: "code")) { progress in
     ///     print("\(progress.processed) of \(progress.total ?? 0)")
     /// }

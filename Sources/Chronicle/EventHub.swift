@@ -76,6 +76,7 @@ final class EventHub: Sendable {
     func finish() {
         let targets = state.withLock { state in
             state.finished = true
+            state.listeners.removeAll()
             defer { state.subscribers.removeAll() }
             return state.subscribers.values.compactMap(\.subscriber)
         }

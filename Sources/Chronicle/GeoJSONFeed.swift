@@ -59,13 +59,20 @@ public struct GeoJSONFeed: Sendable {
     /// The feed's features as import items for `entity`, in order; a
     /// feature that cannot be read is a malformed item naming its index,
     /// line and column.
-    public func items(for entity: Entity) -> [BulkImport.Item] {
+    ///
+    /// - Parameter key: an attribute every feature must have (not null),
+    ///   the upsert key: a feature without it is malformed.
+    public func items(for entity: Entity, requiring key: String? = nil) -> [BulkImport.Item] {
         var items: [BulkImport.Item] = []
         items.reserveCapacity(features.count)
         var positions: [String: JSONPosition]?
         for (index, feature) in features.enumerated() {
-            do {
-                items.append(.record(try Self.values(of: feature, for: entity), at: "feature \(index + 1)"))
+            do throws(ChronicleError) {
+                let values = try Self.values(of: feature, for: entity)
+                if let key, values[key]?.isNull ?? true {
+                    throw ChronicleError(.malformedFeed, "no \(key), the key to import by")
+                }
+                items.append(.record(values, at: "feature \(index + 1)"))
             } catch {
                 // Lines are counted only for a feed with a bad feature.
                 if positions == nil {

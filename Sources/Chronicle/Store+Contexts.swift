@@ -5,17 +5,21 @@ import GRDB
 
 /// What a store keeps of its contexts.
 struct ContextRegistry {
-    weak var main: StoreContext?
+    /// Held until the store closes (the context holds the store too).
+    var main: StoreContext?
     var contexts: UInt64 = 0
 }
 
 extension Store {
     /// The store's main context: the read side for UI code (see
-    /// ``StoreContext``). The same context is returned while anything holds
-    /// it; its merge policy is ``MergePolicy/storeTrumps``.
+    /// ``StoreContext``): always the same one, so that its options (``StoreContext/isReadOnly``,
+    /// ``StoreContext/mergePolicy``) hold for the store's life. Its merge
+    /// policy is ``MergePolicy/storeTrumps``.
     public nonisolated var mainContext: StoreContext {
         if let main = contexts.withLock({ $0.main }) { return main }
         let created = StoreContext(kind: .main, store: self, parent: nil, mergePolicy: .storeTrumps, seed: nextContextSeed())
+        // A closed store's context only reports that it is closed.
+        if isClosed { return created }
         return contexts.withLock { registry in
             if let main = registry.main { return main }
             registry.main = created

@@ -1257,12 +1257,16 @@ public actor Store {
             await withCheckedContinuation { idleWaiters.append($0) }
         }
         hub.finish()
+        // The main context and the store hold each other until now.
+        contexts.withLock { $0.main = nil }
         await reader.closeObservations()
         defer { folder.release() }
         try snapshot.close()
     }
 
     /// Throws ``ChronicleError/Code/closed`` once ``close()`` has begun.
+    nonisolated var isClosed: Bool { lifecycle.withLock { $0.closed } }
+
     private nonisolated func checkOpen() throws {
         if lifecycle.withLock({ $0.closed }) { throw StoreReader.closedError() }
     }

@@ -15,7 +15,7 @@ struct Import: AsyncParsableCommand {
             since 1970, as in the USGS feeds.
             A feature whose --upsert-key value is stored already updates that record (only the attributes that differ; \
             an unchanged feature writes nothing); others are inserted. The key must be declared unique on its own in the schema.
-            Features go in batches of --batch-size, each saved whole as one transaction (one log to upload). \
+            Features go in batches of --batch-size, each saved whole as one transaction. \
             An import interrupted (Ctrl-C, a crash) keeps the batches saved before it, and nothing of the one under way; \
             running it again finishes the job, since saved features are then unchanged.
             A feature that cannot be read is reported with its number, line and column, then skipped \
@@ -56,7 +56,7 @@ struct Import: AsyncParsableCommand {
             // Read before the store opens: a bad feed leaves no device folder behind.
             let bytes = try InputFile.bytes(of: feed, what: "feed", limit: Self.feedByteLimit)
             let parsed = try GeoJSONFeed(data: Data(bytes))
-            let items = parsed.items(for: target)
+            let items = parsed.items(for: target, requiring: upsertKey)
             let opened = try await device.open(schema: schema)
             let progress = ProgressLine("import", unit: "features", total: items.count)
             let summary: BulkImport.Summary

@@ -146,6 +146,8 @@ import Synchronization
                     // Each kept body's schema, when it is an earlier one.
                     try Self.addSchemaHashColumn(db, to: "_chronicle_outbox")
                     try Self.addSchemaHashColumn(db, to: "_chronicle_inherited")
+                    // Snapshots made before it lack the index of stored keys by record.
+                    try db.execute(sql: SnapshotTables.keysByRecordIndex)
                     if format < Self.format {
                         let recompute = try SnapshotTables.migrate(db, schema: tablesSchema, from: format)
                         var engine = MergeEngine(db: db, schema: tablesSchema, sql: EntitySQL.make(tablesSchema), origin: .imported)

@@ -71,6 +71,12 @@ package enum SnapshotTables {
         }
     }
 
+    /// The stored keys of a record are read and replaced at each of its
+    /// changes: without this index, each is a scan of every key of the
+    /// entity, and saving or importing n records with unique keys takes
+    /// time in n². Older snapshots get it when they are opened.
+    static let keysByRecordIndex = "CREATE INDEX IF NOT EXISTS _chronicle_keys_by_record ON _chronicle_keys (entity, id)"
+
     static func create(_ db: Database, schema: Schema) throws {
         try db.execute(sql: """
             CREATE TABLE _chronicle_identity (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
@@ -87,6 +93,7 @@ package enum SnapshotTables {
                 entity INTEGER NOT NULL, constraint_index INTEGER NOT NULL, key BLOB NOT NULL, id BLOB NOT NULL,
                 PRIMARY KEY (entity, constraint_index, key, id)
             ) WITHOUT ROWID;
+            \(keysByRecordIndex);
             CREATE TABLE _chronicle_outbox (
                 sequence INTEGER PRIMARY KEY NOT NULL, clock INTEGER NOT NULL, body BLOB NOT NULL,
                 log_first INTEGER, log_last INTEGER, uploaded INTEGER NOT NULL DEFAULT 0, schema_hash INTEGER

@@ -1,0 +1,276 @@
+import Chronicle
+import ChronicleCore
+import Foundation
+import Synchronization
+import Testing
+
+/// Bulk imports with upsert by a unique key, GeoJSON feeds, and
+/// `chronicle import` as a user runs it.
+@Suite(.timeLimit(.minutes(2))) struct BulkImportTests {
+    static let schema = GeoJSONFeed.sampleSchema
+    static var quake: Entity { schema.entity(named: "Quake")! }
+
+    struct Quake: ChronicleRecord, Equatable {
+        static let entityName = "Quake"
+        var id: RecordID
+        var code: String
+        var mag: Double?
+        var status: String?
+        var longitude: Double
+        var latitude: Double
+        var depth: Double?
+        var time: Date
+    }
+
+    struct Place {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-import-\(UUID().uuidString)")
+        let container: DirectoryContainer
+        init() throws { container = try DirectoryContainer(root: root.appendingPathComponent("shared"), create: true) }
+        func open(_ name: String = "device", schema: Schema = BulkImportTests.schema) async throws -> Store {
+            try await Store.open(Store.Configuration(schema: schema, directory: root.appendingPathComponent(name), container: container))
+        }
+        func remove() { try? FileManager.default.removeItem(at: root) }
+    }
+
+    static func count(_ store: Store) async throws -> Int {
+        try await store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Quake") ?? 0 }
+    }
+
+    @Test func aFeedIsInsertedThenUpdatedByItsKeyOneLogPerBatch() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let first = try GeoJSONFeed(data: GeoJSONFeed.sample(features: 500, seed: 7))
+        #expect(first.count == 500)
+        let reports = Mutex<[BulkImport.Progress]>([])
+        let importer = store.newBackgroundContext()
+        let summary = try await importer.importRecords(first.items(for: Self.quake), options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 100)) { step in
+            reports.withLock { $0.append(step) }
+        }
+        #expect(summary.isComplete && summary.malformed.isEmpty)
+        #expect(summary.progress.inserted == 500 && summary.progress.updated == 0 && summary.progress.batches == 5)
+        #expect(reports.withLock { $0.map(\.processed) } == [100, 200, 300, 400, 500])
+        #expect(reports.withLock { $0.allSatisfy { $0.total == 500 } })
+        #expect(try await Self.count(store) == 500)
+        // Another device gets every batch.
+        try await store.sync()
+        let other = try await place.open("other")
+        try await other.sync()
+        #expect(try await Self.count(other) == 500)
+
+        // The next download: some revised, some new, the rest as they were.
+        let second = try GeoJSONFeed(data: GeoJSONFeed.sample(features: 500, seed: 7, revision: 2))
+        let again = try await importer.importRecords(second.items(for: Self.quake), options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 100))
+        #expect(again.progress.inserted == 25)
+        #expect(again.progress.updated > 0 && again.progress.updated < 500)
+        #expect(again.progress.inserted + again.progress.updated + again.progress.unchanged == 525)
+        #expect(try await Self.count(store) == 525)
+        // What is stored is the feed's latest values.
+        let items = second.items(for: Self.quake)
+        let revised = try #require(items.first { $0.values["status"] == .string("reviewed") })
+        let stored = try #require(try await store.fetchAll(Quake.self, where: "code = ?", arguments: [revised.values["code"]!.databaseValueForTests]).first)
+        #expect(stored.mag.map(Value.double) == revised.values["mag"])
+        #expect(stored.status == "reviewed")
+        // A third run of the same feed changes nothing and writes no log.
+        _ = try await store.upload()
+        let third = try await importer.importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 100))
+        #expect(third.progress.unchanged == 525 && third.progress.batches == 0)
+        #expect(try await store.upload() == 0)
+    }
+
+    @Test func malformedFeaturesAreReportedWithTheirPositionAndSkippedOrStopTheImport() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let feed = """
+            {"type": "FeatureCollection", "features": [
+              {"type": "Feature", "properties": {"code": "a1", "mag": 1.5, "time": 1767225600000}, "geometry": {"type": "Point", "coordinates": [10, 20, 3]}},
+              {"type": "Feature", "properties": {"mag": 2.5, "time": 1767225600000}, "geometry": {"type": "Point", "coordinates": [10, 20, 3]}},
+              {"type": "Feature", "properties": {"code": "a3", "mag": "strong", "time": 1767225600000}, "geometry": {"type": "Point", "coordinates": [10, 20]}},
+              42,
+              {"type": "Feature", "properties": {"code": "a5", "mag": 0.5, "time": 1767225600000}, "geometry": {"type": "Point", "coordinates": [1, 2]}}
+            ]}
+            """
+        let items = try GeoJSONFeed(data: Data(feed.utf8)).items(for: Self.quake, requiring: "code")
+        let importer = store.newBackgroundContext()
+        let skipped = try await importer.importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 2))
+        #expect(skipped.isComplete)
+        #expect(skipped.progress.inserted == 2 && skipped.progress.skipped == 3 && skipped.progress.processed == 5)
+        #expect(skipped.malformed.map(\.position) == ["feature 2, line 3, column 3", "feature 3, line 4, column 3", "feature 4, line 5, column 3"])
+        #expect(skipped.malformed[0].reason.contains("code"))
+        #expect(skipped.malformed[1].reason.contains("mag"))
+        #expect(skipped.malformed[2].reason.contains("not a feature object"))
+        let a1 = try #require(try await store.fetchAll(Quake.self, where: "code = 'a1'").first)
+        #expect(a1.longitude == 10 && a1.latitude == 20 && a1.depth == 3)
+        #expect(a1.time == Date(timeIntervalSince1970: 1_767_225_600))
+
+        // Stopping: nothing from the malformed feature's batch on.
+        let other = try await place.open("stopping")
+        let stopped = try await other.newBackgroundContext().importRecords(
+            items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 1, onMalformed: .stop))
+        #expect(stopped.stoppedAt?.position == "feature 2, line 3, column 3")
+        #expect(!stopped.isComplete)
+        #expect(try await Self.count(other) == 1)
+    }
+
+    @Test func aCancelledImportLeavesWholeBatchesOnly() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let items = try GeoJSONFeed(data: GeoJSONFeed.sample(features: 1_000)).items(for: Self.quake)
+        let importer = store.newBackgroundContext()
+        let task = Task {
+            try await importer.importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 150)) { step in
+                if step.batches == 2 { withUnsafeCurrentTask { $0?.cancel() } }
+            }
+        }
+        let summary = try await task.value
+        #expect(summary.cancelled && !summary.isComplete)
+        #expect(summary.progress.inserted == 300)
+        #expect(try await Self.count(store) == 300)
+    }
+
+    @Test func itemsWithTheSameKeyInOneBatchAreOneRecord() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let time = Value.date(Timestamp(microsecondsSinceEpoch: 0))
+        let items: [BulkImport.Item] = [
+            .record(["code": "x", "mag": .double(1), "time": time, "longitude": .double(0), "latitude": .double(0)], at: "item 1"),
+            .record(["code": "x", "mag": .double(2)], at: "item 2"),
+        ]
+        let summary = try await store.newBackgroundContext().importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code"))
+        #expect(summary.progress.inserted == 1 && summary.progress.updated == 0)
+        #expect(try await store.fetchAll(Quake.self).map(\.mag) == [2])
+    }
+
+    @Test func importsAreRefusedWhereTheyCannotWork() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let context = store.newBackgroundContext()
+        let items: [BulkImport.Item] = []
+        func code(_ options: BulkImport, on context: StoreContext) async -> ChronicleError.Code? {
+            do {
+                _ = try await context.importRecords(items, options: options)
+                return nil
+            } catch {
+                return (error as? ChronicleError)?.code
+            }
+        }
+        #expect(await code(BulkImport(entity: "Quake", upsertKey: "net"), on: context) == .misuse)
+        #expect(await code(BulkImport(entity: "Quake", upsertKey: "nope"), on: context) == .unknownAttribute)
+        #expect(await code(BulkImport(entity: "Nope", upsertKey: "code"), on: context) == .unknownEntity)
+        #expect(await code(BulkImport(entity: "Quake", upsertKey: "code", batchSize: 0), on: context) == .misuse)
+        #expect(await code(BulkImport(entity: "Quake", upsertKey: "code"), on: store.mainContext.newChildContext()) == .misuse)
+        store.mainContext.isReadOnly = true
+        #expect(await code(BulkImport(entity: "Quake", upsertKey: "code"), on: store.mainContext) == .readOnlyContext)
+        // A batch the store refuses names its items, and batches before it stay.
+        let time = Value.date(Timestamp(microsecondsSinceEpoch: 0))
+        let bad: [BulkImport.Item] = [
+            .record(["code": "ok", "time": time, "longitude": .double(0), "latitude": .double(0)], at: "item 1"),
+            .record(["code": "no time", "longitude": .double(0), "latitude": .double(0)], at: "item 2"),
+        ]
+        do {
+            _ = try await context.importRecords(bad, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 1))
+            Issue.record("a record without its required time was imported")
+        } catch let error as ChronicleError {
+            #expect(error.code == .missingValue)
+            #expect(error.message.contains("item 2"))
+        }
+        #expect(try await store.fetchAll(Quake.self).map(\.code) == ["ok"])
+    }
+
+    @Test func theMainContextIsRefreshedAndAnsweringWhileAnImportRuns() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let first = try GeoJSONFeed(data: GeoJSONFeed.sample(features: 300, seed: 3)).items(for: Self.quake)
+        let importer = store.newBackgroundContext()
+        _ = try await importer.importRecords(first, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 100))
+        let main = store.mainContext
+        let held = try await main.fetchAll(Quake.self, orderedBy: [.ascending("code")])
+        #expect(held.count == 300)
+        let revised = try GeoJSONFeed(data: GeoJSONFeed.sample(features: 300, seed: 3, revision: 2)).items(for: Self.quake)
+        let reads = Mutex(0)
+        let reader = Task {
+            while !Task.isCancelled {
+                _ = try await main.fetchAll(Quake.self, where: "mag > ?", arguments: [3.0])
+                reads.withLock { $0 += 1 }
+            }
+        }
+        while reads.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        let summary = try await importer.importRecords(revised, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 50))
+        #expect(summary.progress.updated > 0)
+        reader.cancel()
+        _ = try? await reader.value
+        // Every record the main context holds shows what is stored now.
+        for quake in try await store.fetchAll(Quake.self) where held.contains(where: { $0.id == quake.id }) {
+            #expect(try await main.fetch(Quake.self, id: quake.id) == quake)
+        }
+    }
+
+    @Test func aFeedThatIsNotGeoJSONIsRefusedWithItsPosition() throws {
+        func code(_ text: String) -> (ChronicleError.Code?, String) {
+            do {
+                _ = try GeoJSONFeed(data: Data(text.utf8))
+                return (nil, "")
+            } catch {
+                return ((error as? ChronicleError)?.code, (error as? ChronicleError)?.message ?? "")
+            }
+        }
+        let notJSON = code("{\"type\": \"FeatureCollection\",\n \"features\": [,]}")
+        #expect(notJSON.0 == .malformedFeed && notJSON.1.contains("line 2"))
+        #expect(code("[1, 2]").0 == .malformedFeed)
+        #expect(code("{\"type\": \"Feature\"}").0 == .malformedFeed)
+        #expect(code("{\"type\": \"FeatureCollection\"}").0 == .malformedFeed)
+        #expect(GeoJSONFeed.sample(features: 50, seed: 9, revision: 3) == GeoJSONFeed.sample(features: 50, seed: 9, revision: 3))
+    }
+
+    // MARK: The command line
+
+    @Test(.enabled(if: CrashSafetyTests.binary != nil, "needs the chronicle binary: swift build --build-tests"))
+    func chronicleImportReportsProgressAndWhatItDid() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-import-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        let feed = root.appendingPathComponent("quakes.geojson").path
+        let schema = root.appendingPathComponent("quakes.schema.json").path
+        let made = try CLIErrorTests.run(["sample-feed", "--features", "2000", "--output", feed, "--schema-out", schema])
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(try Schema(json: Data(contentsOf: URL(fileURLWithPath: schema))) == Self.schema)
+        let shared = root.appendingPathComponent("shared").path
+        #expect(try CLIErrorTests.run(["init", "--container", shared]).status == 0)
+        let device = ["--device-dir", root.appendingPathComponent("dev").path, "--container", shared, "--schema", schema]
+        // Piped progress: plain lines, never a carriage return.
+        let run = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", "--batch-size", "500", feed],
+                                        environment: ["CHRONICLE_PROGRESS_SECONDS": "0"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(String(decoding: run.stdout, as: UTF8.self) == "imported 2000 features: 2000 inserted, 0 updated, 0 unchanged, 0 skipped, in 4 saved batches\n")
+        #expect(run.stderr.contains("import: 500/2000 features") && !run.stderr.contains("\r"))
+        // Again, as JSON: nothing to do.
+        let again = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", feed, "--json"])
+        let json = try #require(try JSONSerialization.jsonObject(with: again.stdout) as? [String: Any])
+        #expect(json["unchanged"] as? Int == 2000 && json["batches"] as? Int == 0)
+        // A malformed feature stops the import under --on-malformed stop (exit 1).
+        let bad = root.appendingPathComponent("bad.geojson").path
+        try Data(#"{"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {"mag": 1}}]}"#.utf8).write(to: URL(fileURLWithPath: bad))
+        let stopped = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", "--on-malformed", "stop", bad])
+        #expect(stopped.status == 1)
+        #expect(String(decoding: stopped.stdout, as: UTF8.self).contains("stopped at feature 1, line 1, column 44: no code"))
+        // Bad usage and a feed that is not JSON: clear errors, nothing imported.
+        #expect(try CLIErrorTests.run(["import"] + device + ["--upsert-key", "net", feed]).status == 1)
+        try Data("not json".utf8).write(to: URL(fileURLWithPath: bad))
+        let notJSON = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", bad])
+        #expect(notJSON.status == 1 && notJSON.stderr.contains("malformedFeed"))
+        #expect(try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", "--batch-size", "0", feed]).status == 2)
+    }
+}
+
+extension Value {
+    /// The value as an SQL argument, for queries in tests.
+    var databaseValueForTests: String {
+        if case .string(let s) = self { return s }
+        return "\(self)"
+    }
+}
