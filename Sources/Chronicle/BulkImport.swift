@@ -71,10 +71,12 @@ public struct BulkImport: Sendable, Hashable {
         public var processed: Int
         /// Items in the feed, when known.
         public var total: Int?
-        /// Records inserted, updated, and found unchanged so far (items
-        /// of one batch with the same key are one record).
+        /// Records inserted so far (items of one batch with the same key
+        /// are one record).
         public var inserted: Int
+        /// Records updated so far: stored before, with an attribute that differed.
         public var updated: Int
+        /// Records found as the feed has them, which wrote nothing.
         public var unchanged: Int
         /// Malformed items skipped so far.
         public var skipped: Int

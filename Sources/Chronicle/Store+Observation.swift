@@ -94,7 +94,7 @@ extension Store {
     }
 
     /// `SELECT *` of an entity's records, filtered and ordered (then by ID).
-    static func recordSQL(_ entity: Entity, filter: String?, order: [RecordOrder]) throws -> String {
+    static func recordSQL(_ entity: Entity, filter: String?, order: [RecordOrder], limit: Int? = nil) throws -> String {
         var terms: [String] = []
         for o in order {
             guard entity.field(named: o.field) != nil else {
@@ -103,7 +103,9 @@ extension Store {
             terms.append("\(o.field.quotedDatabaseIdentifier)\(o.descending ? " DESC" : "")")
         }
         terms.append("id")
+        if let limit, limit < 0 { throw ChronicleError(.misuse, "a fetch's limit must not be negative, not \(limit)") }
         return "SELECT * FROM \(entity.name.quotedDatabaseIdentifier)" + (filter.map { " WHERE \($0)" } ?? "") + " ORDER BY " + terms.joined(separator: ", ")
+            + (limit.map { " LIMIT \($0)" } ?? "")
     }
 
     /// Where observations deliver their values (not the main queue, which

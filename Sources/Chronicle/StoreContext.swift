@@ -246,10 +246,11 @@ public final class StoreContext: Sendable {
     ///   - filter: an SQL condition on the entity's fields, with its
     ///     `arguments`; nil for every record.
     ///   - order: the fields to order by, then the record ID.
+    ///   - limit: the most records to read from the store; nil for all.
     public func fetchAll<R: ChronicleRecord>(_ type: R.Type, where filter: String? = nil, arguments: StatementArguments = [],
-                                             orderedBy order: [RecordOrder] = []) async throws -> [R] {
+                                             orderedBy order: [RecordOrder] = [], limit: Int? = nil) async throws -> [R] {
         let entity = try checkedEntity(R.entityName)
-        let sql = try Store.recordSQL(entity, filter: filter, order: order)
+        let sql = try Store.recordSQL(entity, filter: filter, order: order, limit: limit)
         var attempt = 0
         while true {
             attempt += 1

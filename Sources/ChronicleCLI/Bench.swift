@@ -18,13 +18,13 @@ struct Bench: AsyncParsableCommand {
 struct ScenarioBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scenarios",
-        abstract: "Save, replay, cold start, bytes, scaling, convergence and memory, against plain SQLite and the targets.",
+        abstract: "Save, replay, cold start, bytes, scaling, convergence, memory and bulk import, against plain SQLite and the targets.",
         discussion: "Exit status 0 whether targets are met or not; each is reported as met or missed with its ratio.")
 
     @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue; more than 0, at most 100).")
     var scale: Double = 1
 
-    @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), bytes, scaling, convergence.")
+    @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), bytes, scaling, convergence, import (a bulk import with a UI reading beside it).")
     var only: [String] = []
 
     @Option(help: "Write the results into this markdown file, between its scenario markers.")
@@ -32,7 +32,7 @@ struct ScenarioBench: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
-    static let scenarios = ["save", "replay", "bytes", "scaling", "convergence"]
+    static let scenarios = ["save", "replay", "bytes", "scaling", "convergence", "import"]
 
     /// The text of the markdown file at `path` (empty if there is none yet):
     /// a file that cannot be read, or is not UTF-8, is refused rather than
@@ -78,6 +78,7 @@ struct ScenarioBench: AsyncParsableCommand {
                 case "bytes": targets += try bench.bytes()
                 case "scaling": targets += try await bench.scaling()
                 case "convergence": targets += try await bench.convergence()
+                case "import": targets += try await bench.importFeed()
                 default: throw ValidationError("unknown scenario \(name)")
                 }
             }
