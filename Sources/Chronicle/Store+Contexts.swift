@@ -51,11 +51,11 @@ extension Store {
     /// Calls `body` with the record events of every save and import as it
     /// commits, on the task that committed it. Returns a token for
     /// ``stopListening(_:)``.
-    nonisolated func listen(_ body: @escaping @Sendable ([RecordEvent]) -> Void) -> UInt64 {
+    package nonisolated func listen(_ body: @escaping @Sendable ([RecordEvent]) -> Void) -> UInt64 {
         hub.listen(body)
     }
 
-    nonisolated func stopListening(_ token: UInt64) {
+    package nonisolated func stopListening(_ token: UInt64) {
         hub.stopListening(token)
     }
 

@@ -48,6 +48,20 @@ import Testing
         #expect(try Self.swiftBlocks("README.md").contains(example), "README.md lacks the code of Tests/DocumentationTests/ManagerExample.swift")
     }
 
+    @Test func theReadmeShowsTheCompiledContextExample() throws {
+        let example = try Self.compiledExample("ContextExample.swift", "CONTEXT EXAMPLE")
+        #expect(try Self.swiftBlocks("README.md").contains(example), "README.md lacks the code of Tests/DocumentationTests/ContextExample.swift")
+    }
+
+    @Test(.timeLimit(.minutes(1))) func theContextExampleRuns() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-context-example-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let schema = try Schema(json: Data(#"{"version": 1, "entities": [{"name": "Book", "attributes": [{"name": "title", "type": "string"}, {"name": "pages", "type": "int64"}]}]}"#.utf8))
+        let (screens, pages) = try await contextExample(schema: schema, root: root)
+        #expect(screens == [[], ["Kindred"], ["Kindred (graphic novel)"]])
+        #expect(pages == 288)
+    }
+
     @Test func theManagerExampleRuns() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-manager-example-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
