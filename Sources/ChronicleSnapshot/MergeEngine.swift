@@ -41,6 +41,10 @@ struct MergeEngine {
     private var stateCache: [RecordKey: RecordState] = [:]
     /// Records that had no state (so no row) before this transaction.
     private var created: Set<RecordKey> = []
+    /// Created records not refreshed yet: no row, no stored keys.
+    private var untouched: Set<RecordKey> = []
+    /// New records whose keys no other record held when a save checked them.
+    private var alone: Set<RecordKey> = []
     /// Per entity, the largest record ID `_chronicle_records` held a state
     /// for when this engine first looked (zero if none). Record IDs are
     /// time-ordered, so a new record's ID is almost always larger, and its
@@ -123,6 +127,7 @@ struct MergeEngine {
                 let state = merged(RecordState())
                 if try insertStateIfAbsent(entity, id, state) {
                     created.insert(key)
+                    untouched.insert(key)
                     stateCache[key] = state
                     schedule(entity, id)
                     return
@@ -130,7 +135,10 @@ struct MergeEngine {
             }
         }
         if loaded == nil { loaded = try loadState(entity, id) }
-        if loaded == nil { created.insert(key) }
+        if loaded == nil {
+            created.insert(key)
+            untouched.insert(key)
+        }
         let before = loaded ?? RecordState()
         let state = merged(before)
         guard state != before else { return }
@@ -154,7 +162,10 @@ struct MergeEngine {
             }
         }
         if loaded == nil { loaded = try loadState(entity, id) }
-        if loaded == nil { created.insert(key) }
+        if loaded == nil {
+            created.insert(key)
+            untouched.insert(key)
+        }
         let before = loaded ?? RecordState()
         var state = before
         state.join(incoming)
@@ -221,12 +232,41 @@ struct MergeEngine {
         var visiting: Set<RecordKey> = []
         // The row before de-duplication; visible if this record survives it.
         let pre = try preShadowRow(entity, id, &visiting)
-        let desired = try pre.flatMap { try survivor(entity, id, row: $0) == id ? $0 : nil }
         let key = RecordKey(entity: entity, id: id)
+        // A record new in this transaction, refreshed for the first time,
+        // has no row and no stored keys. If no other record holds any of its
+        // keys, it is visible, clashes with nothing, and nothing reads its
+        // keys yet: store its keys and row, and only its referrers (records
+        // that named it before it existed) need a refresh. Most inserts take
+        // this path: one lookup per key instead of a lookup, a clash check
+        // and a dependents scan.
+        let first = untouched.remove(key) != nil
+        let checked = alone.remove(key) != nil
+        if first, let pre {
+            let newKeys = keys(of: e, row: pre)
+            var alone = true
+            if !checked {
+                for (c, k) in newKeys where !(try keyGroup(entity, c, k).isEmpty) {
+                    alone = false
+                    break
+                }
+            }
+            if alone {
+                for (c, k) in newKeys {
+                    try db.cachedStatement(sql: "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)").execute(arguments: [entity, c, Data(k), id])
+                }
+                try write(entity, id, pre, replacing: false)
+                created.remove(key)
+                events.append(RecordEvent(entity: e.name, recordID: id, kind: .inserted, origin: origin))
+                if sql[entity].isReferenced { try scheduleReferrers(of: id) }
+                return
+            }
+        }
+        let desired = try pre.flatMap { try survivor(entity, id, row: $0) == id ? $0 : nil }
         // A record first seen in this transaction has no row yet, unless an
         // earlier refresh in it wrote one.
         let current = created.contains(key) ? nil : try currentRow(entity, id)
-        let oldKeys = try storedKeys(entity, id)
+        let oldKeys = first ? [:] : try storedKeys(entity, id)
         let newKeys = pre.map { keys(of: e, row: $0) } ?? [:]
         if newKeys != oldKeys {
             try db.cachedStatement(sql: "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?").execute(arguments: [entity, id])
@@ -406,6 +446,25 @@ struct MergeEngine {
             if !hasNull { result[c] = w.bytes }
         }
         return result
+    }
+
+    /// Whether no record holds any unique key of a new record with these
+    /// values (every field given, in field order, as an insert's are once
+    /// its defaults are filled in): then no visible record has them either.
+    func keysAreFree(entity: Int, values: [(field: Int, value: Value)]) throws -> Bool {
+        let e = schema.entities[entity]
+        guard values.count == e.fields.count else { return false }
+        for (c, k) in keys(of: e, row: values.map(\.value.databaseValue)) where !(try keyGroup(entity, c, k).isEmpty) {
+            return false
+        }
+        return true
+    }
+
+    /// Notes that a save found the keys of a record it inserts free
+    /// (``keysAreFree(entity:values:)``), just before applying the insert:
+    /// its refresh need not look again.
+    mutating func noteKeysFree(entity: Int, id: RecordID) {
+        alone.insert(RecordKey(entity: entity, id: id))
     }
 
     private func keyGroup(_ entity: Int, _ constraint: Int, _ key: [UInt8]) throws -> [RecordID] {

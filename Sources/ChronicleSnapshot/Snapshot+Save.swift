@@ -48,7 +48,8 @@ extension Snapshot {
                 // again once the whole save is applied.
                 var invisible: [(Change, Int)] = []
                 for change in changes {
-                    let (entity, values, complete) = try validate(change, inserted: inserted, db)
+                    let (entity, values, complete, keysFree) = try validate(change, inserted: inserted, db, engine: engine)
+                    if keysFree { engine.noteKeysFree(entity: entity, id: change.recordID) }
                     // A record and the duplicates merged into it are one
                     // record to the app: a delete or a key change of it is
                     // one of them all, so no duplicate comes back.
@@ -105,7 +106,10 @@ extension Snapshot {
         let id: RecordID
     }
 
-    private func validate(_ change: Change, inserted: Set<InsertedRecord>, _ db: Database) throws -> (Int, [(field: Int, value: Value)], Change) {
+    /// The last value says the change is an insert whose unique keys no
+    /// record holds (so the unique check needed no other query).
+    private func validate(_ change: Change, inserted: Set<InsertedRecord>, _ db: Database,
+                          engine: MergeEngine) throws -> (Int, [(field: Int, value: Value)], Change, Bool) {
         guard let entityIndex = schema.entityIndex(named: change.entity) else {
             throw ChronicleError(.unknownEntity, "no entity named \(change.entity)")
         }
@@ -169,8 +173,12 @@ extension Snapshot {
             }
             try checkDeny(entity, change.recordID, db)
         }
+        // An insert whose keys no record holds, visible or not, clashes with none.
+        if change.kind == .insert, !entity.uniqueConstraints.isEmpty, try engine.keysAreFree(entity: entityIndex, values: values) {
+            return (entityIndex, values, complete, true)
+        }
         try checkUnique(entity, change, values, db)
-        return (entityIndex, values, complete)
+        return (entityIndex, values, complete, false)
     }
 
     /// Whether a change of a visible record also applies to the duplicates
@@ -205,7 +213,9 @@ extension Snapshot {
     /// key. The error names the key's values and the record that has them.
     private func checkUnique(_ entity: Entity, _ change: Change, _ values: [(field: Int, value: Value)], _ db: Database) throws {
         guard change.kind != .delete, !entity.uniqueConstraints.isEmpty else { return }
-        let current = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM \(quoted(entity.name)) WHERE id = ?"), arguments: [change.recordID])
+        // An insert gives every field (defaults filled in) of a record that does not exist.
+        let current = change.kind == .insert ? nil
+            : try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM \(quoted(entity.name)) WHERE id = ?"), arguments: [change.recordID])
         for key in entity.uniqueConstraints {
             var conditions: [String] = []
             var arguments: [DatabaseValue] = []
