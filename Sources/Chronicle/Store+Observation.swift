@@ -38,7 +38,7 @@ extension Store {
     /// The sequence fails with ``ChronicleError/Code/closed`` once the
     /// store is closed.
     public nonisolated func observe<T: Sendable>(_ fetch: @escaping @Sendable (Database) throws -> T) -> AsyncValueObservation<T> {
-        ValueObservation.tracking(fetch)
+        ValueObservation.tracking(reader.endingAtClose(fetch))
             .values(in: reader, scheduling: .async(onQueue: Self.observationQueue), bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -46,7 +46,7 @@ extension Store {
     /// the one before is not delivered again (a save that did not change
     /// what `fetch` reads, or a fetch the observation makes as it starts).
     public nonisolated func observe<T: Sendable & Equatable>(_ fetch: @escaping @Sendable (Database) throws -> T) -> AsyncValueObservation<T> {
-        ValueObservation.tracking(fetch).removeDuplicates()
+        ValueObservation.tracking(reader.endingAtClose(fetch)).removeDuplicates()
             .values(in: reader, scheduling: .async(onQueue: Self.observationQueue), bufferingPolicy: .bufferingNewest(1))
     }
 
@@ -71,10 +71,14 @@ extension Store {
     ///
     /// A list equal to the one before (the same records with the same
     /// values, compared by their encoding) is not delivered again.
+    ///
+    /// - Throws: ``ChronicleError/Code/closed`` after ``close()``; the
+    ///   errors of ``fetchAll(_:where:arguments:orderedBy:)``.
     public nonisolated func observeAll<R: ChronicleRecord>(_ type: R.Type, where filter: String? = nil, arguments: StatementArguments = [],
                                                            orderedBy order: [RecordOrder] = []) throws -> AsyncValueObservation<[R]> {
+        try checkOpen()
         let query = try recordQuery(R.self, filter: filter, arguments: arguments, order: order)
-        return ValueObservation.tracking(query)
+        return ValueObservation.tracking(reader.endingAtClose(query))
             .removeDuplicates { a, b in
                 guard a.count == b.count else { return false }
                 let encoder = JSONEncoder()

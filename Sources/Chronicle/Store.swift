@@ -1267,7 +1267,7 @@ public actor Store {
     /// Throws ``ChronicleError/Code/closed`` once ``close()`` has begun.
     nonisolated var isClosed: Bool { lifecycle.withLock { $0.closed } }
 
-    private nonisolated func checkOpen() throws {
+    nonisolated func checkOpen() throws {
         if lifecycle.withLock({ $0.closed }) { throw StoreReader.closedError() }
     }
 

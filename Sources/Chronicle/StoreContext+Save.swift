@@ -204,6 +204,7 @@ extension StoreContext {
                 }
                 var entry = held
                 entry.base = current
+                entry.underneath = [:]
                 entry.changed = entry.changed.filter { !Self.same(current[$0.key], $0.value) }
                 if !entry.hasChanges { entry.order = 0 }
                 s.entries[item.key] = entry
@@ -274,12 +275,15 @@ extension StoreContext {
                                          stored: current.filter { underneath.contains($0.key) }, inContext: [:])
             switch policy {
             case .error:
-                return change
+                // The save finds the conflict against the base; a rollback
+                // shows what is stored.
+                entry.underneath = current.filter { underneath.contains($0.key) }
             case .storeTrumps, .rollback:
                 entry = Entry(base: current)
                 change.dropped.append(conflict)
             case .memoryTrumps, .overwrite:
                 entry.base = current
+                entry.underneath = [:]
             }
         } else {
             // Values both sides agree on are no longer changes.
@@ -293,15 +297,19 @@ extension StoreContext {
             switch (policy, conflict) {
             case (_, nil), (.memoryTrumps, _), (.overwrite, _):
                 entry.base = current
+                entry.underneath = [:]
             case (.error, _):
                 // The conflicting attributes keep the base they were read
-                // with, so the save finds the conflict.
+                // with, so the save finds the conflict; what is stored for
+                // them is kept beside it.
                 var next = current
                 for name in overlap { next[name] = base[name] }
                 entry.base = next
+                entry.underneath = current.filter { overlap.contains($0.key) }
             case (.storeTrumps, let conflict?):
                 for name in overlap { entry.changed[name] = nil }
                 entry.base = current
+                entry.underneath = [:]
                 change.dropped.append(conflict)
             case (.rollback, let conflict?):
                 entry = Entry(base: current)

@@ -103,6 +103,11 @@ public final class StoreContext: Sendable {
         var base: [String: Value]?
         /// Attributes changed in this context.
         var changed: [String: Value] = [:]
+        /// Stored values of attributes that changed underneath and that
+        /// the context also changed, kept apart from the base under
+        /// ``MergePolicy/error`` so that the save still finds the conflict:
+        /// what the context shows once it drops its own change.
+        var underneath: [String: Value] = [:]
         /// Deleted in this context.
         var deleted = false
         /// When the record was first changed, to save in that order; 0 when unchanged.
@@ -113,7 +118,12 @@ public final class StoreContext: Sendable {
         /// What the context shows; nil once deleted.
         var view: [String: Value]? {
             if deleted { return nil }
-            return (base ?? [:]).merging(changed) { _, new in new }
+            return stored.merging(changed) { _, new in new }
+        }
+
+        /// What is underneath, as far as the context knows.
+        var stored: [String: Value] {
+            (base ?? [:]).merging(underneath) { _, new in new }
         }
     }
 
@@ -166,8 +176,9 @@ public final class StoreContext: Sendable {
         set { state.withLock { $0.mergePolicy = newValue } }
     }
 
-    /// Whether changes are refused (``ChronicleError/Code/readOnlyContext``).
-    /// Always true for a scratch context's saves, never for its changes.
+    /// Whether changes and saves are refused
+    /// (``ChronicleError/Code/readOnlyContext``). False unless set; a
+    /// scratch context takes changes, and refuses only saves.
     public var isReadOnly: Bool {
         get { state.withLock { $0.isReadOnly } }
         set { state.withLock { $0.isReadOnly = newValue } }
@@ -283,6 +294,13 @@ public final class StoreContext: Sendable {
         store.observe(fetch)
     }
 
+    /// Observes what `fetch` reads from the store's committed records,
+    /// without delivering a value equal to the one before; see
+    /// ``Store/observe(_:)``.
+    public func observe<T: Sendable & Equatable>(_ fetch: @escaping @Sendable (Database) throws -> T) -> AsyncValueObservation<T> {
+        store.observe(fetch)
+    }
+
     /// Observes the committed records of a Codable type; see
     /// ``Store/observeAll(_:where:arguments:orderedBy:)``.
     public func observeAll<R: ChronicleRecord>(_ type: R.Type, where filter: String? = nil, arguments: StatementArguments = [],
@@ -384,7 +402,7 @@ public final class StoreContext: Sendable {
                 throw ChronicleError(.recordNotFound, "no \(key) in this context")
             }
             for (name, value) in values {
-                if let base = entry.base, Self.same(base[name], value) {
+                if let base = entry.base, Self.same(base[name], value), entry.underneath[name] == nil {
                     entry.changed[name] = nil
                 } else {
                     entry.changed[name] = value
@@ -453,12 +471,13 @@ public final class StoreContext: Sendable {
         try await delete(R.entityName, id: id)
     }
 
-    /// Discards every change not saved yet; the records keep showing what
-    /// was read.
+    /// Discards every change not saved yet; the records show what is
+    /// stored, as far as the context knows (what it read, and what
+    /// automatic merges brought since).
     public func rollback() {
         state.withLock { s in
             for (key, entry) in s.entries {
-                if let base = entry.base { s.entries[key] = Entry(base: base) } else { s.entries[key] = nil }
+                if entry.base != nil { s.entries[key] = Entry(base: entry.stored) } else { s.entries[key] = nil }
             }
         }
     }

@@ -147,6 +147,18 @@ public final class StoreReader: DatabaseReader {
         }
     }
 
+    /// `fetch`, failing with ``ChronicleError/Code/closed`` once the store
+    /// begins to close. An observation that drops values equal to the one
+    /// before (`removeDuplicates`) delivers nothing when the store's
+    /// closing makes it fetch an unchanged value, so only a failing fetch
+    /// ends it.
+    func endingAtClose<T>(_ fetch: @escaping @Sendable (Database) throws -> T) -> @Sendable (Database) throws -> T {
+        { [self] db in
+            if closing.load(ordering: .acquiring) { throw ChronicleError(.closed, "the store was closed; this observation ended") }
+            return try fetch(db)
+        }
+    }
+
     // MARK: The store's side
 
     /// Moves every observation to `pool` (the device's new snapshot); each

@@ -231,6 +231,35 @@ import Testing
         }
     }
 
+    @Test func aRollbackAfterAConflictKeptByTheErrorPolicyShowsWhatIsStored() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let (store, id) = try await Self.storeWithNote(place)
+        let main = store.mainContext
+        main.mergePolicy = .error
+        try await main.update("Note", id: id, ["title": "mine"])
+        try await store.write { tx in tx.update("Note", id: id, ["title": "theirs", "words": 2]) }
+        // The conflict waits for the save; the other attribute is merged.
+        #expect(try await main.fetch(Note.self, id: id) == Note(id: id, title: "mine", words: 2, pinned: false))
+        main.rollback()
+        #expect(try await main.fetch(Note.self, id: id) == Note(id: id, title: "theirs", words: 2, pinned: false))
+        #expect(!main.hasChanges)
+        // Likewise for a record deleted in the context while it changed underneath.
+        try await main.delete("Note", id: id)
+        try await store.write { tx in tx.update("Note", id: id, ["title": "theirs again"]) }
+        #expect(try await main.fetch(Note.self, id: id) == nil)
+        main.rollback()
+        #expect(try await main.fetch(Note.self, id: id)?.title == "theirs again")
+        // Setting the value read back is a change while the stored one differs.
+        main.mergePolicy = .error
+        try await main.update("Note", id: id, ["words": 5])
+        try await store.write { tx in tx.update("Note", id: id, ["words": 6]) }
+        try await main.update("Note", id: id, ["words": 2])
+        #expect(try await main.fetch(Note.self, id: id)?.words == 2)
+        let error = await #expect(throws: ChronicleError.self) { try await main.save() }
+        #expect(error?.mergeConflicts.first?.attributes == ["words"])
+    }
+
     // MARK: Merge policies at save time
 
     /// The context changes title and words; underneath, title and pinned change.

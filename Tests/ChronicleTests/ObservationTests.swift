@@ -109,4 +109,34 @@ import Testing
         #expect(plain == [["a", "b", "d"], ["a", "b", "d", "e"]])
         try await store.close()
     }
+
+    /// Observations that drop equal values end with `closed` too: closing
+    /// makes them fetch a value equal to the last one, which they would
+    /// not deliver.
+    @Test(.timeLimit(.minutes(1))) func observationsThatDropEqualValuesEndWhenTheStoreCloses() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open("device")
+        try await store.write { tx in _ = tx.insert("Note", ["title": "a"]) }
+        func ending<S: AsyncSequence & Sendable>(_ values: S) -> Task<ChronicleError.Code?, Never> where S.Element: Sendable {
+            Task {
+                do {
+                    for try await _ in values {}
+                    return nil
+                } catch {
+                    return (error as? ChronicleError)?.code
+                }
+            }
+        }
+        let count = ending(store.observe { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") ?? 0 })
+        let notes = ending(try store.observeAll(Note.self))
+        let inContext = ending(store.mainContext.observe { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") ?? 0 })
+        // Each has read its first value.
+        try await Task.sleep(for: .milliseconds(200))
+        try await store.close()
+        #expect(await count.value == .closed)
+        #expect(await notes.value == .closed)
+        #expect(await inContext.value == .closed)
+        #expect(throws: ChronicleError.self) { _ = try store.observeAll(Note.self) }
+    }
 }
