@@ -166,15 +166,22 @@ extension StoreContext {
         batch.reserveCapacity(options.batchSize)
         var read = 0
         var reported = 0
+        var stoppedAt: BulkImport.Problem?
         func flush() async throws {
             guard !batch.isEmpty else { return }
-            let counts = try await store.upsert(batch, entity: entity, key: keyField.name)
-            state.processed = read
-            state.inserted += counts.inserted
-            state.updated += counts.updated
-            state.unchanged += counts.unchanged
-            state.batches += counts.inserted + counts.updated > 0 ? 1 : 0
+            let outcome = try await store.upsert(batch, entity: entity, key: keyField.name, stopAtProblem: options.onMalformed == .stop)
             batch.removeAll(keepingCapacity: true)
+            if outcome.stopped {
+                stoppedAt = outcome.problems.first
+                return
+            }
+            malformed += outcome.problems
+            state.skipped += outcome.problems.count
+            state.processed = read
+            state.inserted += outcome.inserted
+            state.updated += outcome.updated
+            state.unchanged += outcome.unchanged
+            state.batches += outcome.inserted + outcome.updated > 0 ? 1 : 0
             reported = read
             progress?(state)
         }
@@ -195,25 +202,31 @@ extension StoreContext {
             batch.append(item)
             if batch.count == options.batchSize {
                 try await flush()
+                if let stoppedAt { return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: stoppedAt, cancelled: false) }
             }
         }
         if Task.isCancelled {
             return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: nil, cancelled: true)
         }
         try await flush()
+        if let stoppedAt { return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: stoppedAt, cancelled: false) }
         state.processed = read
         if reported != read { progress?(state) }
         return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: nil, cancelled: false)
     }
 
-    /// Why a good-looking item cannot be imported: a missing key, or a name
-    /// the entity lacks.
+    /// Why a good-looking item cannot be imported: a missing key, a name
+    /// the entity lacks, a value of the wrong type or a null for a required
+    /// attribute.
     private static func problem(of item: BulkImport.Item, entity: Entity, key: Field) -> String? {
         guard let value = item.values[key.name], !value.isNull else {
             return "no \(key.name), the key to import by"
         }
-        for name in item.values.keys where entity.field(named: name) == nil {
-            return "\(entity.name) has no attribute \(name)"
+        for (name, value) in item.values.sorted(by: { $0.key < $1.key }) {
+            guard let field = entity.field(named: name) else { return "\(entity.name) has no attribute \(name)" }
+            if !field.accepts(value) {
+                return value.isNull ? "\(name) is required, and null here" : "\(name) is \(field.kind.withArticle), not \(value)"
+            }
         }
         return nil
     }
@@ -221,52 +234,113 @@ extension StoreContext {
 
 extension Store {
     /// Saves one batch of an import as one transaction: records whose key
-    /// is stored are updated with what differs, others inserted; an item
-    /// whose key an earlier item of the batch took updates that record.
-    func upsert(_ batch: [BulkImport.Item], entity: Entity, key: String) throws -> (inserted: Int, updated: Int, unchanged: Int) {
-        let keys = Array(Set(batch.compactMap { $0.values[key] }))
-        // Nothing commits between this read and the save: both run on the
-        // store's actor without suspending.
-        let existing: [Value: (RecordID, [String: Value])] = try reader.read { db in
-            var found: [Value: (RecordID, [String: Value])] = [:]
-            for start in stride(from: 0, to: keys.count, by: 500) {
-                let chunk = keys[start..<min(start + 500, keys.count)]
-                let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                let sql = "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(key.quotedDatabaseIdentifier) IN (\(marks))"
-                for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))) {
-                    guard let id = RecordID.fromDatabaseValue(row["id"]) else { continue }
-                    let values = try Store.values(row, entity: entity)
-                    if let k = values[key] { found[k] = (id, values) }
-                }
+    /// is stored are updated with what differs, others inserted. Items of
+    /// the batch with the same key are one record: their values folded in
+    /// order. Keys are compared byte for byte, as SQLite's unique index
+    /// compares them (two spellings of "café" are two keys).
+    ///
+    /// Which keys are stored is read inside the save's own transaction, so
+    /// a sync importing the same keys meanwhile cannot make the save clash.
+    ///
+    /// A record that would be inserted without a value for a required
+    /// attribute (one with no default) is a problem: left out, or, when
+    /// `stopAtProblem`, nothing of the batch is saved.
+    func upsert(_ batch: [BulkImport.Item], entity: Entity, key: String, stopAtProblem: Bool) throws -> UpsertOutcome {
+        // The batch's records by key, in the order of their first item.
+        var order: [ExactKey] = []
+        var records: [ExactKey: (position: String, key: Value, values: [String: Value])] = [:]
+        for item in batch {
+            guard let k = item.values[key] else { continue }
+            let exact = ExactKey(k)
+            if var record = records[exact] {
+                record.values.merge(item.values) { _, new in new }
+                records[exact] = record
+            } else {
+                order.append(exact)
+                records[exact] = (item.position, k, item.values)
             }
-            return found
         }
+        let required = entity.fields.filter { !$0.isOptional && $0.defaultValue == nil }
+        var outcome = UpsertOutcome()
         do {
-            return try write { tx in
-                enum Outcome { case inserted, updated, unchanged }
-                // Records of this batch by key, as the batch leaves them.
-                var seen: [Value: (id: RecordID, values: [String: Value], outcome: Outcome)] = [:]
-                for item in batch {
-                    guard let k = item.values[key] else { continue }
-                    if let record = seen[k] ?? existing[k].map({ (id: $0.0, values: $0.1, outcome: Outcome.unchanged) }) {
-                        let changed = item.values.filter { !StoreContext.same(record.values[$0.key], $0.value) }
-                        var outcome = record.outcome
-                        if !changed.isEmpty {
-                            tx.update(entity.name, id: record.id, changed)
-                            if outcome == .unchanged { outcome = .updated }
-                        }
-                        seen[k] = (record.id, record.values.merging(changed) { _, new in new }, outcome)
-                    } else {
-                        let id = tx.insert(entity.name, item.values)
-                        seen[k] = (id, item.values, .inserted)
+            _ = try writeAtomically { tx, db in
+                let stored = try Self.stored(order.map { records[$0]!.key }, of: entity, key: key, db)
+                var problems: [BulkImport.Problem] = []
+                for k in order where stored[k] == nil {
+                    let record = records[k]!
+                    if let missing = required.first(where: { record.values[$0.name] == nil }) {
+                        problems.append(BulkImport.Problem(position: record.position, reason: "\(missing.name) is required, and a new \(entity.name) needs it"))
                     }
                 }
-                let outcomes = seen.values.map(\.outcome)
-                return (outcomes.count { $0 == .inserted }, outcomes.count { $0 == .updated }, outcomes.count { $0 == .unchanged })
+                outcome.problems = problems
+                if stopAtProblem, !problems.isEmpty {
+                    // Nothing of the batch: no change is made.
+                    outcome.stopped = true
+                    return
+                }
+                let refused = Set(problems.map(\.position))
+                for k in order {
+                    let record = records[k]!
+                    if let (id, old) = stored[k] {
+                        let changed = record.values.filter { !StoreContext.same(old[$0.key], $0.value) }
+                        if changed.isEmpty {
+                            outcome.unchanged += 1
+                        } else {
+                            tx.update(entity.name, id: id, changed)
+                            outcome.updated += 1
+                        }
+                    } else if !refused.contains(record.position) {
+                        tx.insert(entity.name, record.values)
+                        outcome.inserted += 1
+                    }
+                }
             }
         } catch let error as ChronicleError {
             let range = batch.count == 1 ? batch[0].position : "\(batch[0].position) to \(batch[batch.count - 1].position)"
-            throw ChronicleError(error.code, "the batch from \(range) was not saved: \(error.message)", underlying: error.underlying)
+            let advice = error.code == .sizeOverCap ? "; import in smaller batches" : ""
+            throw ChronicleError(error.code, "the batch from \(range) was not saved: \(error.message)\(advice)", underlying: error.underlying)
         }
+        return outcome
+    }
+
+    /// The stored records holding `keys`, by key, read on `db`.
+    private static func stored(_ keys: [Value], of entity: Entity, key: String, _ db: Database) throws -> [ExactKey: (RecordID, [String: Value])] {
+        var found: [ExactKey: (RecordID, [String: Value])] = [:]
+        for start in stride(from: 0, to: keys.count, by: 500) {
+            let chunk = keys[start..<min(start + 500, keys.count)]
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            let sql = "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(key.quotedDatabaseIdentifier) IN (\(marks))"
+            for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))) {
+                guard let id = RecordID.fromDatabaseValue(row["id"]) else { continue }
+                let values = try Store.values(row, entity: entity)
+                if let k = values[key] { found[ExactKey(k)] = (id, values) }
+            }
+        }
+        return found
+    }
+
+    /// A key value compared as SQLite compares it: text byte for byte
+    /// (Swift's `String` equality would join two spellings of one word).
+    struct ExactKey: Hashable {
+        private enum Storage: Hashable {
+            case text([UInt8])
+            case other(Value)
+        }
+        private let storage: Storage
+
+        init(_ value: Value) {
+            if case .string(let s) = value { storage = .text(Array(s.utf8)) } else { storage = .other(value) }
+        }
+    }
+
+    /// What saving one batch of an import did.
+    struct UpsertOutcome: Sendable {
+        var inserted = 0
+        var updated = 0
+        var unchanged = 0
+        /// Items left out.
+        var problems: [BulkImport.Problem] = []
+        /// Nothing was saved: the first problem stops the import.
+        var stopped = false
     }
 }

@@ -93,7 +93,7 @@ public struct MergeConflicts: Error, Sendable, CustomStringConvertible {
     /// Every conflict, ordered by record.
     public var conflicts: [MergeConflict]
 
-    public var description: String { conflicts.map(\.description).joined(separator: "; ") }
+    public var description: String { "\(conflicts.count) conflict\(conflicts.count == 1 ? "" : "s")" }
 }
 
 extension ChronicleError {

@@ -88,7 +88,11 @@ extension Store {
     /// over what is stored now by `policy`, all or nothing. Returns the
     /// records as stored after it.
     func saveContext(_ pending: [StoreContext.Pending], policy: MergePolicy) throws -> StoreContext.Outcome {
-        let (counts, _) = try writeReporting { tx -> (Int, [MergeConflict]) in
+        let schema = configuration.schema
+        var rows: [RecordReference: [String: Value]] = [:]
+        // Compared and saved in one SQLite transaction: nothing (a sync's
+        // import included) commits between the comparison and the save.
+        let (counts, _) = try writeAtomically({ tx, _ -> (Int, [MergeConflict]) in
             var refused: [MergeConflict] = []
             var resolved: [MergeConflict] = []
             var saved = 0
@@ -114,9 +118,16 @@ extension Store {
             }
             if !refused.isEmpty { throw StoreContext.refusal(refused) }
             return (saved, resolved)
+        }, finish: { db in
+            // The records as this save leaves them: the contexts' new base.
+            for item in pending {
+                if let row = try Store.row(db, schema: schema, entity: item.key.entity, id: item.key.id) { rows[item.key] = row }
+            }
+        })
+        if counts.0 == 0 {
+            // Nothing was written: the records as they are now.
+            rows = try storedValuesNow(pending.map(\.key))
         }
-        // Nothing commits in between: this runs on the store's actor.
-        let rows = try storedValuesNow(pending.map(\.key))
         return StoreContext.Outcome(saved: counts.0, resolved: counts.1, rows: rows)
     }
 }

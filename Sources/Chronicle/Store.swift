@@ -629,6 +629,40 @@ public actor Store {
         return (result, saved)
     }
 
+    /// Like ``writeReporting(_:)``, but `body` runs inside the save's own
+    /// SQLite transaction, with its database: what it reads there (and the
+    /// transaction's `currentRow`) is what the save applies to, with no
+    /// commit in between, not even a sync's import, which commits off the
+    /// store's actor. `finish` runs after the changes are applied, before
+    /// the commit.
+    func writeAtomically<T>(_ body: (inout WriteTransaction, Database) throws -> T,
+                            finish: (Database) throws -> Void = { _ in }) throws -> (value: T, save: Snapshot.SaveResult?) {
+        try checkOpen()
+        let now = configuration.clock.nowMilliseconds()
+        let schema = configuration.schema
+        var generator = ids
+        var result: T?
+        let saved = try snapshot.save(physicalMilliseconds: now, maxBodyBytes: configuration.limits.maxBodyBytes, building: { db in
+            var tx = WriteTransaction(schema: schema, ids: generator, milliseconds: now) { entity, id in
+                try Store.row(db, schema: schema, entity: entity, id: id)
+            }
+            result = try body(&tx, db)
+            generator = tx.generator
+            return try tx.checkedChanges()
+        }, finish: finish)
+        ids = generator
+        if let saved { hub.publish(saved.events) }
+        return (result!, saved)
+    }
+
+    /// A record's values, read on `db`, or nil.
+    static func row(_ db: Database, schema: Schema, entity name: String, id: RecordID) throws -> [String: Value]? {
+        guard let entity = schema.entity(named: name) else {
+            throw ChronicleError(.unknownEntity, "no entity named \(name)")
+        }
+        return try Row.fetchOne(db, sql: "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE id = ?", arguments: [id]).map { try values($0, entity: entity) }
+    }
+
     // MARK: Reading
 
     /// Runs `body` on a read-only connection to the snapshot, beside any

@@ -27,9 +27,11 @@ extension StoreContext {
         await saving.enter()
         defer { saving.leave() }
         let (pending, policy) = state.withLock { s in
-            (s.entries.filter { $0.value.hasChanges }.sorted { $0.value.order < $1.value.order }.map { Pending(key: $0.key, entry: $0.value) },
-             s.mergePolicy)
+            let pending = s.entries.filter { $0.value.hasChanges }.sorted { $0.value.order < $1.value.order }.map { Pending(key: $0.key, entry: $0.value) }
+            s.saving = Set(pending.map(\.key))
+            return (pending, s.mergePolicy)
         }
+        defer { state.withLock { $0.saving = [] } }
         guard !pending.isEmpty else { return SaveResult(savedRecords: 0, resolved: []) }
         let outcome: Outcome
         if let parent {
@@ -165,9 +167,15 @@ extension StoreContext {
                     s.entries[key] = entry
                 case .delete:
                     guard var entry = s.entries[key] else { continue }
-                    if entry.base == nil {
+                    if entry.base == nil, !s.saving.contains(key) {
                         s.entries[key] = nil
                     } else {
+                        // A save of this context under way may be inserting
+                        // it: then it is deleted by the next save.
+                        if entry.base == nil {
+                            entry.base = entry.changed
+                            entry.changed = [:]
+                        }
                         entry.deleted = true
                         entry.changed = [:]
                         if entry.order == 0 { entry.order = s.stamp() }
@@ -199,7 +207,7 @@ extension StoreContext {
                     continue
                 }
                 if held == item.entry {
-                    s.entries[item.key] = Entry(base: current)
+                    s.entries[item.key] = Entry(base: current, delivered: held.delivered)
                     continue
                 }
                 var entry = held
@@ -279,7 +287,7 @@ extension StoreContext {
                 // shows what is stored.
                 entry.underneath = current.filter { underneath.contains($0.key) }
             case .storeTrumps, .rollback:
-                entry = Entry(base: current)
+                entry = Entry(base: current, delivered: entry.delivered)
                 change.dropped.append(conflict)
             case .memoryTrumps, .overwrite:
                 entry.base = current
@@ -312,7 +320,7 @@ extension StoreContext {
                 entry.underneath = [:]
                 change.dropped.append(conflict)
             case (.rollback, let conflict?):
-                entry = Entry(base: current)
+                entry = Entry(base: current, delivered: entry.delivered)
                 change.dropped.append(conflict)
             }
         }

@@ -112,6 +112,11 @@ public final class StoreContext: Sendable {
         var deleted = false
         /// When the record was first changed, to save in that order; 0 when unchanged.
         var order: UInt64 = 0
+        /// The record as the context last handed it out as a typed record:
+        /// what ``StoreContext/update(_:)-(R)`` compares a record with, so
+        /// that a field the app did not change (and that changed
+        /// underneath since) is not written back.
+        var delivered: [String: Value]?
 
         var hasChanges: Bool { deleted || base == nil || !changed.isEmpty }
 
@@ -137,6 +142,8 @@ public final class StoreContext: Sendable {
         /// Counts the store's commits seen, so a read that raced one is
         /// not kept as what the context holds.
         var epoch: UInt64 = 0
+        /// Records a save under way is writing.
+        var saving: Set<RecordReference> = []
         var subscribers: [UInt64: AsyncStream<Change>.Continuation] = [:]
         var nextSubscriber: UInt64 = 0
 
@@ -245,8 +252,16 @@ public final class StoreContext: Sendable {
     /// A record of a Codable type as this context shows it, or nil.
     public func fetch<R: ChronicleRecord>(_ type: R.Type, id: RecordID) async throws -> R? {
         let entity = try checkedEntity(R.entityName)
-        guard let values = try await view(RecordReference(entity.name, id)) else { return nil }
-        return try RecordCoding.record(R.self, id: id, values: values, entity: entity)
+        let key = RecordReference(entity.name, id)
+        guard let values = try await view(key) else { return nil }
+        let record = try RecordCoding.record(R.self, id: id, values: values, entity: entity)
+        delivered(key, values)
+        return record
+    }
+
+    /// Notes what the app was handed for a record.
+    private func delivered(_ key: RecordReference, _ values: [String: Value]) {
+        state.withLock { s in s.entries[key]?.delivered = values }
     }
 
     /// The records of a Codable type, filtered and ordered, as this context
@@ -281,8 +296,10 @@ public final class StoreContext: Sendable {
             var records: [R] = []
             records.reserveCapacity(rows.count)
             for (id, stored) in rows {
-                guard let values = adopt(RecordReference(entity.name, id), stored: stored) else { continue }
+                let key = RecordReference(entity.name, id)
+                guard let values = adopt(key, stored: stored) else { continue }
                 records.append(try RecordCoding.record(R.self, id: id, values: values, entity: entity))
+                delivered(key, values)
             }
             return records
         }
@@ -437,8 +454,13 @@ public final class StoreContext: Sendable {
                 throw ChronicleError(.recordNotFound, "no \(key) in this context")
             }
             if entry.base == nil {
-                s.entries[key] = nil
-                return
+                guard s.saving.contains(key) else {
+                    s.entries[key] = nil
+                    return
+                }
+                // A save under way inserts it: delete it with the next save.
+                entry.base = entry.changed
+                entry.changed = [:]
             }
             entry.deleted = true
             entry.changed = [:]
@@ -454,11 +476,28 @@ public final class StoreContext: Sendable {
         try insert(entity.name, RecordCoding.values(of: record, entity: entity), id: record.id)
     }
 
-    /// Changes a Codable record: the fields its type declares that differ
-    /// from what this context shows.
+    /// Changes a Codable record: the fields its type declares that the app
+    /// changed, that is, that differ from the record as this context last
+    /// handed it out (by ``fetch(_:id:)`` or ``fetchAll(_:where:arguments:orderedBy:limit:)``),
+    /// or, for a record it never handed out, from what it shows. A field
+    /// that changed underneath since the record was fetched, and that the
+    /// app left as it was, keeps its new value.
     public func update<R: ChronicleRecord>(_ record: R) async throws {
         let entity = try checkedEntity(R.entityName)
-        try await update(entity.name, id: record.id, RecordCoding.values(of: record, entity: entity))
+        let new = try RecordCoding.values(of: record, entity: entity)
+        let key = RecordReference(entity.name, record.id)
+        guard try await view(key) != nil else {
+            throw ChronicleError(.recordNotFound, "no \(key) in this context")
+        }
+        let handed = state.withLock { $0.entries[key]?.delivered }
+        let changes = handed.map { handed in new.filter { !Self.same(handed[$0.key], $0.value) } } ?? new
+        try await update(entity.name, id: record.id, changes)
+        // The app holds this version now.
+        state.withLock { s in
+            guard handed != nil, s.entries[key] != nil else { return }
+            let now = (s.entries[key]?.delivered ?? [:]).merging(new) { _, value in value }
+            s.entries[key]?.delivered = now
+        }
     }
 
     /// Deletes a Codable record.
@@ -477,7 +516,7 @@ public final class StoreContext: Sendable {
     public func rollback() {
         state.withLock { s in
             for (key, entry) in s.entries {
-                if entry.base != nil { s.entries[key] = Entry(base: entry.stored) } else { s.entries[key] = nil }
+                if entry.base != nil { s.entries[key] = Entry(base: entry.stored, delivered: entry.delivered) } else { s.entries[key] = nil }
             }
         }
     }

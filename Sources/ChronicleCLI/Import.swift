@@ -33,7 +33,7 @@ struct Import: AsyncParsableCommand {
     @Option(help: "The entity to import into (default: the one entity whose schema declares --upsert-key unique).")
     var entity: String?
 
-    @Option(name: .customLong("batch-size"), help: "Features per saved batch (one transaction log each).")
+    @Option(name: .customLong("batch-size"), help: "Features per saved batch, each one transaction (at least 1; a batch's log must stay under 64 MiB).")
     var batchSize = 1_000
 
     @Option(name: .customLong("on-malformed"), help: "What to do with a feature that cannot be read: skip or stop.")
@@ -88,11 +88,18 @@ struct Import: AsyncParsableCommand {
             return entity
         }
         let candidates = schema.entities.filter { $0.uniqueConstraints.contains([upsertKey]) }
-        guard candidates.count == 1 else {
-            let why = candidates.isEmpty ? "no entity declares \(upsertKey) unique on its own" : "\(candidates.map(\.name).joined(separator: " and ")) all declare \(upsertKey) unique"
-            throw ChronicleError(.misuse, "\(why): name the entity with --entity")
+        if candidates.count == 1 { return candidates[0] }
+        if candidates.count > 1 {
+            throw ChronicleError(.misuse, "\(candidates.map(\.name).joined(separator: " and ")) all declare \(upsertKey) unique: name the entity with --entity")
         }
-        return candidates[0]
+        // None declares it unique: the one entity that has it gets the
+        // precise error; otherwise say where it is (or that it is nowhere).
+        let having = schema.entities.filter { $0.field(named: upsertKey) != nil }
+        if having.count == 1 { return having[0] }
+        if having.isEmpty {
+            throw ChronicleError(.unknownAttribute, "no entity has an attribute \(upsertKey) to import by (the schema has \(schema.entities.map(\.name).joined(separator: ", ")))")
+        }
+        throw ChronicleError(.misuse, "no entity declares \(upsertKey) unique on its own (\(having.map(\.name).joined(separator: ", ")) have it): declare it unique in the schema, and name the entity with --entity")
     }
 
     static func report(_ summary: BulkImport.Summary, output: OutputOptions) {
@@ -105,7 +112,7 @@ struct Import: AsyncParsableCommand {
         if let stop = summary.stoppedAt {
             json["stoppedAt"] = .object(["position": .string(stop.position), "reason": .string(stop.reason)])
         }
-        var text = "imported \(p.processed) features: \(p.inserted) inserted, \(p.updated) updated, \(p.unchanged) unchanged, "
+        var text = "imported \(p.processed) feature\(p.processed == 1 ? "" : "s"): \(p.inserted) inserted, \(p.updated) updated, \(p.unchanged) unchanged, "
             + "\(p.skipped) skipped, in \(p.batches) saved batch\(p.batches == 1 ? "" : "es")"
         let shown = 20
         for problem in summary.malformed.prefix(shown) { text += "\nskipped \(oneLine(problem.description))" }
@@ -132,13 +139,13 @@ struct SampleFeed: AsyncParsableCommand {
               chronicle import --device-dir dev --container shared --schema quakes.schema.json --upsert-key code quakes.geojson
             """)
 
-    @Option(help: "How many earthquakes revision 1 holds.")
+    @Option(help: "How many earthquakes revision 1 holds (1 to 5000000).")
     var features = 30_000
 
     @Option(help: "The seed the feed is made from.")
     var seed: UInt64 = 1
 
-    @Option(help: "The feed's revision, from 1.")
+    @Option(help: "The feed's revision (1 to 100).")
     var revision = 1
 
     @Option(name: .shortAndLong, help: "Write the feed to this file instead of standard output.")
@@ -147,9 +154,13 @@ struct SampleFeed: AsyncParsableCommand {
     @Option(name: .customLong("schema-out"), help: "Also write the feed's schema to this file.")
     var schemaOut: String?
 
+    @Flag(help: "Print what was written as JSON (needs --output: the feed itself is not JSON output).")
+    var json = false
+
     func validate() throws {
         guard (1...5_000_000).contains(features) else { throw ValidationError("--features must be from 1 to 5000000, not \(features)") }
         guard (1...100).contains(revision) else { throw ValidationError("--revision must be from 1 to 100, not \(revision)") }
+        if json, output == nil { throw ValidationError("--json needs --output: the feed goes to standard output otherwise") }
     }
 
     func run() async throws {
@@ -162,6 +173,12 @@ struct SampleFeed: AsyncParsableCommand {
                 try write(feed, to: output)
             } else {
                 FileHandle.standardOutput.write(feed)
+            }
+            if json, let output {
+                var summary: [String: JSONValue] = ["output": .string(output), "bytes": .int(Int64(feed.count)), "seed": .string(String(seed)),
+                                                    "revision": .int(Int64(revision)), "features": .int(Int64(try GeoJSONFeed(data: feed).count))]
+                summary["schema"] = schemaOut.map(JSONValue.string) ?? .null
+                print(JSONText.pretty(.object(summary)))
             }
         }
     }

@@ -85,12 +85,17 @@ final class ProgressLine: Sendable {
     /// terminal line. Later updates are ignored.
     func finish() {
         let now = ContinuousClock.now
-        let text: String? = state.withLock { s in
-            guard !s.finished else { return nil }
+        let (text, printed): (String?, Bool) = state.withLock { s in
+            guard !s.finished else { return (nil, false) }
             s.finished = true
-            return s.printed && s.shown != s.done ? render(s, at: now) : nil
+            return (s.printed && s.shown != s.done ? render(s, at: now) : nil, s.printed)
         }
-        if let text { write(terminal ? "\r" + text + "\u{1B}[K\n" : text + "\n") }
+        if let text {
+            write(terminal ? "\r" + text + "\u{1B}[K\n" : text + "\n")
+        } else if printed, terminal {
+            // The last report showed the end already: end its line.
+            write("\n")
+        }
     }
 
     private func render(_ s: State, at now: ContinuousClock.Instant) -> String {

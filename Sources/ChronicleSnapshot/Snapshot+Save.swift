@@ -31,8 +31,21 @@ extension Snapshot {
     package func save(_ changes: [Change], physicalMilliseconds: UInt64,
                      maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes) throws -> SaveResult {
         precondition(!changes.isEmpty, "Snapshot.save needs at least one change")
+        return try save(physicalMilliseconds: physicalMilliseconds, maxBodyBytes: maxBodyBytes, building: { _ in changes })!
+    }
+
+    /// Like ``save(_:physicalMilliseconds:maxBodyBytes:)``, with the changes
+    /// made by `building` inside the save's own SQLite transaction: what it
+    /// reads on `db` is what the save applies to, with no other commit in
+    /// between (a sync's import included). `finish` runs on `db` after the
+    /// changes are applied, before the commit. Returns nil, writing
+    /// nothing, when `building` gives no change.
+    package func save(physicalMilliseconds: UInt64, maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes,
+                      building: (Database) throws -> [Change], finish: (Database) throws -> Void = { _ in }) throws -> SaveResult? {
         do {
-            return try pool.write { db in
+            return try pool.write { db -> SaveResult? in
+                let changes = try building(db)
+                guard !changes.isEmpty else { return nil }
                 let sequence = try appliedSequence(db, deviceID) + 1
                 var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0)))
                 let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
@@ -81,6 +94,7 @@ extension Snapshot {
                 try setApplied(db, deviceID, sequence: sequence, clock: clock)
                 try db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'").execute(arguments: [Int64(bitPattern: hlc.last.rawValue)])
                 try notifyObservers(of: engine.events, db)
+                try finish(db)
                 try crashInjector?.check(.saveBeforeCommit)
                 return SaveResult(sequence: sequence, clock: clock, events: engine.events)
             }

@@ -144,6 +144,56 @@ import Testing
         #expect(try await store.fetchAll(Quake.self).map(\.mag) == [2])
     }
 
+    @Test func keysAreComparedByteForByteAndEqualItemsWriteNothing() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let time = Value.date(Timestamp(microsecondsSinceEpoch: 0))
+        let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
+        #expect(composed == decomposed)
+        let items: [BulkImport.Item] = [
+            .record(["code": .string(composed), "mag": .double(1), "time": time, "longitude": .double(0), "latitude": .double(0)], at: "item 1"),
+            .record(["code": .string(decomposed), "mag": .double(2), "time": time, "longitude": .double(0), "latitude": .double(0)], at: "item 2"),
+            .record(["code": "x", "mag": .double(1), "time": time, "longitude": .double(0), "latitude": .double(0)], at: "item 3"),
+            .record(["code": "x", "mag": .double(2)], at: "item 4"),
+        ]
+        let importer = store.newBackgroundContext()
+        for batchSize in [1, 10] {
+            let first = try await importer.importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: batchSize))
+            #expect(try await store.fetchAll(Quake.self).count == 3, "batches of \(batchSize)")
+            if batchSize == 10 {
+                // The same feed again, in one batch: nothing differs, nothing is saved.
+                #expect(first.progress.unchanged == 3 && first.progress.batches == 0, "\(first.progress)")
+            }
+        }
+        let mags = try await store.read { db in try Double.fetchAll(db, sql: "SELECT mag FROM Quake ORDER BY code, mag") }
+        #expect(mags.sorted() == [1, 2, 2])
+    }
+
+    @Test func anImportBesideASyncOfTheSameKeysKeepsOneRecordPerKey() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let phone = try await place.open("phone")
+        let laptop = try await place.open("laptop")
+        var codes: Set<String> = []
+        for round in 0..<4 {
+            let items = try GeoJSONFeed(data: GeoJSONFeed.sample(features: 400, seed: 7, revision: round + 1)).items(for: Self.quake, requiring: "code")
+            for item in items { if case .string(let code)? = item.values["code"] { codes.insert(code) } }
+            _ = try await phone.newBackgroundContext().importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 20))
+            try await phone.sync()
+            // The laptop imports the same keys while its sync brings the phone's.
+            let syncing = Task { try await laptop.sync() }
+            let summary = try await laptop.newBackgroundContext().importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 20))
+            _ = try await syncing.value
+            #expect(summary.isComplete)
+            try await laptop.sync()
+            try await phone.sync()
+            try await laptop.sync()
+            #expect(try await Self.count(laptop) == codes.count)
+            #expect(try await laptop.stateHash() == phone.stateHash())
+        }
+    }
+
     @Test func importsAreRefusedWhereTheyCannotWork() async throws {
         let place = try Place()
         defer { place.remove() }
@@ -165,20 +215,38 @@ import Testing
         #expect(await code(BulkImport(entity: "Quake", upsertKey: "code"), on: store.mainContext.newChildContext()) == .misuse)
         store.mainContext.isReadOnly = true
         #expect(await code(BulkImport(entity: "Quake", upsertKey: "code"), on: store.mainContext) == .readOnlyContext)
-        // A batch the store refuses names its items, and batches before it stay.
+        // A new record without a required attribute is malformed: skipped
+        // with its position, or it stops the import before its batch.
         let time = Value.date(Timestamp(microsecondsSinceEpoch: 0))
         let bad: [BulkImport.Item] = [
             .record(["code": "ok", "time": time, "longitude": .double(0), "latitude": .double(0)], at: "item 1"),
             .record(["code": "no time", "longitude": .double(0), "latitude": .double(0)], at: "item 2"),
+            .record(["code": "ok", "mag": .double(3)], at: "item 3"),
+            .record(["code": "later", "time": time, "longitude": .double(1), "latitude": .double(1)], at: "item 4"),
         ]
+        let stopped = try await context.importRecords(bad, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 3, onMalformed: .stop))
+        #expect(stopped.stoppedAt?.position == "item 2" && stopped.stoppedAt?.reason == "time is required, and a new Quake needs it")
+        #expect(try await store.fetchAll(Quake.self).isEmpty)
+        let skipped = try await context.importRecords(bad, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 3))
+        #expect(skipped.isComplete && skipped.malformed.map(\.position) == ["item 2"])
+        #expect(skipped.progress.inserted == 2 && skipped.progress.skipped == 1 && skipped.progress.processed == 4)
+        #expect(try await store.fetchAll(Quake.self).map(\.code).sorted() == ["later", "ok"])
+        #expect(try await store.fetchAll(Quake.self, where: "code = 'ok'").first?.mag == 3)
+        // A null for a required attribute is malformed on an update too.
+        let nulls = try await context.importRecords([.record(["code": "ok", "time": .null], at: "item 9")],
+                                                    options: BulkImport(entity: "Quake", upsertKey: "code"))
+        #expect(nulls.malformed.map(\.reason) == ["time is required, and null here"])
+        // A batch the store refuses names its items, and batches before it stay.
         do {
-            _ = try await context.importRecords(bad, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 1))
-            Issue.record("a record without its required time was imported")
+            _ = try await context.importRecords([.record(["code": "big", "time": time, "longitude": .double(0), "latitude": .double(0),
+                                                          "title": .string(String(repeating: "x", count: 70 << 20))], at: "item 1")],
+                                                options: BulkImport(entity: "Quake", upsertKey: "code"))
+            Issue.record("a batch over the size cap was saved")
         } catch let error as ChronicleError {
-            #expect(error.code == .missingValue)
-            #expect(error.message.contains("item 2"))
+            #expect(error.code == .sizeOverCap)
+            #expect(error.message.contains("item 1") && error.message.contains("smaller batches"))
         }
-        #expect(try await store.fetchAll(Quake.self).map(\.code) == ["ok"])
+        #expect(try await store.fetchAll(Quake.self).count == 2)
     }
 
     @Test func theMainContextIsRefreshedAndAnsweringWhileAnImportRuns() async throws {

@@ -459,6 +459,10 @@ struct CLIContractTests {
         #expect(terminal.status == 0)
         #expect(terminal.output.contains("\rsimulate: 1/3 seeds") && terminal.output.contains("\rsimulate: 3/3 seeds"), "\(terminal.output.debugDescription)")
         #expect(terminal.output.contains("\u{1B}[K"))
+        // The line is ended, so what the command prints next starts a line of its own.
+        let lastProgress = try #require(terminal.output.range(of: "simulate: 3/3 seeds", options: .backwards))
+        // (The terminal turns the line break into "\r\n".)
+        #expect(terminal.output[lastProgress.upperBound...].unicodeScalars.last == "\n", "\(terminal.output.debugDescription)")
     }
 
     /// `bench` reports each long loop with a rate.

@@ -7,7 +7,9 @@ import Testing
 
 /// Main, background, child and scratch contexts, automatic merges and
 /// merge policies.
-@Suite(.timeLimit(.minutes(1))) struct ContextTests {
+// Serialized: two tests hold the store's actor with a blocking wait, and
+// two of them at once could hold every thread of a two-core machine.
+@Suite(.serialized, .timeLimit(.minutes(1))) struct ContextTests {
     static let schema = try! Schema(version: 1, entities: [
         Entity("Note", attributes: [Attribute("title", .string), Attribute("words", .int64, default: 0), Attribute("pinned", .bool, default: false)]),
     ])
@@ -67,7 +69,7 @@ import Testing
                 tx.update("Note", id: id, ["title": "b"])
             }
         }
-        await Task.detached { entered.wait() }.value
+        while entered.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
         let note = try await store.mainContext.fetch(Note.self, id: id)
         #expect(note?.title == "a")
         release.signal()
@@ -479,6 +481,61 @@ import Testing
         #expect(!main.hasChanges)
         #expect(try await main.fetch(Note.self, id: id) == Note(id: id, title: "a", words: 1, pinned: false))
         #expect(try await Self.stored(store, id) == Note(id: id, title: "a", words: 1, pinned: false))
+    }
+
+    @Test func aRecordDeletedWhileASaveInsertsItIsDeletedByTheNextSave() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let (store, _) = try await Self.storeWithNote(place)
+        for child in [false, true] {
+            let context = store.newBackgroundContext()
+            let id = try context.insert("Note", ["title": "doomed"])
+            // The store is busy, so the context's save waits with its changes taken.
+            let release = DispatchSemaphore(value: 0)
+            let entered = DispatchSemaphore(value: 0)
+            let busy = Task { try await store.write { _ in entered.signal(); release.wait() } }
+            while entered.wait(timeout: .now()) == .timedOut { try await Task.sleep(for: .milliseconds(1)) }
+            let saving = Task { try await context.save() }
+            try await Task.sleep(for: .milliseconds(100))
+            if child {
+                let sheet = context.newChildContext()
+                try await sheet.delete("Note", id: id)
+                try await sheet.save()
+            } else {
+                try await context.delete("Note", id: id)
+            }
+            #expect(try await context.values(of: "Note", id: id) == nil)
+            release.signal()
+            try await busy.value
+            _ = try await saving.value
+            #expect(context.hasChanges, "child: \(child)")
+            try await context.save()
+            #expect(try await store.values(of: "Note", id: id) == nil, "child: \(child)")
+            #expect(try await context.values(of: "Note", id: id) == nil)
+        }
+    }
+
+    @Test func aTypedUpdateWritesWhatTheAppChangedNotFieldsThatWentStale() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let (store, id) = try await Self.storeWithNote(place)
+        for policy in MergePolicy.allCases {
+            let main = store.newBackgroundContext(mergePolicy: policy)
+            var note = try #require(try await main.fetch(Note.self, id: id))
+            let words = note.words + 10
+            // Another save changes the words; the context shows it, the struct does not.
+            try await store.write { tx in tx.update("Note", id: id, ["words": .int(words)]) }
+            note.title = "retitled \(policy)"
+            try await main.update(note)
+            try await main.save()
+            #expect(try await Self.stored(store, id).words == words, "\(policy)")
+            #expect(try await Self.stored(store, id).title == "retitled \(policy)")
+            // Changed back by the app: that is a change too.
+            note.title = "a"
+            try await main.update(note)
+            try await main.save()
+            #expect(try await Self.stored(store, id).title == "a")
+        }
     }
 
     @Test func changesMadeWhileASaveRunsAreKept() async throws {

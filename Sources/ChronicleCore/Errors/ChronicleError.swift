@@ -125,11 +125,13 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         public static let diskFull = Code("diskFull", transient: true)
 
         // MARK: Misuse
-        /// Not raised by the library, which stops on a misuse of its API
-        /// (calling things in an impossible order, an argument outside what
-        /// a function takes) with a precondition failure that says what
-        /// was wrong. Tools built on it may use this code for their own
-        /// usage errors.
+        /// An argument or a call the library cannot act on, that an app
+        /// can get from its users' input: an import's key that the schema
+        /// does not declare unique, a batch size below 1, an import on a
+        /// child context, a negative fetch limit. The message says what to
+        /// change. (Programming errors that no input can cause stop with a
+        /// precondition failure instead.) Tools built on the library use
+        /// this code for their own usage errors too.
         public static let misuse = Code("misuse")
     }
 
@@ -180,4 +182,9 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         }
         return nil
     }
+}
+
+/// Foundation's `localizedDescription` says what ``ChronicleError/description`` says.
+extension ChronicleError: LocalizedError {
+    public var errorDescription: String? { description }
 }
