@@ -163,7 +163,7 @@ extension StoreContext {
                                         unchanged: 0, skipped: 0, batches: 0)
         var malformed: [BulkImport.Problem] = []
         var batch: [BulkImport.Item] = []
-        batch.reserveCapacity(options.batchSize)
+        batch.reserveCapacity(min(options.batchSize, 10_000))
         var read = 0
         var reported = 0
         var stoppedAt: BulkImport.Problem?

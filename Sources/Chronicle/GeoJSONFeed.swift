@@ -15,8 +15,10 @@ extension ChronicleError.Code {
 /// when the properties lack them, take the point's coordinates. Properties
 /// the entity lacks are ignored, and attributes the feature lacks are left
 /// out (their default on insert, unchanged on update). Values are read as
-/// in Chronicle's JSON form (see `docs/values.md`), except that an integer
-/// for a date is milliseconds since 1970, as in the USGS feeds.
+/// in Chronicle's JSON form (see `docs/values.md`), except that a number
+/// for a date is milliseconds since 1970, as in the USGS feeds. A feature
+/// whose `type` is not `Feature`, or whose `geometry` is not an object
+/// (or null), is malformed.
 ///
 /// ```swift
 /// let feed = try GeoJSONFeed(data: Data(contentsOf: url))
@@ -98,9 +100,15 @@ public struct GeoJSONFeed: Sendable {
         case .null?, nil: break
         case let other?: throw ChronicleError(.malformedFeed, "properties is \(other.kindName), not an object")
         }
+        if let type = members["type"], type != .string("Feature") {
+            throw ChronicleError(.malformedFeed, "its type is \(type), not Feature")
+        }
         var point: [JSONValue] = []
-        if case .object(let geometry)? = members["geometry"], case .array(let c)? = geometry["coordinates"] {
-            point = c
+        switch members["geometry"] {
+        case .object(let geometry)?:
+            if case .array(let c)? = geometry["coordinates"] { point = c }
+        case .null?, nil: break
+        case let other?: throw ChronicleError(.malformedFeed, "geometry is \(other.kindName), not an object")
         }
         var values: [String: Value] = [:]
         for field in entity.fields {
@@ -112,6 +120,12 @@ public struct GeoJSONFeed: Sendable {
                 let (micros, overflow) = milliseconds.multipliedReportingOverflow(by: 1000)
                 guard !overflow else { throw ChronicleError(.typeMismatch, "\(field.name): \(milliseconds) milliseconds is out of range") }
                 values[field.name] = .date(Timestamp(microsecondsSinceEpoch: micros))
+                continue
+            }
+            if type == .date, case .double(let milliseconds) = json {
+                let micros = (milliseconds * 1000).rounded()
+                guard micros.isFinite, abs(micros) < 9.2e18 else { throw ChronicleError(.typeMismatch, "\(field.name): \(milliseconds) milliseconds is out of range") }
+                values[field.name] = .date(Timestamp(microsecondsSinceEpoch: Int64(micros)))
                 continue
             }
             values[field.name] = try Value(json: json, for: field, path: field.name)
@@ -128,7 +142,12 @@ public struct GeoJSONFeed: Sendable {
     /// them, revises about one in ten (magnitude, status, update time),
     /// and adds about one in twenty new ones, as a live feed does between
     /// two downloads.
+    ///
+    /// `features` below 0 count as 0; `revision` is taken from 1 to 100,
+    /// and a feed stops growing at 5,000,000 features.
     public static func sample(features: Int, seed: UInt64 = 1, revision: Int = 1) -> Data {
+        let features = max(0, min(features, sampleLimit))
+        let revision = max(1, min(revision, 100))
         var random = SeededRandom(seed: seed)
         let places = ["Ridgecrest, CA", "Anchorage, Alaska", "Pahala, Hawaii", "Ferndale, CA", "Tonopah, NV", "Ponce, Puerto Rico",
                       "Nikolski, Alaska", "Cobb, CA", "Mammoth Lakes, CA", "Yellowstone National Park, WY"]
@@ -150,7 +169,7 @@ public struct GeoJSONFeed: Sendable {
                     quakes[i].status = "reviewed"
                     quakes[i].updated += 3_600_000
                 }
-                for _ in 0..<max(1, quakes.count / 20) { quakes.append(quake(quakes.count)) }
+                for _ in 0..<max(1, quakes.count / 20) where quakes.count < sampleLimit { quakes.append(quake(quakes.count)) }
             }
         }
         var out = "{\"type\":\"FeatureCollection\",\"metadata\":{\"generated\":1767225600000,\"url\":\"https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary/all_month.geojson\",\"title\":\"Sample earthquakes (made up, seed \(seed), revision \(revision))\",\"status\":200,\"api\":\"1.10.3\",\"count\":\(quakes.count)},\"features\":[\n"
@@ -165,6 +184,16 @@ public struct GeoJSONFeed: Sendable {
         }
         out += "]}\n"
         return Data(out.utf8)
+    }
+
+    /// The most features a sample feed holds.
+    static let sampleLimit = 5_000_000
+
+    /// How many features ``sample(features:seed:revision:)`` makes.
+    public static func sampleCount(features: Int, revision: Int) -> Int {
+        var count = max(0, min(features, sampleLimit))
+        for _ in 1..<max(1, min(revision, 100)) where count < sampleLimit { count = min(sampleLimit, count + max(1, count / 20)) }
+        return count
     }
 
     /// A schema for the sample feeds: one entity, `Quake`, unique by `code`.

@@ -528,7 +528,11 @@ public final class StoreContext: Sendable {
 
     /// Shows what the parent (or the store) holds now for `records`,
     /// keeping this context's changes to them; nothing for records not held.
+    ///
+    /// - Throws: ``ChronicleError/Code/unknownEntity`` for a record of an
+    ///   entity the schema lacks.
     public func refresh(_ records: [RecordReference]) async throws {
+        for key in records { _ = try checkedEntity(key.entity) }
         for key in records {
             guard state.withLock({ $0.entries[key]?.base != nil }) else { continue }
             let current: [String: Value]?

@@ -33,7 +33,7 @@ struct Import: AsyncParsableCommand {
     @Option(help: "The entity to import into (default: the one entity whose schema declares --upsert-key unique).")
     var entity: String?
 
-    @Option(name: .customLong("batch-size"), help: "Features per saved batch, each one transaction (at least 1; a batch's log must stay under 64 MiB).")
+    @Option(name: .customLong("batch-size"), help: "Features per saved batch, each one transaction (1 to 1000000; a batch's log must stay under 64 MiB).")
     var batchSize = 1_000
 
     @Option(name: .customLong("on-malformed"), help: "What to do with a feature that cannot be read: skip or stop.")
@@ -46,7 +46,8 @@ struct Import: AsyncParsableCommand {
     static let feedByteLimit = 1 << 30
 
     func validate() throws {
-        guard batchSize >= 1 else { throw ValidationError("--batch-size must be at least 1, not \(batchSize)") }
+        guard (1...1_000_000).contains(batchSize) else { throw ValidationError("--batch-size must be from 1 to 1000000, not \(batchSize)") }
+        guard !feed.isEmpty else { throw ValidationError("the feed's path is empty") }
     }
 
     func run() async throws {
@@ -161,6 +162,13 @@ struct SampleFeed: AsyncParsableCommand {
         guard (1...5_000_000).contains(features) else { throw ValidationError("--features must be from 1 to 5000000, not \(features)") }
         guard (1...100).contains(revision) else { throw ValidationError("--revision must be from 1 to 100, not \(revision)") }
         if json, output == nil { throw ValidationError("--json needs --output: the feed goes to standard output otherwise") }
+        let count = GeoJSONFeed.sampleCount(features: features, revision: revision)
+        guard count <= 5_000_000 else {
+            throw ValidationError("--features \(features) at --revision \(revision) makes \(count) features, over 5000000 (each revision adds about one in twenty)")
+        }
+        if let output, let schemaOut, URL(fileURLWithPath: output).standardizedFileURL == URL(fileURLWithPath: schemaOut).standardizedFileURL {
+            throw ValidationError("--output and --schema-out name the same file")
+        }
     }
 
     func run() async throws {
@@ -184,10 +192,16 @@ struct SampleFeed: AsyncParsableCommand {
     }
 
     private func write(_ data: Data, to path: String) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw ChronicleError(.io, "cannot write \(path): it is a folder; name a file")
+        }
         do {
             try data.write(to: URL(fileURLWithPath: path), options: .atomic)
         } catch {
-            throw ChronicleError(.io, "cannot write \(path): \(error.localizedDescription)")
+            let posix = ((error as? CocoaError)?.underlying as? POSIXError) ?? (error as? POSIXError)
+            let reason = posix.map { String(cString: strerror($0.code.rawValue)) } ?? "\(error)"
+            throw ChronicleError(.io, "cannot write \(path): \(reason)")
         }
     }
 }
