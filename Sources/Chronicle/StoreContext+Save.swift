@@ -34,13 +34,28 @@ extension StoreContext {
         defer { state.withLock { $0.saving = [] } }
         guard !pending.isEmpty else { return SaveResult(savedRecords: 0, resolved: []) }
         let outcome: Outcome
-        if let parent {
-            // The parent holds every record this context changed, so the
-            // comparison and the push happen under its lock at once.
-            for item in pending where item.entry.base != nil { _ = try await parent.view(item.key) }
-            outcome = try parent.absorb(pending, policy: policy)
-        } else {
-            outcome = try await store.saveContext(pending, policy: policy)
+        do {
+            if let parent {
+                // The parent holds every record this context changed, so the
+                // comparison and the push happen under its lock at once.
+                for item in pending where item.entry.base != nil { _ = try await parent.view(item.key) }
+                outcome = try parent.absorb(pending, policy: policy)
+            } else {
+                outcome = try await store.saveContext(pending, policy: policy)
+            }
+        } catch let error as ChronicleError where error.code == .mergeConflict {
+            // What the save found underneath is what a rollback shows.
+            state.withLock { s in
+                for conflict in error.mergeConflicts {
+                    if conflict.deletedUnderneath {
+                        s.entries[conflict.record]?.gone = true
+                    } else {
+                        let seen = (s.entries[conflict.record]?.underneath ?? [:]).merging(conflict.stored) { _, new in new }
+                        s.entries[conflict.record]?.underneath = seen
+                    }
+                }
+            }
+            throw error
         }
         settle(pending, now: outcome.rows)
         return SaveResult(savedRecords: outcome.saved, resolved: outcome.resolved)
@@ -267,8 +282,11 @@ extension StoreContext {
         guard var entry = s.entries[key], let base = entry.base else { return change }
         guard let current else {
             if entry.hasChanges, !entry.deleted {
-                // The save reports it under the error policy.
-                if policy == .error { return change }
+                // The save reports it under the error policy; a rollback drops it.
+                if policy == .error {
+                    s.entries[key]?.gone = true
+                    return change
+                }
                 change.dropped.append(MergeConflict(record: key, attributes: entry.changed.keys.sorted(), deletedUnderneath: true,
                                                    deletedInContext: false, stored: [:], inContext: entry.changed))
             }

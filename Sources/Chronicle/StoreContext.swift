@@ -117,6 +117,9 @@ public final class StoreContext: Sendable {
         /// that a field the app did not change (and that changed
         /// underneath since) is not written back.
         var delivered: [String: Value]?
+        /// Deleted underneath while the context changed it, kept under
+        /// ``MergePolicy/error`` for the save to report: a rollback drops it.
+        var gone = false
 
         var hasChanges: Bool { deleted || base == nil || !changed.isEmpty }
 
@@ -476,12 +479,14 @@ public final class StoreContext: Sendable {
         try insert(entity.name, RecordCoding.values(of: record, entity: entity), id: record.id)
     }
 
-    /// Changes a Codable record: the fields its type declares that the app
-    /// changed, that is, that differ from the record as this context last
-    /// handed it out (by ``fetch(_:id:)`` or ``fetchAll(_:where:arguments:orderedBy:limit:)``),
-    /// or, for a record it never handed out, from what it shows. A field
-    /// that changed underneath since the record was fetched, and that the
-    /// app left as it was, keeps its new value.
+    /// Changes a Codable record: the fields its type declares that differ
+    /// from the copy this context last handed out (by ``fetch(_:id:)`` or
+    /// ``fetchAll(_:where:arguments:orderedBy:limit:)``), or, for a record it
+    /// never handed out, from what it shows. A field that changed
+    /// underneath since that copy was made, and that the app left as it
+    /// was, keeps its new value. An older copy (fetched before the last
+    /// one) may hold values that went stale since: update it with
+    /// ``update(_:from:)``, giving the copy it started from.
     public func update<R: ChronicleRecord>(_ record: R) async throws {
         let entity = try checkedEntity(R.entityName)
         let new = try RecordCoding.values(of: record, entity: entity)
@@ -500,6 +505,27 @@ public final class StoreContext: Sendable {
         }
     }
 
+    /// Changes a Codable record: the fields that differ between `record`
+    /// and `original`, the copy the app started from. The one to use when
+    /// the app holds copies of a record from different moments (a list
+    /// and a detail view): a field the app did not change is never written,
+    /// whatever changed underneath since either copy was made.
+    ///
+    /// ```swift
+    /// var draft = original
+    /// draft.title = "Groceries for Sunday"
+    /// try await context.update(draft, from: original)
+    /// ```
+    public func update<R: ChronicleRecord>(_ record: R, from original: R) async throws {
+        let entity = try checkedEntity(R.entityName)
+        guard record.id == original.id else {
+            throw ChronicleError(.misuse, "update(_:from:) compares two copies of one record, not \(original.id) and \(record.id)")
+        }
+        let new = try RecordCoding.values(of: record, entity: entity)
+        let old = try RecordCoding.values(of: original, entity: entity)
+        try await update(entity.name, id: record.id, new.filter { !Self.same(old[$0.key], $0.value) })
+    }
+
     /// Deletes a Codable record.
     public func delete<R: ChronicleRecord>(_ record: R) async throws {
         try await delete(R.entityName, id: record.id)
@@ -516,7 +542,7 @@ public final class StoreContext: Sendable {
     public func rollback() {
         state.withLock { s in
             for (key, entry) in s.entries {
-                if entry.base != nil { s.entries[key] = Entry(base: entry.stored, delivered: entry.delivered) } else { s.entries[key] = nil }
+                if entry.base != nil, !entry.gone { s.entries[key] = Entry(base: entry.stored, delivered: entry.delivered) } else { s.entries[key] = nil }
             }
         }
     }

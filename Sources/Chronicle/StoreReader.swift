@@ -21,8 +21,10 @@ import Synchronization
 /// every observation started here moves to it and delivers a fresh value
 /// read from it, and then goes on as before. When the store is closed,
 /// every observation fails with ``ChronicleError/Code/closed``, and reads
-/// throw it; an observation started after that fails at once with GRDB's
-/// error for a closed connection.
+/// throw it. An observation started after that fails at once: those of
+/// ``Store/observe(_:)`` and ``Store/observeAll(_:where:arguments:orderedBy:)``
+/// with ``ChronicleError/Code/closed``; a `ValueObservation` of the app's
+/// with the error its fetch meets on an empty database.
 ///
 /// Nothing can write through it: an observation that asks for write access
 /// (`requiresWriteAccess`) reads like any other, and SQLite refuses a
@@ -136,9 +138,16 @@ public final class StoreReader: DatabaseReader {
         let start: @Sendable (DatabasePool) -> AnyDatabaseCancellable = { pool in
             pool._add(observation: guarded, scheduling: scheduler, onChange: onChange)
         }
-        let (pool, generation) = state.withLock { state in
-            state.observations[id] = Observation(start: start, cancellable: nil)
-            return (state.pool, state.generation)
+        let (pool, generation, closed) = state.withLock { state in
+            if !state.closed { state.observations[id] = Observation(start: start, cancellable: nil) }
+            return (state.pool, state.generation, state.closed)
+        }
+        if closed {
+            // Started after close: run it on an empty database, where
+            // Chronicle's observations (``Store/observe(_:)``) fail with the
+            // store's error at their first fetch.
+            guard let empty = try? DatabaseQueue() else { return AnyDatabaseCancellable {} }
+            return empty._add(observation: guarded, scheduling: scheduler, onChange: onChange)
         }
         // Started outside the lock: an immediate scheduler calls `onChange` here.
         attach(id, start(pool), generation: generation)

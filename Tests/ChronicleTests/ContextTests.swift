@@ -538,6 +538,55 @@ import Testing
         }
     }
 
+    @Test func aRefusedSaveTellsTheContextWhatIsStoredForItsRollback() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let (store, id) = try await Self.storeWithNote(place)
+        // Without automatic merges: the save finds the stored title.
+        let context = store.newBackgroundContext(mergePolicy: .error)
+        context.automaticallyMergesChanges = false
+        try await context.update("Note", id: id, ["title": "mine"])
+        try await store.write { tx in tx.update("Note", id: id, ["title": "theirs"]) }
+        #expect(await Self.failure { try await context.save() } == .mergeConflict)
+        context.rollback()
+        #expect(try await context.fetch(Note.self, id: id)?.title == "theirs")
+        // A child finds its parent's value.
+        let parent = store.newBackgroundContext()
+        let child = parent.newChildContext(mergePolicy: .error)
+        try await child.update("Note", id: id, ["title": "child"])
+        try await parent.update("Note", id: id, ["title": "parent"])
+        #expect(await Self.failure { try await child.save() } == .mergeConflict)
+        child.rollback()
+        #expect(try await child.fetch(Note.self, id: id)?.title == "parent")
+        // A record deleted underneath is gone after the rollback, merged or found by the save.
+        for merges in [true, false] {
+            let other = try await store.write { tx in tx.insert("Note", ["title": "d0"]) }
+            let c = store.newBackgroundContext(mergePolicy: .error)
+            c.automaticallyMergesChanges = merges
+            try await c.update("Note", id: other, ["title": "ctx"])
+            try await store.write { tx in tx.delete("Note", id: other) }
+            #expect(await Self.failure { try await c.save() } == .mergeConflict)
+            c.rollback()
+            #expect(try await c.values(of: "Note", id: other) == nil, "merges: \(merges)")
+        }
+    }
+
+    @Test func anOlderCopyIsUpdatedAgainstTheCopyItStartedFrom() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let (store, id) = try await Self.storeWithNote(place)
+        let main = store.mainContext
+        let original = try #require(try await main.fetch(Note.self, id: id))
+        try await store.write { tx in tx.update("Note", id: id, ["words": 2]) }
+        _ = try await main.fetch(Note.self, id: id)   // another view fetches again
+        var draft = original
+        draft.title = "C2"
+        try await main.update(draft, from: original)
+        try await main.save()
+        #expect(try await Self.stored(store, id) == Note(id: id, title: "C2", words: 2, pinned: false))
+        #expect(await Self.failure { try await main.update(draft, from: Note(id: RecordID(UUID()), title: "", words: 0, pinned: false)) } == .misuse)
+    }
+
     @Test func changesMadeWhileASaveRunsAreKept() async throws {
         let place = try Place()
         defer { place.remove() }

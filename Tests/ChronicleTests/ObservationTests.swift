@@ -138,5 +138,8 @@ import Testing
         #expect(await notes.value == .closed)
         #expect(await inContext.value == .closed)
         #expect(throws: ChronicleError.self) { _ = try store.observeAll(Note.self) }
+        // One started after close fails with the store's error too.
+        let late = ending(store.observe { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") ?? 0 })
+        #expect(await late.value == .closed)
     }
 }
