@@ -161,7 +161,9 @@ extension StoreContext {
         }
         var state = BulkImport.Progress(processed: 0, total: total ?? (items as? any Collection)?.count, inserted: 0, updated: 0,
                                         unchanged: 0, skipped: 0, batches: 0)
-        var malformed: [BulkImport.Problem] = []
+        // Malformed items with their place in the feed, to list them in order.
+        var malformed: [(index: Int, problem: BulkImport.Problem)] = []
+        var batchIndices: [Int] = []
         var batch: [BulkImport.Item] = []
         batch.reserveCapacity(min(options.batchSize, 10_000))
         var read = 0
@@ -170,12 +172,14 @@ extension StoreContext {
         func flush() async throws {
             guard !batch.isEmpty else { return }
             let outcome = try await store.upsert(batch, entity: entity, key: keyField.name, stopAtProblem: options.onMalformed == .stop)
+            let indices = batchIndices
             batch.removeAll(keepingCapacity: true)
+            batchIndices.removeAll(keepingCapacity: true)
             if outcome.stopped {
-                stoppedAt = outcome.problems.first
+                stoppedAt = outcome.problems.first?.problem
                 return
             }
-            malformed += outcome.problems
+            malformed += outcome.problems.map { (indices[$0.offset], $0.problem) }
             state.skipped += outcome.problems.count
             state.processed = read
             state.inserted += outcome.inserted
@@ -187,32 +191,38 @@ extension StoreContext {
         }
         for item in items {
             if Task.isCancelled {
-                return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: nil, cancelled: true)
+                return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: nil, cancelled: true)
             }
             read += 1
             if let reason = item.problem ?? Self.problem(of: item, entity: entity, key: keyField) {
                 let problem = BulkImport.Problem(position: item.position, reason: reason)
                 if options.onMalformed == .stop {
-                    return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: problem, cancelled: false)
+                    return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: problem, cancelled: false)
                 }
-                malformed.append(problem)
+                malformed.append((read - 1, problem))
                 state.skipped += 1
                 continue
             }
             batch.append(item)
+            batchIndices.append(read - 1)
             if batch.count == options.batchSize {
                 try await flush()
-                if let stoppedAt { return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: stoppedAt, cancelled: false) }
+                if let stoppedAt { return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: stoppedAt, cancelled: false) }
             }
         }
         if Task.isCancelled {
-            return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: nil, cancelled: true)
+            return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: nil, cancelled: true)
         }
         try await flush()
-        if let stoppedAt { return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: stoppedAt, cancelled: false) }
+        if let stoppedAt { return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: stoppedAt, cancelled: false) }
         state.processed = read
         if reported != read { progress?(state) }
-        return BulkImport.Summary(progress: state, malformed: malformed, stoppedAt: nil, cancelled: false)
+        return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: nil, cancelled: false)
+    }
+
+    /// Problems in the order of their items in the feed.
+    private static func ordered(_ problems: [(index: Int, problem: BulkImport.Problem)]) -> [BulkImport.Problem] {
+        problems.sorted { $0.index < $1.index }.map(\.problem)
     }
 
     /// Why a good-looking item cannot be imported: a missing key, a name
@@ -248,8 +258,8 @@ extension Store {
     func upsert(_ batch: [BulkImport.Item], entity: Entity, key: String, stopAtProblem: Bool) throws -> UpsertOutcome {
         // The batch's records by key, in the order of their first item.
         var order: [ExactKey] = []
-        var records: [ExactKey: (position: String, key: Value, values: [String: Value])] = [:]
-        for item in batch {
+        var records: [ExactKey: (position: String, key: Value, values: [String: Value], offset: Int)] = [:]
+        for (offset, item) in batch.enumerated() {
             guard let k = item.values[key] else { continue }
             let exact = ExactKey(k)
             if var record = records[exact] {
@@ -257,7 +267,7 @@ extension Store {
                 records[exact] = record
             } else {
                 order.append(exact)
-                records[exact] = (item.position, k, item.values)
+                records[exact] = (item.position, k, item.values, offset)
             }
         }
         let required = entity.fields.filter { !$0.isOptional && $0.defaultValue == nil }
@@ -265,11 +275,11 @@ extension Store {
         do {
             _ = try writeAtomically { tx, db in
                 let stored = try Self.stored(order.map { records[$0]!.key }, of: entity, key: key, db)
-                var problems: [BulkImport.Problem] = []
+                var problems: [(offset: Int, problem: BulkImport.Problem)] = []
                 for k in order where stored[k] == nil {
                     let record = records[k]!
                     if let missing = required.first(where: { record.values[$0.name] == nil }) {
-                        problems.append(BulkImport.Problem(position: record.position, reason: "\(missing.name) is required, and a new \(entity.name) needs it"))
+                        problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(missing.name) is required, and a new \(entity.name) needs it")))
                     }
                 }
                 outcome.problems = problems
@@ -278,7 +288,7 @@ extension Store {
                     outcome.stopped = true
                     return
                 }
-                let refused = Set(problems.map(\.position))
+                let refused = Set(problems.map(\.offset))
                 for k in order {
                     let record = records[k]!
                     if let (id, old) = stored[k] {
@@ -289,7 +299,7 @@ extension Store {
                             tx.update(entity.name, id: id, changed)
                             outcome.updated += 1
                         }
-                    } else if !refused.contains(record.position) {
+                    } else if !refused.contains(record.offset) {
                         tx.insert(entity.name, record.values)
                         outcome.inserted += 1
                     }
@@ -338,8 +348,8 @@ extension Store {
         var inserted = 0
         var updated = 0
         var unchanged = 0
-        /// Items left out.
-        var problems: [BulkImport.Problem] = []
+        /// Items left out, by their place in the batch.
+        var problems: [(offset: Int, problem: BulkImport.Problem)] = []
         /// Nothing was saved: the first problem stops the import.
         var stopped = false
     }

@@ -67,24 +67,88 @@ public struct GeoJSONFeed: Sendable {
     public func items(for entity: Entity, requiring key: String? = nil) -> [BulkImport.Item] {
         var items: [BulkImport.Item] = []
         items.reserveCapacity(features.count)
-        var positions: [String: JSONPosition]?
+        let starts = Self.featureStarts([UInt8](text))
         for (index, feature) in features.enumerated() {
+            let at = "feature \(index + 1)" + (starts.count == features.count ? ", \(starts[index])" : "")
             do throws(ChronicleError) {
                 let values = try Self.values(of: feature, for: entity)
                 if let key, values[key]?.isNull ?? true {
                     throw ChronicleError(.malformedFeed, "no \(key), the key to import by")
                 }
-                items.append(.record(values, at: "feature \(index + 1)"))
+                items.append(.record(values, at: at))
             } catch {
-                // Lines are counted only for a feed with a bad feature.
-                if positions == nil {
-                    positions = (try? JSONValue.parseWithPositions(text, code: .malformedFeed).positions) ?? [:]
-                }
-                let at = positions?["features[\(index)]"].map { ", \($0)" } ?? ""
-                items.append(.malformed(error.message, at: "feature \(index + 1)\(at)"))
+                items.append(.malformed(error.message, at: at))
             }
         }
         return items
+    }
+
+    /// Where each element of the root object's `features` array starts, in
+    /// one pass over text that parsed: lines from 1, columns counting
+    /// characters from 1, as the parser's own positions.
+    static func featureStarts(_ bytes: [UInt8]) -> [String] {
+        var starts: [String] = []
+        var depth = 0, line = 1, column = 0
+        var inString = false, escaped = false
+        var text: [UInt8] = [], lastString: [UInt8] = [], key: [UInt8] = []
+        var inFeatures = false, expectElement = false
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        func element() {
+            if expectElement {
+                starts.append("line \(line), column \(column)")
+                expectElement = false
+            }
+        }
+        for b in bytes {
+            if b & 0xC0 != 0x80 { column += 1 }
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if b == backslash {
+                    escaped = true
+                } else if b == quote {
+                    inString = false
+                    if depth == 1 { lastString = text }
+                } else if depth == 1 {
+                    text.append(b)
+                }
+                continue
+            }
+            switch b {
+            case UInt8(ascii: "\n"):
+                line += 1
+                column = 0
+            case quote:
+                element()
+                inString = true
+                text.removeAll(keepingCapacity: true)
+            case UInt8(ascii: ":"):
+                if depth == 1 { key = lastString }
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                element()
+                depth += 1
+                if b == UInt8(ascii: "["), depth == 2, key == Array("features".utf8) {
+                    inFeatures = true
+                    expectElement = true
+                }
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 2, inFeatures {
+                    inFeatures = false
+                    expectElement = false
+                }
+                depth -= 1
+            case UInt8(ascii: ","):
+                if depth == 2, inFeatures { expectElement = true }
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
+                break
+            case 0xEF where depth == 0, 0xBB where depth == 0, 0xBF where depth == 0:
+                // A leading byte order mark, which the parser skips.
+                if b == 0xEF { column -= 1 }
+            default:
+                element()
+            }
+        }
+        return starts
     }
 
     private static let coordinates = ["longitude": 0, "latitude": 1, "depth": 2]

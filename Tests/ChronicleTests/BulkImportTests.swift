@@ -88,15 +88,19 @@ import Testing
               {"type": "Feature", "properties": {"mag": 2.5, "time": 1767225600000}, "geometry": {"type": "Point", "coordinates": [10, 20, 3]}},
               {"type": "Feature", "properties": {"code": "a3", "mag": "strong", "time": 1767225600000}, "geometry": {"type": "Point", "coordinates": [10, 20]}},
               42,
-              {"type": "Feature", "properties": {"code": "a5", "mag": 0.5, "time": 1767225600000}, "geometry": {"type": "Point", "coordinates": [1, 2]}}
+              {"type": "Feature", "properties": {"code": "a5", "mag": 0.5, "time": 1767225600000}, "geometry": {"type": "Point", "coordinates": [1, 2]}},
+              {"type": "Feature", "properties": {"code": "a6", "mag": 0.5}, "geometry": {"type": "Point", "coordinates": [1, 2]}}
             ]}
             """
         let items = try GeoJSONFeed(data: Data(feed.utf8)).items(for: Self.quake, requiring: "code")
         let importer = store.newBackgroundContext()
-        let skipped = try await importer.importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 2))
+        let skipped = try await importer.importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 10))
         #expect(skipped.isComplete)
-        #expect(skipped.progress.inserted == 2 && skipped.progress.skipped == 3 && skipped.progress.processed == 5)
-        #expect(skipped.malformed.map(\.position) == ["feature 2, line 3, column 3", "feature 3, line 4, column 3", "feature 4, line 5, column 3"])
+        #expect(skipped.progress.inserted == 2 && skipped.progress.skipped == 4 && skipped.progress.processed == 6)
+        // In feed order, each with its line and column, whichever step found it.
+        #expect(skipped.malformed.map(\.position) == ["feature 2, line 3, column 3", "feature 3, line 4, column 3", "feature 4, line 5, column 3",
+                                                      "feature 6, line 7, column 3"])
+        #expect(skipped.malformed[3].reason == "time is required, and a new Quake needs it")
         #expect(skipped.malformed[0].reason.contains("code"))
         #expect(skipped.malformed[1].reason.contains("mag"))
         #expect(skipped.malformed[2].reason.contains("not a feature object"))
