@@ -20,6 +20,7 @@ struct Import: AsyncParsableCommand {
             running it again finishes the job, since saved features are then unchanged.
             A feature that cannot be read is reported with its number, line and column, then skipped \
             (--on-malformed skip, the default) or the import stops before its batch (--on-malformed stop, exit 1).
+            The feed is read whole (at most 256 MiB; about ten times that in memory while it is parsed): split a larger one.
             Progress goes to standard error: one line rewritten on a terminal, plain lines when piped.
             Run `chronicle sync` afterwards to upload the logs.
             """)
@@ -42,8 +43,9 @@ struct Import: AsyncParsableCommand {
     @Argument(help: "The GeoJSON file (or pipe) to import.")
     var feed: String
 
-    /// The most a feed may hold.
-    static let feedByteLimit = 1 << 30
+    /// The most a feed may hold: the whole feed is parsed before the first
+    /// batch, in about ten times its size of memory.
+    static let feedByteLimit = 256 << 20
 
     func validate() throws {
         guard (1...1_000_000).contains(batchSize) else { throw ValidationError("--batch-size must be from 1 to 1000000, not \(batchSize)") }
