@@ -316,15 +316,8 @@ extension Store {
     /// The stored records holding `keys`, by key, read on `db`.
     private static func stored(_ keys: [Value], of entity: Entity, key: String, _ db: Database) throws -> [ExactKey: (RecordID, [String: Value])] {
         var found: [ExactKey: (RecordID, [String: Value])] = [:]
-        for start in stride(from: 0, to: keys.count, by: 500) {
-            let chunk = keys[start..<min(start + 500, keys.count)]
-            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-            let sql = "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(key.quotedDatabaseIdentifier) IN (\(marks))"
-            for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.databaseValue))) {
-                guard let id = RecordID.fromDatabaseValue(row["id"]) else { continue }
-                let values = try Store.values(row, entity: entity)
-                if let k = values[key] { found[ExactKey(k)] = (id, values) }
-            }
+        for (id, values) in try Store.records(db, of: entity, where: key, in: keys.map(\.databaseValue)) {
+            if let k = values[key] { found[ExactKey(k)] = (id, values) }
         }
         return found
     }

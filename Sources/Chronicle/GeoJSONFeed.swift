@@ -67,7 +67,7 @@ public struct GeoJSONFeed: Sendable {
     public func items(for entity: Entity, requiring key: String? = nil) -> [BulkImport.Item] {
         var items: [BulkImport.Item] = []
         items.reserveCapacity(features.count)
-        let starts = Self.featureStarts([UInt8](text))
+        let starts = Self.featureStarts(text)
         for (index, feature) in features.enumerated() {
             let at = "feature \(index + 1)" + (starts.count == features.count ? ", \(starts[index])" : "")
             do throws(ChronicleError) {
@@ -86,7 +86,7 @@ public struct GeoJSONFeed: Sendable {
     /// Where each element of the root object's `features` array starts, in
     /// one pass over text that parsed: lines from 1, columns counting
     /// characters from 1, as the parser's own positions.
-    static func featureStarts(_ bytes: [UInt8]) -> [String] {
+    static func featureStarts(_ bytes: Data) -> [String] {
         var starts: [String] = []
         var depth = 0, line = 1, column = 0
         var inString = false, escaped = false

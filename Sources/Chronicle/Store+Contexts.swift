@@ -71,17 +71,28 @@ extension Store {
             var rows: [RecordReference: [String: Value]] = [:]
             for (name, group) in Dictionary(grouping: keys, by: \.entity) {
                 guard let entity = schema.entity(named: name) else { continue }
-                for chunk in stride(from: 0, to: group.count, by: 500).map({ group[$0..<min($0 + 500, group.count)] }) {
-                    let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
-                    let sql = "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE id IN (\(marks))"
-                    for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(chunk.map(\.id))) {
-                        guard let id = RecordID.fromDatabaseValue(row["id"]) else { continue }
-                        rows[RecordReference(entity.name, id)] = try Store.values(row, entity: entity)
-                    }
+                for (id, values) in try Store.records(db, of: entity, where: "id", in: group.map(\.id.databaseValue)) {
+                    rows[RecordReference(entity.name, id)] = values
                 }
             }
             return rows
         }
+    }
+
+    /// The records of `entity` whose `column` holds one of `values`, read on
+    /// `db` in chunks small enough for SQLite's limit on arguments.
+    static func records(_ db: Database, of entity: Entity, where column: String, in values: [DatabaseValue]) throws -> [(RecordID, [String: Value])] {
+        var found: [(RecordID, [String: Value])] = []
+        for start in stride(from: 0, to: values.count, by: 500) {
+            let chunk = values[start..<min(start + 500, values.count)]
+            let marks = Array(repeating: "?", count: chunk.count).joined(separator: ",")
+            let sql = "SELECT * FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(column.quotedDatabaseIdentifier) IN (\(marks))"
+            for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(Array(chunk))) {
+                guard let id = RecordID.fromDatabaseValue(row["id"]) else { continue }
+                found.append((id, try Store.values(row, entity: entity)))
+            }
+        }
+        return found
     }
 
     /// Saves a context's changes as one transaction: each record settled

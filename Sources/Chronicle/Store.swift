@@ -707,12 +707,7 @@ public actor Store {
     }
 
     static func row(_ snapshot: Snapshot, entity name: String, id: RecordID) throws -> [String: Value]? {
-        guard let entity = snapshot.schema.entity(named: name) else {
-            throw ChronicleError(.unknownEntity, "no entity named \(name)")
-        }
-        return try snapshot.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM \"\(entity.name)\" WHERE id = ?", arguments: [id]).map { try values($0, entity: entity) }
-        }
+        try snapshot.read { db in try row(db, schema: snapshot.schema, entity: name, id: id) }
     }
 
     static func values(_ row: Row, entity: Entity) throws -> [String: Value] {

@@ -174,28 +174,11 @@ extension StoreContext {
                 case .insert(let values):
                     s.entries[key] = Entry(base: nil, changed: values, order: s.stamp())
                 case .update(let values) where !values.isEmpty:
-                    guard var entry = s.entries[key] else { continue }
-                    for (name, value) in values {
-                        if let base = entry.base, Self.same(base[name], value) { entry.changed[name] = nil } else { entry.changed[name] = value }
-                    }
-                    if entry.order == 0, entry.hasChanges { entry.order = s.stamp() }
-                    s.entries[key] = entry
+                    guard s.entries[key] != nil else { continue }
+                    s.change(key, values)
                 case .delete:
-                    guard var entry = s.entries[key] else { continue }
-                    if entry.base == nil, !s.saving.contains(key) {
-                        s.entries[key] = nil
-                    } else {
-                        // A save of this context under way may be inserting
-                        // it: then it is deleted by the next save.
-                        if entry.base == nil {
-                            entry.base = entry.changed
-                            entry.changed = [:]
-                        }
-                        entry.deleted = true
-                        entry.changed = [:]
-                        if entry.order == 0 { entry.order = s.stamp() }
-                        s.entries[key] = entry
-                    }
+                    guard s.entries[key] != nil else { continue }
+                    s.delete(key)
                 case .update, nil:
                     continue
                 }

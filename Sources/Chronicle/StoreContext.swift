@@ -154,6 +154,39 @@ public final class StoreContext: Sendable {
             defer { nextOrder += 1 }
             return nextOrder
         }
+
+        /// Sets attributes of the held record `key`: a value equal to what
+        /// was read (and not changed underneath since) is no change.
+        mutating func change(_ key: RecordReference, _ values: [String: Value]) {
+            guard var entry = entries[key] else { return }
+            for (name, value) in values {
+                if let base = entry.base, StoreContext.same(base[name], value), entry.underneath[name] == nil {
+                    entry.changed[name] = nil
+                } else {
+                    entry.changed[name] = value
+                }
+            }
+            if entry.order == 0, entry.hasChanges { entry.order = stamp() }
+            entries[key] = entry
+        }
+
+        /// Deletes the held record `key`. One inserted here is forgotten,
+        /// unless a save under way is inserting it: then the next save
+        /// deletes it.
+        mutating func delete(_ key: RecordReference) {
+            guard var entry = entries[key] else { return }
+            if entry.base == nil {
+                guard saving.contains(key) else {
+                    entries[key] = nil
+                    return
+                }
+                entry.base = entry.changed
+            }
+            entry.deleted = true
+            entry.changed = [:]
+            if entry.order == 0 { entry.order = stamp() }
+            entries[key] = entry
+        }
     }
 
     let state: Mutex<State>
@@ -416,21 +449,7 @@ public final class StoreContext: Sendable {
         guard try await view(key) != nil else {
             throw ChronicleError(.recordNotFound, "no \(key) in this context")
         }
-        try state.withLock { s in
-            try checkWritable(s)
-            guard var entry = s.entries[key], !entry.deleted else {
-                throw ChronicleError(.recordNotFound, "no \(key) in this context")
-            }
-            for (name, value) in values {
-                if let base = entry.base, Self.same(base[name], value), entry.underneath[name] == nil {
-                    entry.changed[name] = nil
-                } else {
-                    entry.changed[name] = value
-                }
-            }
-            if entry.order == 0, entry.hasChanges { entry.order = s.stamp() }
-            s.entries[key] = entry
-        }
+        try held(key) { s in s.change(key, values) }
     }
 
     /// Sets some attributes of a record from plain Swift values.
@@ -451,24 +470,18 @@ public final class StoreContext: Sendable {
         guard try await view(key) != nil else {
             throw ChronicleError(.recordNotFound, "no \(key) in this context")
         }
+        try held(key) { s in s.delete(key) }
+    }
+
+    /// Changes the held record `key` under the lock, if the context is
+    /// writable and still shows it.
+    private func held(_ key: RecordReference, _ body: (inout State) -> Void) throws {
         try state.withLock { s in
             try checkWritable(s)
-            guard var entry = s.entries[key], !entry.deleted else {
+            guard let entry = s.entries[key], !entry.deleted else {
                 throw ChronicleError(.recordNotFound, "no \(key) in this context")
             }
-            if entry.base == nil {
-                guard s.saving.contains(key) else {
-                    s.entries[key] = nil
-                    return
-                }
-                // A save under way inserts it: delete it with the next save.
-                entry.base = entry.changed
-                entry.changed = [:]
-            }
-            entry.deleted = true
-            entry.changed = [:]
-            if entry.order == 0 { entry.order = s.stamp() }
-            s.entries[key] = entry
+            body(&s)
         }
     }
 
