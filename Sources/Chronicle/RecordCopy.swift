@@ -232,7 +232,15 @@ struct RecordCopy {
                 report.deleted += 1
                 report.transactions += 1
             } catch let error as ChronicleError where error.code == .recordNotFound {
-                continue
+                // Hidden there by now (a cascade of a delete carried just
+                // before it: the folder of a deleted note): the delete is
+                // kept as a sync keeps it, so that the record stays deleted
+                // if what hides it comes back. One the destination never
+                // knew is moot.
+                guard try destination.snapshot.recordVersions(entity: d.entity, id: d.id) != nil else { continue }
+                try Self.keep(Change(.delete, entity: d.entity, recordID: d.id, values: []), in: destination)
+                report.deleted += 1
+                report.transactions += 1
             }
         }
         return report
@@ -249,13 +257,18 @@ struct RecordCopy {
         do {
             try await destination.write { tx in tx.update(update.entity, id: update.id, update.values) }
         } catch let error as ChronicleError where error.code == .uniqueViolation {
-            let snapshot = destination.snapshot
-            let clock = HybridTimestamp(rawValue: try snapshot.latestClock().rawValue + 1)
-            let change = Change(.update, entity: update.entity, recordID: update.id,
-                                values: update.values.sorted { $0.key < $1.key }.map { FieldValue($0.key, $0.value) })
-            _ = try snapshot.adopt([Transaction(deviceID: snapshot.deviceID, sequence: 0, clock: clock, schemaHash: snapshot.schema.hash, changes: [change])])
+            try keep(Change(.update, entity: update.entity, recordID: update.id,
+                            values: update.values.sorted { $0.key < $1.key }.map { FieldValue($0.key, $0.value) }), in: destination)
         }
         report.transactions += 1
+    }
+
+    /// Saves `change` in `destination` the way a sync applies one, without
+    /// a save's checks: as a save of its own, newer than everything there.
+    private static func keep(_ change: Change, in destination: Store) throws {
+        let snapshot = destination.snapshot
+        let clock = HybridTimestamp(rawValue: try snapshot.latestClock().rawValue + 1)
+        _ = try snapshot.adopt([Transaction(deviceID: snapshot.deviceID, sequence: 0, clock: clock, schemaHash: snapshot.schema.hash, changes: [change])])
     }
 
     /// The source's visible records: every one (`wanted` nil) or those named.

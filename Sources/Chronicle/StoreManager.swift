@@ -80,6 +80,10 @@ public actor StoreManager {
         /// How the health monitor judges failed imports and elects a
         /// rebuilder (see ``HealthConfiguration``).
         public var health: HealthConfiguration
+        /// Called with a cloud store this device leaves (deleted, or
+        /// replaced by another) just before its saves are carried out of it;
+        /// the simulation notes there what the store does not show.
+        package var beforeCarrying: (@Sendable (Store) async throws -> Void)?
 
         /// Creates a configuration.
         public init(store: Store.Configuration, cloudEnabledByDefault: Bool = false, mergeBatchSize: Int = 500,
@@ -671,8 +675,17 @@ public actor StoreManager {
                 try Self.write(state, in: folder)
             }
             if kind == .cloud, let deleted = try await lastStoreDeletedOnPurpose() {
-                // The store this device used was deleted while it was away.
-                try await leaveDeletedStore(deleted.store, by: deleted.tombstone, open: nil)
+                if let leaving = state.leaving, leaving != deleted.store,
+                   FileManager.default.fileExists(atPath: DeviceFolder.snapshotPath(leaving, in: configuration.store.directory)) {
+                    // It was moving to that store and had not finished (the
+                    // store's baseline was not imported yet): its saves are
+                    // still in the store it was leaving, and go from there.
+                    try await leaveDeletedStore(leaving, by: deleted.tombstone, open: nil)
+                    DeviceFolder.removeSnapshotFiles(DeviceFolder.snapshotPath(deleted.store, in: configuration.store.directory))
+                } else {
+                    // The store this device used was deleted while it was away.
+                    try await leaveDeletedStore(deleted.store, by: deleted.tombstone, open: nil)
+                }
                 return nil
             }
             let store: Store
@@ -1150,6 +1163,7 @@ public actor StoreManager {
                 + (unsynced.isEmpty ? [] : try cloud.snapshot.ownTransactions(since: unsynced.min()!).filter { unsynced.contains($0.clock) })
             let ids = Set(pending.flatMap { $0.changes.map(\.recordID) })
             if !ids.isEmpty {
+                try await configuration.beforeCarrying?(cloud)
                 let local = try await Store.open(configuration(for: .local))
                 do {
                     carried = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize,
@@ -1659,6 +1673,7 @@ public actor StoreManager {
                 // changes nothing there: its later updates, if any, do.
                 for id in whole where fields[id] == nil { fields[id] = [] }
                 if !only.isEmpty {
+                    try await configuration.beforeCarrying?(previous)
                     carry = (try await RecordCopy.extract(from: previous, schema: configuration.store.schema, only: only), only, fields,
                              try previous.snapshot.latestClock(), try previous.snapshot.survivors(of: only))
                 }

@@ -41,6 +41,9 @@ struct AcknowledgementLedger {
         var deviceIndex = 0
         /// Deleted on purpose with its store (the device deleted its local store).
         var discarded = false
+        /// For a save to a fallback store: the cloud store the fallback
+        /// store was merged into (nil until it was).
+        var mergedInto: StoreID?
 
         /// The version every device must hold the change at, or supersede.
         var version: Version { Version(clock: clock, device: device) }
@@ -70,9 +73,19 @@ struct AcknowledgementLedger {
     /// The device deleted its local store after leaving cloud stores deleted
     /// on purpose: what it saved in those stores that the container never
     /// held was carried into that local store, and is gone with it too.
+    /// Saves to a fallback store count as saves to the cloud store it was
+    /// merged into.
     mutating func discardCarried(deviceIndex: Int, leftDeleted: (StoreID) -> Bool) {
-        for i in entries.indices where entries[i].place == .cloud && entries[i].deviceIndex == deviceIndex && leftDeleted(entries[i].store) {
-            entries[i].discarded = true
+        for i in entries.indices where entries[i].deviceIndex == deviceIndex {
+            let store = entries[i].place == .fallback ? entries[i].mergedInto : entries[i].place == .cloud ? entries[i].store : nil
+            if let store, leftDeleted(store) { entries[i].discarded = true }
+        }
+    }
+
+    /// The device's fallback store was merged into the cloud store `store`.
+    mutating func fallbackMerged(deviceIndex: Int, into store: StoreID) {
+        for i in entries.indices where entries[i].place == .fallback && entries[i].deviceIndex == deviceIndex && entries[i].mergedInto == nil {
+            entries[i].mergedInto = store
         }
     }
 

@@ -4,6 +4,7 @@ import ChronicleCore
 import ChronicleSnapshot
 import Foundation
 import GRDB
+import Synchronization
 
 /// What the lifecycle did in a run (``SimulationOptions/lifecycle``).
 package struct LifecycleCounts: Sendable, Hashable, Codable {
@@ -101,9 +102,11 @@ extension Simulation {
             // The app knows which account is signed in: a container whose
             // files vanish (a wipe) is then the same account's, emptied, not
             // another account's (see docs/lifecycle.md, "Accounts").
-            let manager = try await StoreManager.open(StoreManager.Configuration(
+            var configuration = StoreManager.Configuration(
                 store: storeConfiguration(d), cloudEnabledByDefault: false, accountToken: d.account == 0 ? "account-A" : "account-B",
-                health: options.corruption ? Self.health : StoreManager.HealthConfiguration()))
+                health: options.corruption ? Self.health : StoreManager.HealthConfiguration())
+            configuration.beforeCarrying = notesHiddenRecords
+            let manager = try await StoreManager.open(configuration)
             d.manager = manager
             let stream = manager.events()
             d.eventCollector = Task {
@@ -143,7 +146,10 @@ extension Simulation {
             d.identityChangesSeen = 0
             d.store = store
         }
+        let before = d.loadedKind
         d.loadedKind = await manager.loadedKind
+        // A fallback store is merged into the cloud store that loads after it.
+        if before == .fallback, d.loadedKind == .cloud, let store { ledger.fallbackMerged(deviceIndex: d.index, into: store.storeID) }
         await absorbIdentityChanges(d)
         if let store, d.loadedKind == .cloud {
             d.knownStore[d.account] = store.storeID
@@ -366,6 +372,17 @@ extension Simulation {
                 if next.payload.fromBaseline { rebuiltFromBaseline.insert(next.payload.store) }
             }
         }
+        // A deletion a crash stopped is finished by the device's next load,
+        // on the store its store became by then if it was replaced meanwhile.
+        for (store, capture) in pendingDeletions {
+            var current = store
+            var seen: Set<StoreID> = []
+            while case .superseded(let next)? = fates[current], seen.insert(current).inserted { current = next }
+            if fates[current] == .deleted, deletedStoreVersions[current] == nil {
+                pendingDeletions[store] = nil
+                adopt(capture, for: current)
+            }
+        }
     }
 }
 
@@ -394,13 +411,29 @@ extension Simulation {
     /// carries what it shows, so these do not reach the new store, and the
     /// checker must not look for them there.
     func hiddenRecords(_ store: Store) async throws -> Set<RecordID> {
-        try await store.read { db in
+        try await Self.hiddenRecords(store)
+    }
+
+    static func hiddenRecords(_ store: Store) async throws -> Set<RecordID> {
+        let schema = store.snapshot.schema
+        return try await store.read { db in
             var hidden = Set<RecordID>()
-            for (index, entity) in store.snapshot.schema.entities.enumerated() {
+            for (index, entity) in schema.entities.enumerated() {
                 let sql = "SELECT id FROM _chronicle_records WHERE entity = ? AND id NOT IN (SELECT id FROM \(entity.name.quotedDatabaseIdentifier))"
                 hidden.formUnion(try RecordID.fetchAll(db, sql: sql, arguments: [index]))
             }
             return hidden
+        }
+    }
+
+    /// What a store a device leaves does not show as it leaves it, noted
+    /// when the manager is about to carry its saves out (a store left
+    /// while the device loads, after importing what it had not yet seen,
+    /// is never loaded for ``noteHidden(_:)`` to look at).
+    var notesHiddenRecords: @Sendable (Store) async throws -> Void {
+        { [hiddenWhenCarried] store in
+            let hidden = try await Self.hiddenRecords(store)
+            hiddenWhenCarried.ids.withLock { $0.formUnion(hidden) }
         }
     }
 }
@@ -443,4 +476,9 @@ extension Simulation {
             // Switched away meanwhile: nothing to move from.
         }
     }
+}
+
+/// Record IDs that concurrent tasks add to.
+final class SharedRecordSet: Sendable {
+    let ids = Mutex<Set<RecordID>>([])
 }

@@ -70,6 +70,9 @@ package final class Simulation {
     /// What each store deleted on purpose held of each record on the
     /// deleting device: the versions of its fields, insert and delete.
     var deletedStoreVersions: [StoreID: [RecordID: Snapshot.RecordVersions]] = [:]
+    /// Deletions a crash stopped before the tombstone, with what the store
+    /// held then: the device's next load finishes them.
+    var pendingDeletions: [StoreID: DeletionCapture] = [:]
     /// When each store deleted on purpose was deleted (its tombstone's time).
     var deletedAt: [StoreID: UInt64] = [:]
     /// The records each device's local store held when it turned the cloud
@@ -81,6 +84,8 @@ package final class Simulation {
     var rebuiltFromBaseline: Set<StoreID> = []
     /// Records hidden in a copy of a store a rebuild or a move then replaced (see ``hiddenRecords(_:)``).
     var hiddenBeforeMoves: Set<RecordID> = []
+    /// The same, noted by the managers as they carry saves out of a store.
+    let hiddenWhenCarried = SharedRecordSet()
     let crashes: CrashControl
     let root: URL
     var accounts: [SimulatedContainer] = []
@@ -466,7 +471,7 @@ package final class Simulation {
     var quiescedState: QuiescedState {
         QuiescedState(devices: devices, accounts: accounts, ledger: ledger, clock: clock, workDirectory: root, logger: logger,
                       fates: fates, deletedStoreLogs: deletedStoreLogs, deletedStoreSaves: deletedStoreSaves, duplicates: options.lifecycle ? duplicates : [:],
-                      hiddenBeforeMoves: hiddenBeforeMoves, deletedWithStore: deletedWithStore, deletedStoreVersions: deletedStoreVersions, deletedAt: deletedAt,
+                      hiddenBeforeMoves: hiddenBeforeMoves.union(hiddenWhenCarried.ids.withLock { $0 }), deletedWithStore: deletedWithStore, deletedStoreVersions: deletedStoreVersions, deletedAt: deletedAt,
                       firstEnableRecords: firstEnableRecords, corruption: options.corruption, upgrades: options.upgrades)
     }
 

@@ -79,6 +79,12 @@ import Testing
         (0x13, "a device whose copy had not yet started from the store's baseline published one of its own, the newest: devices that joined started from it without the store's past"),
         (0x5b, "the same: a baseline published before the copy had imported the store"),
         (0xe1, "a device leaving a deleted store put back its log the sync service had dropped, and did not carry that log's saves, which the store never held, to its local store"),
+        (0x115, "the checker's fresh replay used logs only, but a wipe had left a twin's logs after a gap that only the newest baseline covers, as a joining device starts from"),
+        (0xbf, "the checker did not count a note a cascade hid as a device left a deleted store (it imported the folder's deletion first) among those a move does not carry"),
+        (0x192, "the checker looked for a fallback store's saves on every device, though they were merged into a cloud store that was then deleted and carried to a local store its device deleted"),
+        (0x164, "the checker missed a deletion that a crash stopped and the device's next load finished, on the store its store had been rebuilt as"),
+        (0x257, "a device leaving a deleted store carried a folder's delete and then its note's, which the cascade already hid: the note's delete was dropped, and the note would come back with its folder"),
+        (0x2c8, "a store was deleted while a device's move into it waited for its baseline: the device left the new, empty store and dropped the saves still in the one it was leaving"),
     ]
 
     @Test(arguments: busySeeds.map(\.seed))

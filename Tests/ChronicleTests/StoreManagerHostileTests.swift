@@ -273,6 +273,39 @@ import Testing
         try await b.close()
     }
 
+    /// Regression: a rebuilt store was deleted everywhere while b's move
+    /// into it waited for its baseline (not readable yet). b had already
+    /// opened the new store's copy, empty; leaving, it carried from that
+    /// copy and dropped its unsynced save, still in the store it was
+    /// leaving. The save goes to b's local store.
+    @Test func aStoreDeletedWhileAMoveIntoItWaitsKeepsTheMovingDevicesSaves() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNote(try await a.store, "a synced")
+        try await a.sync()
+        try await b.sync()
+        try await Self.saveNote(try await b.store, "b unsynced")
+        let rebuilt = try await a.rebuildCloudStore(from: .cloud)
+        // The rebuilt store's baseline is not readable yet: b's move waits.
+        let aside = root.appendingPathComponent("aside")
+        try FileManager.default.createDirectory(at: aside, withIntermediateDirectories: true)
+        let baselines = containerURL.appendingPathComponent("blobs").appendingPathComponent(ContainerLayout.baselinesPrefix(store: rebuilt))
+        try FileManager.default.moveItem(at: baselines, to: aside.appendingPathComponent("baselines"))
+        await #expect(throws: ChronicleError.self) { try await b.sync() }
+        #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("b/\(rebuilt).sqlite").path),
+                "b opened its copy of the rebuilt store before it waited")
+        try FileManager.default.moveItem(at: aside.appendingPathComponent("baselines"), to: baselines)
+        try await a.deleteCloudStore(localOnly: false)
+
+        _ = try await b.reload()
+        #expect(await b.loadedKind == .local)
+        let titles = try await Self.titles(try await b.store)
+        #expect(titles.contains("b unsynced"), "\(titles)")
+        try await a.close()
+        try await b.close()
+    }
+
     /// Regression: rebuilding the cloud content from the local store (a
     /// rebuild `from: .local`, or turning the cloud on with
     /// `overwriteCloudWithLocal`) uploaded this device's unsynced cloud

@@ -94,10 +94,11 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
             for saves in state.deletedStoreSaves.values {
                 if let clocks = saves[ack.id], clocks.contains(where: { $0 >= ack.clock }) { return .gone }
             }
-            return .everyDevice
+            // Otherwise it is where a save to that cloud store is.
+            guard ack.mergedInto != nil else { return .everyDevice }
         case .cloud: break
         }
-        var store = ack.store
+        var store = ack.place == .fallback ? ack.mergedInto! : ack.store
         var seen: Set<StoreID> = []
         while store != final, seen.insert(store).inserted {
             switch state.fates[store] {
@@ -110,6 +111,14 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
                 // logged again under another device) before it went.
                 if state.deletedStoreSaves[store]?[ack.id]?.contains(ack.clock) == true { return .gone }
                 if let versions = state.deletedStoreVersions[store]?[ack.id], Self.holds(versions, ack, state.ledger) { return .gone }
+                // A delete carried into it (by a move) of a record it never
+                // had changed nothing there: it went with the store, and a
+                // copy of the record in the device's local store (saved
+                // there before the cloud was on) is that store's own.
+                if ack.kind == .delete, ack.store != store, let versions = state.deletedStoreVersions[store], versions[ack.id] == nil,
+                   state.deletedStoreSaves[store]?[ack.id] == nil {
+                    return .gone
+                }
                 return .localStore(ack.deviceIndex, orEveryDevice: true)
             case .superseded(let next)?:
                 store = next

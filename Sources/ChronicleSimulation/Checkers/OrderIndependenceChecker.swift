@@ -44,7 +44,16 @@ struct OrderIndependenceChecker: InvariantChecker {
         // With corruption faults a log can be damaged for good after every
         // device applied it: a device that joins starts from a baseline
         // that covers it, as it does after a rebuild.
-        let fromBaselines = !state.fates.isEmpty || state.corruption
+        // And a device's logs can start after a gap that only a baseline
+        // covers: its earlier logs were uploaded, taken into a baseline,
+        // and then lost with a wipe of the container while their device
+        // was away, and a folder twin of that device (which keeps the ID)
+        // went on after the baseline's vector. A device that joins starts
+        // from that baseline too; if no baseline covers the gap, the fresh
+        // device stops at it and the hashes differ.
+        let gapped = logs.devices.contains { logs.stranded($0) > 0 }
+        let hasBaseline = try await !state.container.everything.listAll(prefix: ContainerLayout.baselinesPrefix(store: storeID)).isEmpty
+        let fromBaselines = !state.fates.isEmpty || state.corruption || (gapped && hasBaseline)
         let pristine = InMemoryContainer()
         _ = try await pristine.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: storeID))
         for device in logs.devices {

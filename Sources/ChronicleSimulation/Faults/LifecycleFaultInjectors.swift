@@ -46,11 +46,7 @@ struct CloudDeletionFault: FaultInjector {
         let deleted = store.storeID
         // What the container holds of the store as it goes: saves it never
         // got must reach their devices' local stores.
-        let held = try await StoreLogs.read(run.accounts[0].everything, store: deleted, upgrades: run.options.upgrades)
-        let records = try await run.allRecords(store)
-        let versions = try await run.recordVersions(store)
-        let now = run.clock.nowMilliseconds()
-        let keys = Set(held.devices.flatMap { device in held.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
+        let capture = try await DeletionCapture(store, run)
         let done = try await run.managing(d, "deleting the cloud store") { manager in
             if migrateFirst {
                 _ = try await manager.migrateCloudToLocal(deleteCloudStore: true)
@@ -60,28 +56,17 @@ struct CloudDeletionFault: FaultInjector {
         }
         // Deleted even if a crash stopped the call after the tombstone.
         if try await run.accounts[0].everything.readMarker(ContainerLayout.tombstone(store: deleted)) != nil {
-            run.deletedStoreLogs[deleted] = keys
-            var saves: [RecordID: Set<HybridTimestamp>] = [:]
-            for device in held.devices {
-                for t in held.transactions[device]!.values {
-                    for change in t.changes { saves[change.recordID, default: []].insert(t.clock) }
-                }
-            }
-            run.deletedStoreSaves[deleted] = saves
-            for id in records { run.deletedWithStore[id] = now }
-            // And every record the container's logs held as it went, even
-            // if a log is lost afterwards (nobody repairs a deleted store).
-            for device in held.devices {
-                for t in held.transactions[device]!.values {
-                    for change in t.changes { run.deletedWithStore[change.recordID] = max(run.deletedWithStore[change.recordID] ?? now, now) }
-                }
-            }
-            run.deletedStoreVersions[deleted] = versions
+            run.pendingDeletions[deleted] = nil
+            run.adopt(capture, for: deleted)
             if done {
                 run.lifecycleCounts.cloudDeletions += 1
                 if migrateFirst { run.lifecycleCounts.migrationsThenDeletions += 1 }
             }
             run.note("device \(d.number) deleted the cloud store \(deleted) everywhere" + (migrateFirst ? ", after copying it to its local store" : ""))
+        } else if !done {
+            // A crash stopped it before the tombstone: the device's next
+            // load may finish it (see ``Simulation/recordFates()``).
+            run.pendingDeletions[deleted] = capture
         }
     }
 }
@@ -139,5 +124,41 @@ struct MaintenanceFault: FaultInjector {
         default:
             break
         }
+    }
+}
+
+/// What a store deleted on purpose held as it went, as the checkers need
+/// it: the container's logs and the deleting device's copy.
+struct DeletionCapture {
+    var keys: Set<LogKey>
+    var saves: [RecordID: Set<HybridTimestamp>] = [:]
+    var records: Set<RecordID>
+    var versions: [RecordID: Snapshot.RecordVersions]
+    var now: UInt64
+
+    init(_ store: Store, _ run: Simulation) async throws {
+        let held = try await StoreLogs.read(run.accounts[0].everything, store: store.storeID, upgrades: run.options.upgrades)
+        records = try await run.allRecords(store)
+        versions = try await run.recordVersions(store)
+        now = run.clock.nowMilliseconds()
+        keys = Set(held.devices.flatMap { device in held.transactions[device]!.keys.map { LogKey(device: device, sequence: $0) } })
+        for device in held.devices {
+            for t in held.transactions[device]!.values {
+                for change in t.changes { saves[change.recordID, default: []].insert(t.clock) }
+            }
+        }
+    }
+}
+
+extension Simulation {
+    /// Records that `deleted` went, holding what `capture` says.
+    func adopt(_ capture: DeletionCapture, for deleted: StoreID) {
+        deletedStoreLogs[deleted] = capture.keys
+        deletedStoreSaves[deleted] = capture.saves
+        for id in capture.records { deletedWithStore[id] = capture.now }
+        // And every record the container's logs held as it went, even
+        // if a log is lost afterwards (nobody repairs a deleted store).
+        for id in capture.saves.keys { deletedWithStore[id] = max(deletedWithStore[id] ?? capture.now, capture.now) }
+        deletedStoreVersions[deleted] = capture.versions
     }
 }

@@ -1,0 +1,62 @@
+@testable import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import Foundation
+import Logging
+import Testing
+
+/// Copying records between two stores of a device (a merge, a move, a
+/// deletion's carry), checked on the records' merge state.
+@Suite struct RecordCopyTests {
+    /// Folders first: a copy deletes in schema order, so a folder's delete
+    /// comes before its notes'.
+    static let schema = try! Schema(version: 1, entities: [
+        Entity("Folder", attributes: [Attribute("name", .string)],
+               relationships: [.toMany("notes", to: "Note", inverse: "folder")]),
+        Entity("Note", attributes: [Attribute("title", .string)],
+               relationships: [.toOne("folder", to: "Folder", inverse: "notes", deleteRule: .cascade)]),
+    ])
+
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-copy-\(UUID().uuidString)")
+
+    func store(_ name: String) async throws -> Store {
+        try await Store.open(Store.Configuration(schema: Self.schema, directory: root.appendingPathComponent(name),
+                                                 container: try DirectoryContainer(root: root.appendingPathComponent("container-\(name)"), create: true),
+                                                 seed: 7, logger: Logger(label: "test"), durability: .normal))
+    }
+
+    /// Regression: carrying the deletes of a folder and of its note, the
+    /// folder's delete hid the note (the cascade) before the note's delete
+    /// ran, which then found no note and was dropped. Were the folder to
+    /// come back (an update made elsewhere after its delete), the note
+    /// would have come back with it. The note's delete is kept.
+    @Test func aCarriedDeleteOfARecordACarriedCascadeHidAlreadyIsKept() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let folder = RecordID(UUID()), note = RecordID(UUID())
+        let destination = try await store("destination")
+        try await destination.write { tx in
+            _ = tx.insert("Folder", ["name": .string("f")], id: folder)
+            _ = tx.insert("Note", ["title": .string("n"), "folder": .reference(folder)], id: note)
+        }
+        let source = try await store("source")
+        try await source.write { tx in
+            _ = tx.insert("Folder", ["name": .string("f")], id: folder)
+            _ = tx.insert("Note", ["title": .string("n"), "folder": .reference(folder)], id: note)
+        }
+        try await source.write { tx in
+            tx.delete("Note", id: note)
+            tx.delete("Folder", id: folder)
+        }
+
+        let report = try await RecordCopy(schema: Self.schema, batchSize: 500, existing: .overwrite, only: [folder, note])
+            .run(from: source, into: destination)
+        #expect(report.deleted == 2, "\(report)")
+        let versions = try destination.snapshot.recordVersions(entity: "Note", id: note)
+        let noteState = try #require(versions)
+        #expect(noteState.deleteVersion != nil, "the note's delete is in its state, not only hidden by its folder's")
+        #expect(try destination.snapshot.recordVersions(entity: "Folder", id: folder)?.deleteVersion != nil)
+        #expect(try await destination.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") } == 0)
+        try await source.close()
+        try await destination.close()
+    }
+}
