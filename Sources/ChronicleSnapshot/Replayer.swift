@@ -312,6 +312,21 @@ package struct Replayer: Sendable {
             verified += blob.size
             toRead.append(blob.name)
         }
+        // Logs this device applied that the listing no longer shows at all
+        // (their sequences in no listed log of their device): a damaged log
+        // whose owner deleted it to put it back and whose upload was then
+        // lost, say. Nothing else tells: with no later log of that device,
+        // there is no gap to see.
+        let upper = page.count < max(1, budget.listed) ? nil : page.last?.name.rawValue
+        var listed: [DeviceID: [ClosedRange<UInt64>]] = [:]
+        for blob in page {
+            if let parsed = ContainerLayout.parseLog(blob.name) { listed[parsed.device, default: []].append(parsed.first...parsed.last) }
+        }
+        for log in try snapshot.appliedLogs(after: cursor?.rawValue, through: upper)
+        where !(listed[log.device] ?? []).contains(where: { $0.overlaps(log.first...log.last) }) {
+            let words = "\(ContainerLayout.logPrefix(store: snapshot.storeID, device: log.device)) sequence \(log.first)"
+            if !findings.missing.contains(words) { findings.missing.append(words) }
+        }
         for name in Set(toRead).union(recheck).sorted() {
             do {
                 _ = try decoder.open(try await container.get(name, maxBytes: decoder.limits.maxLogBytes))

@@ -122,6 +122,23 @@ extension Snapshot {
         return .applied(transactions: visitor.transactions, events: visitor.engine.events)
     }
 
+    /// The logs of other devices this snapshot applied (its ledger) whose
+    /// names sort after `after` and up to `through` (nil: no bound), with
+    /// the device and sequences each held, in name order.
+    package func appliedLogs(after: String?, through: String?) throws -> [(name: String, device: DeviceID, first: UInt64, last: UInt64)] {
+        do {
+            return try pool.read { db in
+                try Row.fetchAll(db, sql: """
+                    SELECT name, device, first, last FROM _chronicle_ledger
+                    WHERE device <> ? AND name > ? AND (? IS NULL OR name <= ?) ORDER BY name
+                    """, arguments: [deviceID.rawValue, after ?? "", through, through])
+                    .map { row in (row[0], DeviceID(row[1] as RecordID), UInt64(row[2] as Int64), UInt64(row[3] as Int64)) }
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "reading the snapshot's applied logs failed")
+        }
+    }
+
     /// Records that importing `name` failed, for `chronicle inspect` and the
     /// health monitor. Returns how many times it has failed.
     @discardableResult

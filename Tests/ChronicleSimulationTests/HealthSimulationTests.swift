@@ -45,6 +45,23 @@ import Testing
         #expect(summary.passed, "seed \(seed): \(summary.violations)")
     }
 
+    /// Pinned: the same with unreliable exclusive create. A seeding
+    /// device's only log, damaged for good, vanished as its keeper deleted
+    /// it to put it back and the upload was lost; the seed's baseline was
+    /// damaged too. Devices that had not imported it stayed apart from
+    /// those that had, all healthy: the scrub looked only for gaps between
+    /// logs (`chronicle simulate --corruption --exclusive-create unreliable
+    /// --rate cloud-toggle=0,cloud-deletion=0,maintenance=0 --seed 0x3a3`).
+    @Test func aVanishedOnlyLogIsFoundAndTheStoreRebuilt() async throws {
+        var options = Self.options(.unreliable)
+        options.cloudToggleProbability = .never
+        options.cloudDeletionProbability = .never
+        options.maintenanceProbability = .never
+        let summary = try await Simulation(seed: 0x3a3, options: options).run()
+        #expect(summary.passed, "\(summary.violations)")
+        #expect((summary.health?.rebuilds ?? 0) >= 1)
+    }
+
     @Test(arguments: regressionSeeds.map(\.seed))
     func pinnedCorruptionSeeds(seed: UInt64) async throws {
         let summary = try await Simulation(seed: seed, options: Self.options()).run()

@@ -197,6 +197,35 @@ import Testing
         try await c.close()
     }
 
+    /// Regression: a log a device had applied vanished from the container
+    /// (its owner deleted it to put it back, and the upload was lost), and
+    /// it was its device's only log. The scrub looked only for gaps between
+    /// logs, so nothing showed: devices that had not imported it stayed
+    /// apart from those that had, every one of them healthy. The applied
+    /// log's absence is reported as a missing log and, past the repair
+    /// wait, the store is marked for a rebuild.
+    @Test func aVanishedLogWithNoLaterLogIsFoundByTheScrub() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let (a, c, old) = try await aLogOfADeviceThatIsGone()
+        let logs = containerURL.appendingPathComponent("blobs").appendingPathComponent(ContainerLayout.logsPrefix(store: old))
+        let kept = [try await a.store.deviceID.description, try await c.store.deviceID.description]
+        for device in try FileManager.default.contentsOfDirectory(atPath: logs.path) where !kept.contains(device) {
+            try FileManager.default.removeItem(at: logs.appendingPathComponent(device))
+        }
+        clock.advance(byMilliseconds: 1_500)
+        try await a.sync()
+        let early = try await a.health()
+        let missing = try #require(early.storeDamage.first, "the scrub reports the vanished log: \(early)")
+        #expect(missing.kind == .missingLog && missing.blob.contains(" sequence 1"), "\(missing)")
+        #expect(early.marks.isEmpty)
+        clock.advance(byMilliseconds: 2_500)
+        try await a.sync()
+        let late = try await a.health()
+        #expect(!late.marks.isEmpty || late.history.contains { $0.from == old }, "past the repair wait the store is marked (or already rebuilt): \(late)")
+        try await a.close()
+        try await c.close()
+    }
+
     @Test func anAppThatHandlesTheCorruptionKeepsTheDeviceFromRebuilding() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         final class Handler: StoreManagerDelegate, @unchecked Sendable {
