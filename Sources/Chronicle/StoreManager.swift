@@ -2043,6 +2043,77 @@ public actor StoreManager {
         try await leaveDeletedStore(store.storeID, by: tombstone, open: store, alsoCarrying: unsynced)
     }
 
+    /// Deletes the account's whole cloud content, not only the store in
+    /// use: UbiquityStoreManager's `deleteCloudContainerLocalOnly:`.
+    ///
+    /// - `localOnly: true`: this device's copy of the cloud content, which
+    ///   is its copy of the loaded cloud store (a device keeps no copy of a
+    ///   store it left): as ``deleteCloudStore(localOnly:)`` with `true`.
+    /// - `localOnly: false`: every store the container holds, the active
+    ///   one, stores it replaced and stores no device uses any more, is
+    ///   deleted on purpose. The loaded cloud store goes first, as
+    ///   ``deleteCloudStore(localOnly:)`` deletes it (this device carries
+    ///   what it had not uploaded into its local store); then every other
+    ///   store gets a tombstone, so a device still on one of them, or back
+    ///   on one from a folder restored from a backup, falls back to its
+    ///   local store with its saves the container never got, as from a
+    ///   deleted store, and no device joins one again. The active-store
+    ///   pointer is removed: turning the cloud on again starts a new store.
+    ///   The stores' logs stay in the container, under their IDs, as what
+    ///   each held when it was deleted. Works with the cloud off too.
+    ///
+    /// - Returns: the stores deleted by this call (none for `localOnly`).
+    /// - Throws: ``ChronicleError/Code/storeNotLoaded`` for `localOnly`
+    ///   unless the cloud store is loaded.
+    @discardableResult
+    public func deleteCloudContainer(localOnly: Bool) async throws -> [StoreID] {
+        try checkOpen()
+        if localOnly {
+            guard loaded?.kind == .cloud else {
+                throw ChronicleError(.storeNotLoaded, "the cloud store is not loaded: this device holds no copy of the cloud content (turn the cloud on first)")
+            }
+            try await deleteCloudStore(localOnly: true)
+            return []
+        }
+        let container = configuration.store.container
+        var deleted: [StoreID] = []
+        var deleter = try DeviceFolder.readIdentity(in: configuration.store.directory)?.device
+        if loaded?.kind == .cloud {
+            let store = try self.store
+            deleter = store.deviceID
+            try await deleteCloudStore(localOnly: false)
+            if let tombstone = try await marker(ContainerLayout.tombstone(store: store.storeID), as: StoreTombstone.self) {
+                deleted.append(store.storeID)
+                deleter = tombstone.device
+            }
+        }
+        var stores = Set(try await container.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:)))
+        for name in try await container.listMarkers(prefix: ContainerLayout.storesPrefix) {
+            if let first = name.rawValue.split(separator: "/").first, let store = StoreID(string: String(first)) { stores.insert(store) }
+        }
+        let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)
+        if let pointer { stores.insert(pointer.payload.store) }
+        let tombstone = StoreTombstone(device: deleter ?? DeviceID(UUID()), milliseconds: configuration.store.clock.nowMilliseconds())
+        for store in stores.sorted() where !deleted.contains(store) {
+            do {
+                _ = try await container.createMarker(ContainerLayout.tombstone(store: store), tombstone)
+                deleted.append(store)
+            } catch let error as ChronicleError where error.code == .markerConflict {
+                // Deleted already.
+            }
+        }
+        if let pointer {
+            do {
+                try await container.deleteMarker(ContainerLayout.activeStore, expected: pointer.version)
+            } catch let error as ChronicleError where error.code == .markerConflict || error.code == .notFound {
+                // Gone already, or a store started since (seeded after this
+                // call listed the stores): that one is not deleted.
+            }
+        }
+        configuration.store.log.notice("deleted the cloud content everywhere", metadata: ["chronicle.stores": "\(deleted.count)"])
+        return deleted
+    }
+
     /// Deletes the local store: with the cloud store loaded, its files go;
     /// with the local store loaded, it is replaced by an empty one.
     public func deleteLocalStore() async throws {

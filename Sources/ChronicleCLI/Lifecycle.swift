@@ -90,13 +90,13 @@ struct CloudStatus: AsyncParsableCommand {
     }
 }
 
-/// `chronicle store reload|delete-cloud|delete-local|migrate-to-local|rebuild`.
+/// `chronicle store reload|delete-cloud|delete-container|delete-local|migrate-to-local|rebuild`.
 struct StoreMaintenance: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store",
         abstract: "Maintenance of a device's stores: reload, delete, migrate, rebuild.",
         discussion: "Destructive operations need --yes. docs/lifecycle.md describes each.",
-        subcommands: [StoreReload.self, StoreDeleteCloud.self, StoreDeleteLocal.self, StoreMigrateToLocal.self, StoreRebuild.self])
+        subcommands: [StoreReload.self, StoreDeleteCloud.self, StoreDeleteContainer.self, StoreDeleteLocal.self, StoreMigrateToLocal.self, StoreRebuild.self])
 }
 
 /// Runs `body` on the device's manager, then prints where the data is
@@ -169,6 +169,51 @@ struct StoreDeleteCloud: AsyncParsableCommand {
     func run() async throws {
         try await maintaining(device, output, done: localOnly ? "deleted this device's copy of the cloud store" : "deleted the cloud store everywhere") {
             try await $0.deleteCloudStore(localOnly: localOnly)
+        }
+    }
+}
+
+struct StoreDeleteContainer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete-container",
+        abstract: "Delete the account's whole cloud content: every store in the container (or, with --local-only, this device's copy).",
+        discussion: """
+            Every store the container holds is deleted on purpose, not only the one in use: stores a rebuild \
+            replaced and stores no device uses any more too. Every device falls back to its local store at its \
+            next sync, carrying there the saves the container never got; turning the cloud on again starts a \
+            new store. Works with the cloud off. --local-only deletes only this device's copy of the cloud \
+            content (its copy of the cloud store), as `store delete-cloud --local-only` does.
+            """)
+    @OptionGroup var device: DeviceOptions
+    @Flag(name: .customLong("local-only"), help: "Delete only this device's copy.")
+    var localOnly = false
+    @Flag(name: .customLong("yes"), help: "Confirm.")
+    var confirmed = false
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        try requireConfirmation(confirmed, localOnly ? "this deletes the device's copy of the cloud content" : "this deletes every store of the cloud container, on every device")
+    }
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: false)
+            do {
+                let deleted = try await manager.deleteCloudContainer(localOnly: localOnly)
+                let status = try await statusValue(manager, device)
+                try await manager.close()
+                var value = status.merging(nil)
+                if case .object(var object) = value {
+                    object["deletedStores"] = .array(deleted.map { .string($0.description) })
+                    value = .object(object)
+                }
+                let done = localOnly ? "deleted this device's copy of the cloud content"
+                    : "deleted the cloud content everywhere: \(deleted.count) store(s)" + (deleted.isEmpty ? "" : " (\(deleted.map(\.description).joined(separator: ", ")))")
+                output.print(value, text: done + "\n" + statusText(status))
+            } catch {
+                try? await manager.close()
+                throw error
+            }
         }
     }
 }

@@ -387,6 +387,77 @@ import Testing
         for m in [a, b, c2] { try await m.close() }
     }
 
+    /// Deleting the cloud container deletes every store it holds, not only
+    /// the one in use: here the store a rebuild replaced, on which c (away
+    /// since before the rebuild) still has an unsynced save. Every device
+    /// falls back to its local store with what the container never got.
+    @Test func deletingTheCloudContainerDeletesEveryStoreItHolds() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        var c = try await manager("c", cloudByDefault: true)
+        let first = try await a.store.storeID
+        try await Self.saveNotes(try await a.store, folder: "Shared", titles: ["a1"])
+        for m in [a, b, c] { try await m.sync() }
+        try await Self.saveNotes(try await c.store, folder: "C", titles: ["c unsynced"])
+        try await c.close()
+        let rebuilt = try await a.rebuildCloudStore()
+        try await b.sync()
+        try await Self.saveNotes(try await b.store, folder: "B", titles: ["b unsynced"])
+
+        // The failure path first: with the cloud off there is no copy to delete locally.
+        let d = try await manager("d")
+        let refused = await #expect(throws: ChronicleError.self) { try await d.deleteCloudContainer(localOnly: true) }
+        #expect(refused?.code == .storeNotLoaded)
+
+        // d has the cloud off: deleting everywhere works from there too.
+        let deleted = try await d.deleteCloudContainer(localOnly: false)
+        #expect(Set(deleted) == [first, rebuilt], "\(deleted)")
+        for store in [first, rebuilt] {
+            #expect(try await container().readMarker(ContainerLayout.tombstone(store: store)) != nil)
+        }
+        #expect(try await container().readMarker(ContainerLayout.activeStore) == nil)
+        #expect(try await d.deleteCloudContainer(localOnly: false).isEmpty, "a second call finds nothing left to delete")
+
+        #expect(try await b.sync() == nil)
+        #expect(await b.loadedKind == .local)
+        #expect(try await Self.titles(try await b.store) == ["b unsynced"])
+        c = try await manager("c", cloudByDefault: true)
+        #expect(await c.loadedKind == .local, "c, still on the replaced store, falls back too")
+        #expect(try await Self.titles(try await c.store) == ["c unsynced"])
+        try await a.sync()
+        #expect(await a.loadedKind == .local)
+
+        // Turning the cloud on again starts a new store.
+        try await b.setCloudEnabled(true)
+        let new = try await b.store.storeID
+        #expect(new != first && new != rebuilt)
+        for m in [a, b, c, d] { try await m.close() }
+    }
+
+    /// With the cloud store loaded, the device's own store is deleted the way
+    /// ``StoreManager/deleteCloudStore(localOnly:)`` deletes it (its unsynced
+    /// save carried); locally, its copy is rebuilt from the container.
+    @Test func deletingTheCloudContainerFromALoadedStoreCarriesItsUnsyncedSaves() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        try await Self.saveNotes(try await a.store, folder: "Inbox", titles: ["synced"])
+        try await a.sync()
+        try await Self.saveNotes(try await a.store, folder: "Later", titles: ["unsynced"])
+        let before = try await a.store.deviceID
+        #expect(try await a.deleteCloudContainer(localOnly: true).isEmpty)
+        #expect(try await a.store.deviceID != before, "a fresh copy under a new device ID")
+        try await a.sync()
+        #expect(try await Self.titles(try await a.store) == ["synced", "unsynced"])
+
+        try await Self.saveNotes(try await a.store, folder: "Last", titles: ["last unsynced"])
+        let store = try await a.store.storeID
+        #expect(try await a.deleteCloudContainer(localOnly: false) == [store])
+        #expect(await a.loadedKind == .local)
+        #expect(try await Self.titles(try await a.store) == ["last unsynced"])
+        try await a.close()
+    }
+
     @Test func aDeletionInterruptedBeforeThePointerWentIsFinishedByTheNextDevice() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let first = try await peer("a")
