@@ -124,7 +124,8 @@ struct DeviceOptions: ParsableArguments {
     func requireExistingFolder() throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: deviceDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw ChronicleError(.notFound, "no device folder at \(deviceDirectory)")
+            throw ChronicleError(.notFound, "no device folder at \(deviceDirectory): this command only reports, and makes none; "
+                                 + "the first `chronicle save`, `sync` or `cloud enable` with this --device-dir makes it (check the path if the device has saved before)")
         }
     }
 

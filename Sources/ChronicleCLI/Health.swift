@@ -99,6 +99,8 @@ struct HealthCommand: AsyncParsableCommand {
             """)
 
     @OptionGroup var device: DeviceOptions
+    @OptionGroup(title: "Health timings (give the ones `chronicle sync` runs with: the waits and deadlines shown are counted with these)")
+    var timings: HealthOptions
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
@@ -106,7 +108,8 @@ struct HealthCommand: AsyncParsableCommand {
             // A folder that is not there has no health: nothing is made for it.
             try device.requireExistingFolder()
             // Whatever the device could load: health is most wanted when it could not.
-            let manager = try await device.openManager(schema: try device.loadSchema(), tolerating: [.cloudContentCorrupted, .unavailable, .storeNotLoaded])
+            let manager = try await device.openManager(schema: try device.loadSchema(), health: timings.configuration,
+                                                       tolerating: [.cloudContentCorrupted, .unavailable, .storeNotLoaded])
             // Opening may have moved the device to a rebuilt store: said below.
             let events = HealthEventLines(manager)
             let health: StoreManager.Health

@@ -86,7 +86,9 @@ struct CloudStatus: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) { try device.requireExistingFolder() }
-        try await maintaining(device, output, done: nil) { _ in }
+        // Where the data is matters most when nothing could be loaded (a
+        // store this device marked corrupted, a container away): said, not failed.
+        try await maintaining(device, output, done: nil, tolerating: [.cloudContentCorrupted, .unavailable, .storeNotLoaded]) { _ in }
     }
 }
 
@@ -102,8 +104,9 @@ struct StoreMaintenance: AsyncParsableCommand {
 /// Runs `body` on the device's manager, then prints where the data is
 /// (after `done`, if given).
 private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String?, cloudOnForANewFolder: Bool = true,
-                         _ body: (StoreManager) async throws -> Void) async throws {
-    try await maintaining(device, output, done: done, cloudOnForANewFolder: cloudOnForANewFolder) { (manager: StoreManager) -> StoreManager.MergeReport? in
+                         tolerating: Set<ChronicleError.Code> = [], _ body: (StoreManager) async throws -> Void) async throws {
+    try await maintaining(device, output, done: done, cloudOnForANewFolder: cloudOnForANewFolder,
+                          tolerating: tolerating) { (manager: StoreManager) -> StoreManager.MergeReport? in
         try await body(manager)
         return nil
     }
@@ -112,12 +115,14 @@ private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done:
 /// The same, for an operation that may bring the local store's records
 /// into the cloud store: what it merged is printed too.
 private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String?, cloudOnForANewFolder: Bool = true,
+                         tolerating: Set<ChronicleError.Code> = [],
                          _ body: (StoreManager) async throws -> StoreManager.MergeReport?) async throws {
     try await reportingErrors(output) {
-        let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: cloudOnForANewFolder)
+        let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: cloudOnForANewFolder, tolerating: tolerating)
         do {
             let merged = try await body(manager)
-            let status = try await statusValue(manager, device)
+            var status = try await statusValue(manager, device)
+            status.loadError = await manager.loadError
             try await manager.close()
             var text = (done.map { $0 + "\n" } ?? "") + statusText(status)
             if let r = merged {
@@ -294,6 +299,8 @@ struct StatusValue {
     /// of one (its saves waiting there go to the local store when the cloud
     /// is turned on).
     var copyDeleted: (store: StoreID, tombstone: StoreTombstone)?
+    /// Why nothing is loaded, when nothing could be.
+    var loadError: ChronicleError?
 
     func merging(_ merge: JSONValue?) -> JSONValue {
         var object: [String: JSONValue] = [
@@ -304,6 +311,9 @@ struct StatusValue {
             "pendingUploads": .int(Int64(status.pendingUploads)),
         ]
         if let waiting = status.cloudCopyPendingUploads { object["cloudCopyPendingUploads"] = .int(Int64(waiting)) }
+        if status.kind == nil, let loadError {
+            object["notLoaded"] = .object(["code": .string(loadError.code.name), "message": .string(loadError.message)])
+        }
         if let merge { object["merged"] = merge }
         if let copyDeleted {
             object["cloudCopyDeleted"] = .object([
@@ -336,6 +346,9 @@ private func statusValue(_ manager: StoreManager, _ device: DeviceOptions) async
 private func statusText(_ v: StatusValue) -> String {
     let loaded = v.status.kind.map { "the \($0.rawValue) store \(v.status.storeID.map(\.description) ?? "")" } ?? "nothing"
     var text = "cloud \(v.cloudEnabled ? "on" : "off"); loaded: \(loaded); \(v.status.pendingUploads) save(s) waiting to upload"
+    if v.status.kind == nil, let error = v.loadError {
+        text += "\nnothing is loaded: \(error.code): \(error.message)\nthis device's saves stay in its copy of the store, in the device folder; `chronicle health` explains what happens next"
+    }
     if let waiting = v.status.cloudCopyPendingUploads, waiting > 0 {
         if let deleted = v.copyDeleted {
             text += "\n\(waiting) save(s) made with the cloud on are in this device's copy of the cloud store \(deleted.store) and on no other device; "
@@ -345,7 +358,7 @@ private func statusText(_ v: StatusValue) -> String {
         }
     }
     if let deletion = v.status.lastCloudDeletion {
-        text += "\nthe cloud store \(deletion.store) was deleted everywhere by device \(deletion.by): its data is gone from the container; "
+        text += "\nthe cloud store \(deletion.store) was deleted everywhere by device \(deletion.by): no device uses its data any more (its logs stay in the container, as a record of what it held); "
             + "\(deletion.carried) record(s) this device had not uploaded were carried into its local store, which holds everything saved here with the cloud off"
     }
     return text

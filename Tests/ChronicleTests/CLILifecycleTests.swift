@@ -122,6 +122,28 @@ struct CLILifecycleTests {
                 "\(String(decoding: verify.stdout, as: UTF8.self)) \(verify.stderr)")
     }
 
+    /// `store delete-container` deletes every store of the container and
+    /// says which; the other device falls back at its next sync with its
+    /// unsynced save. `health` takes the timings `sync` runs with.
+    @Test func deleteContainerDeletesEveryStoreAndSaysWhich() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("a", "a1")
+        #expect(try w.run("sync", "a").status == 0)
+        #expect(try w.run("sync", "b").status == 0)
+        try w.save("b", "b unsynced")
+        let refused = try Self.run(w, "store", "a", "delete-container")
+        #expect(refused.status == 2 && refused.stderr.contains("--yes"), "\(refused.stderr)")
+        let deleted = try Self.run(w, "store", "a", "delete-container", ["--yes", "--json"])
+        #expect(deleted.status == 0, "\(deleted.stderr)")
+        let object = try Self.object(deleted.stdout)
+        #expect((object["deletedStores"] as? [String])?.count == 1 && object["loaded"] as? String == "local", "\(object)")
+        #expect(try w.run("sync", "b").status == 0)
+        #expect(try w.titles("b") == ["b unsynced"], "b's unsynced save is carried to its local store")
+        let health = try w.run("health", "b", ["--repair-wait", "5", "--grace-period", "1"])
+        #expect(health.status == 0, "\(health.stderr)")
+    }
+
     @Test func cloudDisableOnANewFolderMakesNoCloudStore() throws {
         let w = try Workspace()
         defer { try? FileManager.default.removeItem(at: w.root) }
