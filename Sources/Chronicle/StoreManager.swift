@@ -1156,8 +1156,13 @@ public actor StoreManager {
             // And saves whose log the container holds damaged even after
             // the repair (a sync service that keeps damaging it): the
             // deleted store never held them either.
+            // And saves uploaded after the deletion: a device that did not
+            // see the tombstone (a sync service lost it for a while, and a
+            // device that remembers the deletion wrote it again later) put
+            // them into a store already deleted, which never held them.
             let pending = try cloud.snapshot.pendingUploadTransactions(alsoFrom: from)
                 + cloud.snapshot.ownTransactions(since: HybridTimestamp(milliseconds: tombstone.milliseconds, counter: 0))
+                + cloud.snapshot.ownTransactions(uploadedSince: tombstone.milliseconds)
                 + (try await cloud.savesNotInContainer())
                 + lostSaves
                 + (unsynced.isEmpty ? [] : try cloud.snapshot.ownTransactions(since: unsynced.min()!).filter { unsynced.contains($0.clock) })

@@ -32,7 +32,11 @@ struct Init: AsyncParsableCommand {
         discussion: """
             Every other command refuses a container directory that does not exist or holds no container, \
             so that a mistyped path or an unmounted network share never becomes a separate, empty container. \
-            Run init once, where the container should live; running it again changes nothing.
+            Run init once, where the container should live; running it again changes nothing. It writes the \
+            container's account marker, so that devices working on copies of the folder (a sync service's \
+            replicas) before any of them synced agree on the account: each first device would otherwise \
+            write its own, and a sync service keeping one would leave the others' saves under an account \
+            that never comes back.
             """)
 
     @OptionGroup var location: ContainerOptions
@@ -42,6 +46,15 @@ struct Init: AsyncParsableCommand {
         try await reportingErrors(output) {
             let existed = (try? location.open()) != nil
             let container = try location.open(create: true)
+            if try await container.readMarker(ContainerLayout.account) == nil {
+                var random = SystemRandomNumberGenerator()
+                let token = (0..<2).map { _ in String(random.next() as UInt64, radix: 16) }.joined(separator: "-")
+                do {
+                    _ = try await container.createMarker(ContainerLayout.account, AccountToken(token: token))
+                } catch let error as ChronicleError where error.code == .markerConflict {
+                    // Another init, or a first device, wrote it meanwhile.
+                }
+            }
             output.print(.object(["container": .string(container.root.path), "created": .bool(!existed)]),
                          text: existed ? "container \(container.root.path) is already there" : "created container \(container.root.path)")
         }

@@ -76,7 +76,7 @@ package struct Replayer: Sendable {
             try await recordSchema(of: bytes, &recorded)
             try await putOwnLog(name, bytes)
             try snapshot.crashInjector?.check(.uploadAfterPut)
-            try snapshot.markUploaded(plan)
+            try snapshot.markUploaded(plan, at: clock.nowMilliseconds())
             logger.debug("uploaded log", metadata: ["chronicle.log": "\(name)", "chronicle.bytes": "\(bytes.count)"])
             count += 1
             progress?(SyncProgress(phase: .uploading, logs: count, transactions: 0))

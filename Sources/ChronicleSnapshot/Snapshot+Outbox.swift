@@ -52,12 +52,32 @@ extension Snapshot {
                                       schemaHash: row.count > 3 ? (row[3] as Int64?).map { UInt64(bitPattern: $0) } : nil)
     }
 
-    /// Marks a planned log as stored in the container.
-    package func markUploaded(_ plan: UploadPlan) throws {
+    /// Marks a planned log as stored in the container, at `milliseconds`
+    /// (this device's clock, since 1970).
+    package func markUploaded(_ plan: UploadPlan, at milliseconds: UInt64) throws {
         try pool.write { db in
-            try db.execute(sql: "UPDATE _chronicle_outbox SET uploaded = 1 WHERE sequence BETWEEN ? AND ?",
-                           arguments: [Int64(plan.first), Int64(plan.last)])
+            try db.execute(sql: "UPDATE _chronicle_outbox SET uploaded = 1, uploaded_at = ? WHERE sequence BETWEEN ? AND ?",
+                           arguments: [Int64(clamping: milliseconds), Int64(plan.first), Int64(plan.last)])
         }
+    }
+
+    /// This device's saves it uploaded at or after `milliseconds` (by its
+    /// clock). A store deleted on purpose never held them if the deletion
+    /// came first: a device that did not see the tombstone (a sync service
+    /// lost it for a while) uploaded them into a store already deleted.
+    package func ownTransactions(uploadedSince milliseconds: UInt64) throws -> [Transaction] {
+        let encoded = try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE uploaded_at >= ? ORDER BY sequence",
+                             arguments: [Int64(clamping: milliseconds)]).map(Self.encoded)
+        }
+        return try transactions(encoded, device: deviceID)
+    }
+
+    /// Adds the column that keeps when each save was uploaded to an outbox
+    /// made before it existed.
+    static func addUploadedAtColumn(_ db: Database) throws {
+        guard try db.tableExists("_chronicle_outbox"), !(try db.columns(in: "_chronicle_outbox").contains { $0.name == "uploaded_at" }) else { return }
+        try db.execute(sql: "ALTER TABLE _chronicle_outbox ADD COLUMN uploaded_at INTEGER")
     }
 
     /// The outbox's transactions `first...last`, or nil if any is missing.

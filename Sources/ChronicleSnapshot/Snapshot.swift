@@ -146,6 +146,8 @@ import Synchronization
                     // Each kept body's schema, when it is an earlier one.
                     try Self.addSchemaHashColumn(db, to: "_chronicle_outbox")
                     try Self.addSchemaHashColumn(db, to: "_chronicle_inherited")
+                    // When each save was uploaded (snapshots made before it have no such column).
+                    try Self.addUploadedAtColumn(db)
                     // Snapshots made before it lack the index of stored keys by record.
                     try db.execute(sql: SnapshotTables.keysByRecordIndex)
                     if format < Self.format {

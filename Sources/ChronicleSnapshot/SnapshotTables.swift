@@ -96,7 +96,7 @@ package enum SnapshotTables {
             \(keysByRecordIndex);
             CREATE TABLE _chronicle_outbox (
                 sequence INTEGER PRIMARY KEY NOT NULL, clock INTEGER NOT NULL, body BLOB NOT NULL,
-                log_first INTEGER, log_last INTEGER, uploaded INTEGER NOT NULL DEFAULT 0, schema_hash INTEGER
+                log_first INTEGER, log_last INTEGER, uploaded INTEGER NOT NULL DEFAULT 0, schema_hash INTEGER, uploaded_at INTEGER
             );
             CREATE TABLE _chronicle_ledger (
                 name TEXT PRIMARY KEY NOT NULL, device BLOB NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,

@@ -162,7 +162,48 @@ struct CLILifecycleTests {
         #expect(status.status == 1 && status.stderr.contains("notFound: no device folder at"), "\(status.stderr)")
         #expect(!FileManager.default.fileExists(atPath: w.device("nowhere")))
         let inspected = try Self.object(String(decoding: try CLIErrorTests.run(["inspect", "--container", w.container, "--json"]).stdout, as: UTF8.self))
-        #expect(inspected["activeStore"] is NSNull && (inspected["markers"] as? [Any])?.isEmpty == true, "\(inspected)")
+        // Only the account marker `init` writes.
+        #expect(inspected["activeStore"] is NSNull && (inspected["markers"] as? [String]) == ["account"], "\(inspected)")
+    }
+
+    /// Regression: two first devices on copies of one container (a sync
+    /// service's replicas, before either synced) each wrote an account
+    /// marker; the service kept one, and the other device's saves went
+    /// under an account that never comes back. `init` writes the marker, so
+    /// every copy of the folder has it from the start.
+    @Test func devicesOnCopiesOfANewContainerAgreeOnTheAccount() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        let marker = URL(fileURLWithPath: w.container).appendingPathComponent("markers/account")
+        #expect(FileManager.default.fileExists(atPath: marker.path), "init wrote the account marker")
+        let before = try Data(contentsOf: marker)
+        #expect(try CLIErrorTests.run(["init", "--container", w.container]).status == 0)
+        #expect(try Data(contentsOf: marker) == before, "running init again keeps it")
+        // Two replicas of the new container, a first device on each, merged back.
+        let replica = w.root.appendingPathComponent("replica").path
+        try FileManager.default.copyItem(atPath: w.container, toPath: replica)
+        try w.save("a", "a1")
+        #expect(try w.run("sync", "a").status == 0)
+        let b = try CLIErrorTests.run(["save", "--device-dir", w.device("b"), "--container", replica, "--schema", w.schema],
+                                      input: #"{"op":"insert","entity":"Note","values":{"title":"b1"}}"# + "\n")
+        #expect(b.status == 0, "\(b.stderr)")
+        #expect(try CLIErrorTests.run(["sync", "--device-dir", w.device("b"), "--container", replica, "--schema", w.schema]).status == 0)
+        // The sync service copies replica files the main one lacks (the account marker is the same file).
+        let main = URL(fileURLWithPath: w.container), copy = URL(fileURLWithPath: replica)
+        for case let url as URL in FileManager.default.enumerator(at: copy, includingPropertiesForKeys: nil)! {
+            let relative = String(url.path.dropFirst(copy.path.count))
+            let target = main.appendingPathComponent(relative)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
+                try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+            } else if !FileManager.default.fileExists(atPath: target.path) {
+                try FileManager.default.copyItem(at: url, to: target)
+            }
+        }
+        for d in ["b", "a", "b", "a"] { #expect(try w.run("sync", d).status == 0) }
+        #expect(try w.titles("a") == (try w.titles("b")), "both devices on one account and one store")
+        let titles = try w.titles("a")
+        #expect(titles == ["a1", "b1"], "\(titles)")
     }
 
     /// Regression: a FIFO where the device's snapshot belongs blocked

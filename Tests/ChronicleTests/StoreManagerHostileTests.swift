@@ -273,6 +273,37 @@ import Testing
         try await b.close()
     }
 
+    /// Regression: the sync service lost a deletion's tombstone for a
+    /// while. b, which had not seen it, put the pointer back and uploaded its
+    /// save made before the deletion into the deleted store; a, which
+    /// remembers the deletion, then wrote the tombstone again. Leaving, b
+    /// carried only saves not uploaded or made after the deletion, and this
+    /// one (uploaded, made before) was on no device. Saves uploaded after
+    /// the deletion go to the local store too: the deleted store never held them.
+    @Test func aSaveUploadedIntoAStoreWhoseTombstoneWasLostIsCarriedWhenTheTombstoneComesBack() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNote(try await a.store, "a synced")
+        try await a.sync()
+        try await b.sync()
+        let old = try await a.store.storeID
+        try await Self.saveNote(try await b.store, "b saved before the deletion")
+        try await a.deleteCloudStore(localOnly: false)
+        try await container().deleteMarker(ContainerLayout.tombstone(store: old), expected: nil)
+        try await b.sync()
+        #expect(await b.loadedKind == .cloud, "b never saw the deletion")
+        #expect(try await b.syncStatus().pendingUploads == 0, "and uploaded its save into the deleted store")
+        try await a.setCloudEnabled(true)
+        #expect(try await container().readMarker(ContainerLayout.tombstone(store: old)) != nil, "a wrote the tombstone again")
+        try await b.sync()
+        #expect(await b.loadedKind == .local)
+        let titles = try await Self.titles(try await b.store)
+        #expect(titles.contains("b saved before the deletion"), "\(titles)")
+        try await a.close()
+        try await b.close()
+    }
+
     /// Regression: a rebuilt store was deleted everywhere while b's move
     /// into it waited for its baseline (not readable yet). b had already
     /// opened the new store's copy, empty; leaving, it carried from that
