@@ -309,9 +309,13 @@ import Synchronization
             return try pool.read { db in
                 let engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
                 var result: [RecordID: RecordID] = [:]
+                // Only entities with unique keys have duplicates; each lookup
+                // is by the table's key (entity, id), not a scan by id.
+                let keyed = schema.entities.indices.filter { !schema.entities[$0].uniqueConstraints.isEmpty }
+                guard !keyed.isEmpty else { return [:] }
+                let statement = try db.cachedStatement(sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?")
                 for id in ids {
-                    guard let entity = try Int.fetchOne(db, sql: "SELECT entity FROM _chronicle_records WHERE id = ?", arguments: [id]),
-                          !schema.entities[entity].uniqueConstraints.isEmpty,
+                    guard let entity = try keyed.first(where: { try Bool.fetchOne(statement, arguments: [$0, id]) ?? false }),
                           let survivor = try engine.survivor(entity: entity, id: id), survivor != id else { continue }
                     result[id] = survivor
                 }
