@@ -1659,7 +1659,23 @@ public actor StoreManager {
                         keptForgotten += try await savesOnlyInLogs(of: kept, in: old, after: supersession.vector[kept] ?? 0,
                                                                    besides: inherited.filter { $0.deviceID == kept })
                     }
-                    unchanged = (inherited + keptForgotten).sorted { $0.clock < $1.clock } + (unchanged + forgotten).sorted { $0.sequence < $1.sequence }
+                    // Merged into another store (an empty vector): the saves
+                    // of every other device of the old store go too, from
+                    // its logs. Each device carries its own, but one gone
+                    // for good before it moved (its folder removed) carries
+                    // nothing, and the winner never had them. Carried
+                    // unchanged by every device that moves, they merge as
+                    // they did in the old store, whoever carries them first.
+                    var othersSaves: [Transaction] = []
+                    if supersession.vector.isEmpty {
+                        let carriedAlready = Set(state.keptDevices?[old.description] ?? []).union(inherited.map(\.deviceID)).union([previous.deviceID])
+                        for other in try await container.listChildren(prefix: ContainerLayout.logsPrefix(store: old)).compactMap(DeviceID.init(string:))
+                        where !carriedAlready.contains(other) {
+                            othersSaves += try await savesOnlyInLogs(of: other, in: old, after: 0, besides: [])
+                        }
+                    }
+                    unchanged = (inherited + keptForgotten + othersSaves).sorted { $0.clock < $1.clock }
+                        + (unchanged + forgotten).sorted { $0.sequence < $1.sequence }
                 }
                 var only: Set<RecordID> = []
                 var fields: [RecordID: Set<String>] = [:]

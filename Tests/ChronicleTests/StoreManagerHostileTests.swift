@@ -273,6 +273,58 @@ import Testing
         try await b.close()
     }
 
+    /// Regression: two first stores on replicas of one synced folder; m
+    /// saved into the one that loses the ranking, and its folder was then
+    /// removed. When the replicas merged, the losing store's devices moved
+    /// to the winner carrying their own saves, and m's were on no device.
+    /// Every device that moves out of a merged store carries the saves of
+    /// its other devices too, from its logs.
+    @Test func aMergedStoreKeepsTheSavesOfADeviceThatIsGone() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let replicaURL = root.appendingPathComponent("replica")
+        let made = try DirectoryContainer(root: containerURL, create: true)
+        _ = try await made.createMarker(ContainerLayout.account, AccountToken(token: "one account"))
+        try FileManager.default.copyItem(at: containerURL, to: replicaURL)
+        func manager(_ device: String, on url: URL) async throws -> StoreManager {
+            var configuration = try storeConfiguration(device)
+            configuration.container = try DirectoryContainer(root: url)
+            return try await StoreManager.open(StoreManager.Configuration(store: configuration, cloudEnabledByDefault: true))
+        }
+        let a = try await manager("a", on: containerURL)
+        try await Self.saveNote(try await a.store, "a1")
+        try await a.sync()
+        var b = try await manager("b", on: replicaURL)
+        let m = try await manager("m", on: replicaURL)
+        let winner = try await a.store.storeID
+        let loser = try await b.store.storeID
+        #expect(loser != winner && loser > winner, "b started a store of its own, after a's")
+        try await Self.saveNote(try await m.store, "m1")
+        try await m.sync()
+        try await b.sync()
+        try await m.close()
+        try FileManager.default.removeItem(at: root.appendingPathComponent("m"))
+        // The sync service brings the replica's files over; the first pointer stays.
+        for case let url as URL in FileManager.default.enumerator(at: replicaURL, includingPropertiesForKeys: nil)! {
+            let target = containerURL.appendingPathComponent(String(url.path.dropFirst(replicaURL.path.count)))
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
+                try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+            } else if !FileManager.default.fileExists(atPath: target.path) {
+                try FileManager.default.copyItem(at: url, to: target)
+            }
+        }
+        try await b.close()
+        b = try await manager("b", on: containerURL)
+        for device in [b, a, b, a] { try await device.sync() }
+        #expect(try await b.store.storeID == winner)
+        for device in [a, b] {
+            let titles = try await Self.titles(try await device.store)
+            #expect(titles.contains("m1") && titles.contains("a1"), "\(titles)")
+        }
+        try await a.close()
+        try await b.close()
+    }
+
     /// Regression: the sync service lost a deletion's tombstone for a
     /// while. b, which had not seen it, put the pointer back and uploaded its
     /// save made before the deletion into the deleted store; a, which
