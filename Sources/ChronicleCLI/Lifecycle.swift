@@ -115,7 +115,7 @@ private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done:
 /// The same, for an operation that may bring the local store's records
 /// into the cloud store: what it merged is printed too.
 private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String?, cloudOnForANewFolder: Bool = true,
-                         tolerating: Set<ChronicleError.Code> = [],
+                         tolerating: Set<ChronicleError.Code> = [], intoLocal: Bool = false,
                          _ body: (StoreManager) async throws -> StoreManager.MergeReport?) async throws {
     try await reportingErrors(output) {
         let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: cloudOnForANewFolder, tolerating: tolerating)
@@ -125,7 +125,11 @@ private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done:
             status.loadError = await manager.loadError
             try await manager.close()
             var text = (done.map { $0 + "\n" } ?? "") + statusText(status)
-            if let r = merged {
+            if let r = merged, intoLocal {
+                text = "copied the cloud store into the local store: \(r.copied) record(s) copied (copied), \(r.deduplicated) matched a local record "
+                    + "with the same unique key and merged into it (deduplicated), \(r.alreadyPresent) already in the local store (alreadyPresent; "
+                    + "the cloud's values win)\n" + text
+            } else if let r = merged {
                 text = "merged the local store: \(r.copied) record(s) copied (copied), \(r.deduplicated) matched a cloud record with the same unique key "
                     + "and merged into it (deduplicated), \(r.alreadyPresent) already in the cloud store from an earlier merge (alreadyPresent)\n" + text
             }
@@ -253,7 +257,7 @@ struct StoreMigrateToLocal: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await maintaining(device, output, done: "migrated the cloud store to the local store") {
+        try await maintaining(device, output, done: "migrated the cloud store to the local store", intoLocal: true) {
             try await $0.migrateCloudToLocal(deleteCloudStore: deleteCloud)
         }
     }
