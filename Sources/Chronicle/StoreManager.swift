@@ -410,13 +410,14 @@ public actor StoreManager {
             throw ChronicleError(.notFound, "\(directory.path) has no snapshot yet (run `chronicle save` or `chronicle sync` first)")
         }
         let path = DeviceFolder.snapshotPath(store, in: folder)
+        // Followed through a link, as the store itself opens it (see
+        // ``Snapshot/requireRegularFiles(_:)``): a reader and a writer of
+        // one folder agree on what is there.
         var st = stat()
-        guard lstat(path, &st) == 0 else {
+        guard stat(path, &st) == 0 else {
             throw ChronicleError(.notFound, "\(directory.path) has no snapshot of store \(store) (run `chronicle sync` first)")
         }
-        guard (st.st_mode & S_IFMT) == S_IFREG else {
-            throw ChronicleError(.foreignEntry, "\(path) is not a regular file, where the device's snapshot belongs")
-        }
+        try Snapshot.requireRegularFiles(path)
         return path
     }
 

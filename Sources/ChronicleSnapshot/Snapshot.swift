@@ -191,13 +191,16 @@ import Synchronization
     private static func checkIdentity(_ db: Database, schema: Schema, storeID: StoreID, deviceID: DeviceID) throws {
         let values = Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT key, value FROM _chronicle_identity")
             .map { ($0[0] as String, $0[1] as DatabaseValue) })
-        func check(_ key: String, _ expected: String, _ what: String) throws {
+        func check(_ key: String, _ expected: String, _ what: String, hint: String = "") throws {
             guard let stored = values[key].flatMap(String.fromDatabaseValue), stored == expected else {
-                throw ChronicleError(.storeMismatch, "snapshot belongs to \(what) \(values[key].flatMap(String.fromDatabaseValue) ?? "?"), not \(expected)")
+                throw ChronicleError(.storeMismatch, "snapshot belongs to \(what) \(values[key].flatMap(String.fromDatabaseValue) ?? "?"), not \(expected)\(hint)")
             }
         }
         try check("store", storeID.description, "store")
-        try check("device", deviceID.description, "device")
+        try check("device", deviceID.description, "device",
+                  hint: ": the device folder's device.json names another device than the one that wrote this snapshot (a device.json copied from "
+                      + "another device's folder?). Put this folder's own device.json back, from a backup; do not remove the snapshot while it "
+                      + "may hold saves not yet uploaded")
         try check("schema_hash", schema.hashString, "schema")
     }
 

@@ -226,6 +226,30 @@ struct CLILifecycleTests {
         }
     }
 
+    /// Regression: with the snapshot moved elsewhere and linked back, `save`
+    /// and `sync` went through the link while `query` and `state-hash`
+    /// refused it as "not a regular file". Readers and writers now agree:
+    /// a link to a regular file is followed; anything else is refused.
+    @Test func aSnapshotLinkedFromElsewhereIsReadAndWrittenAlike() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("a", "one")
+        #expect(try w.run("sync", "a").status == 0)
+        let folder = URL(fileURLWithPath: w.device("a"))
+        let snapshot = try #require(try FileManager.default.contentsOfDirectory(atPath: folder.path).first { $0.hasSuffix(".sqlite") })
+        let path = folder.appendingPathComponent(snapshot).path
+        let elsewhere = w.root.appendingPathComponent("elsewhere.sqlite").path
+        try FileManager.default.moveItem(atPath: path, toPath: elsewhere)
+        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            try FileManager.default.moveItem(atPath: path + suffix, toPath: elsewhere + suffix)
+        }
+        try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: elsewhere)
+        try w.save("a", "two")
+        #expect(try w.titles("a") == ["one", "two"])
+        let hash = try CLIErrorTests.run(["state-hash", "--device-dir", w.device("a")])
+        #expect(hash.status == 0, "\(hash.stderr)")
+    }
+
     /// Regression: `query` printed the escape character and bidirectional
     /// overrides of a title as they were, so a record could rewrite the
     /// user's terminal. They print as `\u{hex}`.
