@@ -2115,7 +2115,7 @@ public actor StoreManager {
         }
         let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self)
         if let pointer { stores.insert(pointer.payload.store) }
-        let tombstone = StoreTombstone(device: deleter ?? DeviceID(UUID()), milliseconds: configuration.store.clock.nowMilliseconds())
+        let tombstone = StoreTombstone(device: deleter ?? DeviceID(index: 0), milliseconds: configuration.store.clock.nowMilliseconds())
         for store in stores.sorted() where !deleted.contains(store) {
             do {
                 _ = try await container.createMarker(ContainerLayout.tombstone(store: store), tombstone)
