@@ -5,17 +5,17 @@ import Foundation
 
 /// The health monitor's timings, for the commands that sync.
 struct HealthOptions: ParsableArguments {
-    @Option(name: .customLong("grace-period"), help: "Seconds a device must import everything without a permanent failure before it is healthy (0 to 31536000).")
+    @Option(name: .customLong("grace-period"), parsing: .unconditional, help: "Seconds a device must import everything without a permanent failure before it is healthy (0 to 31536000).")
     var gracePeriod: Int = 30
-    @Option(name: .customLong("repair-wait"), help: "Seconds a damaged log may stay damaged (its owner puts it back) before this device acts (0 to 31536000).")
+    @Option(name: .customLong("repair-wait"), parsing: .unconditional, help: "Seconds a damaged log may stay damaged (its owner puts it back) before this device acts (0 to 31536000).")
     var repairWait: Int = 60
-    @Option(name: .customLong("gap-timeout"), help: "Seconds a missing log is waited for before it counts as a permanent failure (0 to 31536000).")
+    @Option(name: .customLong("gap-timeout"), parsing: .unconditional, help: "Seconds a missing log is waited for before it counts as a permanent failure (0 to 31536000).")
     var gapTimeout: Int = 900
-    @Option(name: .customLong("election-window"), help: "Seconds candidates stand before the winner is picked, where exclusive create is not reliable (0 to 31536000).")
+    @Option(name: .customLong("election-window"), parsing: .unconditional, help: "Seconds candidates stand before the winner is picked, where exclusive create is not reliable (0 to 31536000).")
     var electionWindow: Int = 10
-    @Option(name: .customLong("lease"), help: "Seconds an election lease lasts before another device may take it over (0 to 31536000).")
+    @Option(name: .customLong("lease"), parsing: .unconditional, help: "Seconds an election lease lasts before another device may take it over (0 to 31536000).")
     var lease: Int = 120
-    @Option(name: .customLong("unhealthy-rebuild-wait"), help: "Seconds a device that marked the store waits for a healthy device to rebuild it before it rebuilds from its own copy (0 to 31536000).")
+    @Option(name: .customLong("unhealthy-rebuild-wait"), parsing: .unconditional, help: "Seconds a device that marked the store waits for a healthy device to rebuild it before it rebuilds from its own copy (0 to 31536000).")
     var unhealthyRebuildWait: Int = 86_400
 
     func validate() throws {

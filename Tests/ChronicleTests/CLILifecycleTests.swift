@@ -142,6 +142,9 @@ struct CLILifecycleTests {
         #expect(try w.titles("b") == ["b unsynced"], "b's unsynced save is carried to its local store")
         let health = try w.run("health", "b", ["--repair-wait", "5", "--grace-period", "1"])
         #expect(health.status == 0, "\(health.stderr)")
+        // A negative timing is out of range, not a missing value.
+        let negative = try w.run("health", "b", ["--grace-period", "-1"])
+        #expect(negative.status == 2 && negative.stderr.contains("--grace-period is -1"), "\(negative.stderr)")
     }
 
     @Test func cloudDisableOnANewFolderMakesNoCloudStore() throws {
