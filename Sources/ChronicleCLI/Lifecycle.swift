@@ -117,23 +117,40 @@ private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done:
 private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, done: String?, cloudOnForANewFolder: Bool = true,
                          tolerating: Set<ChronicleError.Code> = [], intoLocal: Bool = false,
                          _ body: (StoreManager) async throws -> StoreManager.MergeReport?) async throws {
+    try await maintaining(device, output, cloudOnForANewFolder: cloudOnForANewFolder, tolerating: tolerating) { manager in
+        let merged = try await body(manager)
+        var text = done
+        if let r = merged, intoLocal {
+            text = "copied the cloud store into the local store: \(r.copied) record(s) copied (copied), \(r.deduplicated) matched a local record "
+                + "with the same unique key and merged into it (deduplicated), \(r.alreadyPresent) already in the local store (alreadyPresent; "
+                + "the cloud's values win)" + (done.map { "\n" + $0 } ?? "")
+        } else if let r = merged {
+            text = "merged the local store: \(r.copied) record(s) copied (copied), \(r.deduplicated) matched a cloud record with the same unique key "
+                + "and merged into it (deduplicated), \(r.alreadyPresent) already in the cloud store from an earlier merge (alreadyPresent)"
+                + (done.map { "\n" + $0 } ?? "")
+        }
+        return (text, merged.map { ["merged": mergeValue($0)] } ?? [:])
+    }
+}
+
+/// The same, for any operation: `body` returns what to print before the
+/// status, and what to add to its JSON object.
+private func maintaining(_ device: DeviceOptions, _ output: OutputOptions, cloudOnForANewFolder: Bool = true,
+                         tolerating: Set<ChronicleError.Code> = [],
+                         _ body: (StoreManager) async throws -> (done: String?, json: [String: JSONValue])) async throws {
     try await reportingErrors(output) {
         let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: cloudOnForANewFolder, tolerating: tolerating)
         do {
-            let merged = try await body(manager)
+            let outcome = try await body(manager)
             var status = try await statusValue(manager, device)
             status.loadError = await manager.loadError
             try await manager.close()
-            var text = (done.map { $0 + "\n" } ?? "") + statusText(status)
-            if let r = merged, intoLocal {
-                text = "copied the cloud store into the local store: \(r.copied) record(s) copied (copied), \(r.deduplicated) matched a local record "
-                    + "with the same unique key and merged into it (deduplicated), \(r.alreadyPresent) already in the local store (alreadyPresent; "
-                    + "the cloud's values win)\n" + text
-            } else if let r = merged {
-                text = "merged the local store: \(r.copied) record(s) copied (copied), \(r.deduplicated) matched a cloud record with the same unique key "
-                    + "and merged into it (deduplicated), \(r.alreadyPresent) already in the cloud store from an earlier merge (alreadyPresent)\n" + text
+            var value = status.merging(nil)
+            if case .object(var object) = value {
+                object.merge(outcome.json) { _, added in added }
+                value = .object(object)
             }
-            output.print(status.merging(merged.map(mergeValue)), text: text)
+            output.print(value, text: (outcome.done.map { $0 + "\n" } ?? "") + statusText(status))
         } catch {
             try? await manager.close()
             throw error
@@ -205,24 +222,11 @@ struct StoreDeleteContainer: AsyncParsableCommand {
     }
 
     func run() async throws {
-        try await reportingErrors(output) {
-            let manager = try await device.openManager(schema: try device.loadSchema(), cloudOnForANewFolder: false)
-            do {
-                let deleted = try await manager.deleteCloudContainer(localOnly: localOnly)
-                let status = try await statusValue(manager, device)
-                try await manager.close()
-                var value = status.merging(nil)
-                if case .object(var object) = value {
-                    object["deletedStores"] = .array(deleted.map { .string($0.description) })
-                    value = .object(object)
-                }
-                let done = localOnly ? "deleted this device's copy of the cloud content"
-                    : "deleted the cloud content everywhere: \(deleted.count) store(s)" + (deleted.isEmpty ? "" : " (\(deleted.map(\.description).joined(separator: ", ")))")
-                output.print(value, text: done + "\n" + statusText(status))
-            } catch {
-                try? await manager.close()
-                throw error
-            }
+        try await maintaining(device, output, cloudOnForANewFolder: false) { manager in
+            let deleted = try await manager.deleteCloudContainer(localOnly: localOnly)
+            let done = localOnly ? "deleted this device's copy of the cloud content"
+                : "deleted the cloud content everywhere: \(deleted.count) store(s)" + (deleted.isEmpty ? "" : " (\(deleted.map(\.description).joined(separator: ", ")))")
+            return (done, ["deletedStores": .array(deleted.map { .string($0.description) })])
         }
     }
 }

@@ -410,10 +410,6 @@ extension Simulation {
     /// rebuild seeds its new store with what the store shows, and a move
     /// carries what it shows, so these do not reach the new store, and the
     /// checker must not look for them there.
-    func hiddenRecords(_ store: Store) async throws -> Set<RecordID> {
-        try await Self.hiddenRecords(store)
-    }
-
     static func hiddenRecords(_ store: Store) async throws -> Set<RecordID> {
         let schema = store.snapshot.schema
         return try await store.read { db in
@@ -471,7 +467,7 @@ extension Simulation {
     func noteHidden(_ d: SimulatedDevice) async throws {
         guard d.loadedKind == .cloud, d.account == 0, let store = d.store else { return }
         do {
-            hiddenBeforeMoves.formUnion(try await hiddenRecords(store))
+            hiddenBeforeMoves.formUnion(try await Self.hiddenRecords(store))
         } catch let error as ChronicleError where error.code == .closed {
             // Switched away meanwhile: nothing to move from.
         }

@@ -192,17 +192,7 @@ struct CLILifecycleTests {
         #expect(b.status == 0, "\(b.stderr)")
         #expect(try CLIErrorTests.run(["sync", "--device-dir", w.device("b"), "--container", replica, "--schema", w.schema]).status == 0)
         // The sync service copies replica files the main one lacks (the account marker is the same file).
-        let main = URL(fileURLWithPath: w.container), copy = URL(fileURLWithPath: replica)
-        for case let url as URL in FileManager.default.enumerator(at: copy, includingPropertiesForKeys: nil)! {
-            let relative = String(url.path.dropFirst(copy.path.count))
-            let target = main.appendingPathComponent(relative)
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
-                try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
-            } else if !FileManager.default.fileExists(atPath: target.path) {
-                try FileManager.default.copyItem(at: url, to: target)
-            }
-        }
+        try copyMissingFiles(from: URL(fileURLWithPath: replica), into: URL(fileURLWithPath: w.container))
         for d in ["b", "a", "b", "a"] { #expect(try w.run("sync", d).status == 0) }
         #expect(try w.titles("a") == (try w.titles("b")), "both devices on one account and one store")
         let titles = try w.titles("a")

@@ -304,15 +304,7 @@ import Testing
         try await m.close()
         try FileManager.default.removeItem(at: root.appendingPathComponent("m"))
         // The sync service brings the replica's files over; the first pointer stays.
-        for case let url as URL in FileManager.default.enumerator(at: replicaURL, includingPropertiesForKeys: nil)! {
-            let target = containerURL.appendingPathComponent(String(url.path.dropFirst(replicaURL.path.count)))
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
-                try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
-            } else if !FileManager.default.fileExists(atPath: target.path) {
-                try FileManager.default.copyItem(at: url, to: target)
-            }
-        }
+        try copyMissingFiles(from: replicaURL, into: containerURL)
         try await b.close()
         b = try await manager("b", on: containerURL)
         for device in [b, a, b, a] { try await device.sync() }

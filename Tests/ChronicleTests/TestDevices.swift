@@ -56,3 +56,18 @@ final class TestDevices {
         try await container.listAll(prefix: prefix).map(\.name)
     }
 }
+
+/// A sync service joining two replicas of a container folder: copies into
+/// `main` every file of `replica` that `main` lacks; a file both hold (the
+/// active-store pointer, say) keeps `main`'s copy.
+func copyMissingFiles(from replica: URL, into main: URL) throws {
+    for case let url as URL in FileManager.default.enumerator(at: replica, includingPropertiesForKeys: nil)! {
+        let target = main.appendingPathComponent(String(url.path.dropFirst(replica.path.count)))
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+        } else if !FileManager.default.fileExists(atPath: target.path) {
+            try FileManager.default.copyItem(at: url, to: target)
+        }
+    }
+}
