@@ -1130,7 +1130,10 @@ public actor StoreManager {
             // never have arrived (a sync service reported it stored and
             // dropped it), and then the store did not hold them when it was
             // deleted.
-            let putBack = (try? await cloud.repairOwnLogs()) ?? []
+            // With those put back since the deletion by an earlier attempt
+            // that a crash interrupted: the container holds them now.
+            let repaired = (try? await cloud.repairOwnLogs()) ?? []
+            let putBack = Set(repaired + (try cloud.snapshot.logsPutBack(since: tombstone.milliseconds)))
             var lostSaves: [Transaction] = []
             if !putBack.isEmpty {
                 let inherited = try cloud.snapshot.inheritedSaves()

@@ -234,6 +234,7 @@ package struct Replayer: Sendable {
             if !registered { try await register(inherited); registered = true }
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
             try await recordSchema(of: bytes, &recorded)
+            try snapshot.notePutBack(name, at: clock.nowMilliseconds())
             if inherited == nil {
                 try await putOwnLog(name, bytes)
             } else {
@@ -268,6 +269,7 @@ package struct Replayer: Sendable {
                !(stored.map { Self.isDamagedCopy($0, of: bytes) } ?? false) {
                 continue
             }
+            try snapshot.notePutBack(blob.name, at: clock.nowMilliseconds())
             try await container.delete(blob.name)
             try await recordSchema(of: bytes, &recorded)
             try await container.put(blob.name, bytes)

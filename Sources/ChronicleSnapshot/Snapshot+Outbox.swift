@@ -1,3 +1,4 @@
+import ChronicleContainer
 import ChronicleCore
 import Foundation
 import GRDB
@@ -71,6 +72,29 @@ extension Snapshot {
                              arguments: [Int64(clamping: milliseconds)]).map(Self.encoded)
         }
         return try transactions(encoded, device: deviceID)
+    }
+
+    /// Notes that this device is putting back its log (or an earlier ID's)
+    /// at `name`, at `milliseconds` (this device's clock). Noted before the
+    /// put: a device leaving a store deleted on purpose carries the saves
+    /// of every log it put back after the deletion (the store did not hold
+    /// them then), and a crash must not let it forget one.
+    package func notePutBack(_ name: ContainerName, at milliseconds: UInt64) throws {
+        try pool.write { db in
+            try db.execute(sql: "CREATE TABLE IF NOT EXISTS _chronicle_put_back (name TEXT PRIMARY KEY NOT NULL, milliseconds INTEGER NOT NULL) WITHOUT ROWID")
+            try db.execute(sql: "INSERT OR REPLACE INTO _chronicle_put_back (name, milliseconds) VALUES (?, ?)",
+                           arguments: [name.rawValue, Int64(clamping: milliseconds)])
+        }
+    }
+
+    /// The logs this device put back at or after `milliseconds` (see
+    /// ``notePutBack(_:at:)``).
+    package func logsPutBack(since milliseconds: UInt64) throws -> [ContainerName] {
+        try pool.read { db in
+            guard try db.tableExists("_chronicle_put_back") else { return [] }
+            return try String.fetchAll(db, sql: "SELECT name FROM _chronicle_put_back WHERE milliseconds >= ? ORDER BY name",
+                                       arguments: [Int64(clamping: milliseconds)]).compactMap { try? ContainerName($0) }
+        }
     }
 
     /// Adds the column that keeps when each save was uploaded to an outbox

@@ -62,6 +62,17 @@ import Testing
         #expect((summary.health?.rebuilds ?? 0) >= 1)
     }
 
+    /// Seeds that failed in a swarm sweep (`chronicle simulate --corruption --swarm --seed N`).
+    static let swarmSeeds: [(seed: UInt64, what: String)] = [
+        (0x75, "a device leaving a store deleted everywhere put back its log the container had lost, crashed before carrying, and on the next load carried nothing: the log was back and its save uploaded before the deletion"),
+    ]
+
+    @Test(arguments: swarmSeeds.map(\.seed))
+    func pinnedSwarmSeeds(seed: UInt64) async throws {
+        let summary = try await Simulation(seed: seed, options: SimulationOptions.swarm(seed: seed, base: Self.options())).run()
+        #expect(summary.passed, "seed \(seed): \(summary.violations)")
+    }
+
     @Test(arguments: regressionSeeds.map(\.seed))
     func pinnedCorruptionSeeds(seed: UInt64) async throws {
         let summary = try await Simulation(seed: seed, options: Self.options()).run()

@@ -348,6 +348,45 @@ import Testing
         try await b.close()
     }
 
+    /// Regression: leaving a store deleted everywhere, a device put back
+    /// its log that the container had lost (the store did not hold it when
+    /// it was deleted, so its saves go to the local store), then crashed
+    /// before carrying. Loading again, it found the log in the container
+    /// and the save uploaded before the deletion: it carried nothing.
+    @Test func aLogPutBackWhileLeavingADeletedStoreIsCarriedAfterACrash() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        actor Once {
+            var fired = false
+            func fire() -> Bool { defer { fired = true }; return !fired }
+        }
+        let once = Once()
+        var configuration = StoreManager.Configuration(store: try storeConfiguration("a"), cloudEnabledByDefault: true)
+        configuration.beforeCarrying = { _ in
+            if await once.fire() { throw ChronicleError(.simulatedCrash, "crashed before carrying") }
+        }
+        let a = try await StoreManager.open(configuration)
+        let b = try await manager("b", cloudByDefault: true)
+        try await Self.saveNote(try await a.store, "a synced")
+        try await a.sync()
+        try await b.sync()
+        try await Self.saveNote(try await a.store, "a uploaded, then lost by the container")
+        try await a.sync()
+        let store = try await a.store.storeID
+        let logs = try await container().listAll(prefix: ContainerLayout.logPrefix(store: store, device: try await a.store.deviceID))
+        let lost = try #require(logs.last)
+        try await container().delete(lost.name)
+        try await b.deleteCloudStore(localOnly: false)
+
+        await #expect(throws: ChronicleError.self) { try await a.sync() }
+        #expect(try await container().get(lost.name, maxBytes: 1 << 20).isEmpty == false, "a put its log back before it crashed")
+        _ = try await a.reload()
+        #expect(await a.loadedKind == .local)
+        let titles = try await Self.titles(try await a.store)
+        #expect(titles.contains("a uploaded, then lost by the container"), "\(titles)")
+        try await a.close()
+        try await b.close()
+    }
+
     /// Regression: a rebuilt store was deleted everywhere while b's move
     /// into it waited for its baseline (not readable yet). b had already
     /// opened the new store's copy, empty; leaving, it carried from that
