@@ -390,8 +390,21 @@ extension StoreManager {
         if permanent.isEmpty, health.scrubBytesPerSync > 0 {
             let damagedBefore = scrubbed.keys.filter { !$0.contains(" sequence ") }
             let findings = try await store.scrub(recheck: damagedBefore, bytes: health.scrubBytesPerSync)
-            for name in damagedBefore where !findings.damaged.map(\.rawValue).contains(name) { scrubbed[name] = nil }
-            for name in findings.damaged.map(\.rawValue) + findings.missing {
+            // A log this device applied that the container holds with other
+            // saves now: this copy went apart from the container. It is
+            // built again from the container (its own saves carried), once
+            // until it is next healthy; a log replaced again after that is
+            // store damage like any other.
+            if let replaced = findings.replaced.first, !record.reloaded {
+                record.reloaded = true
+                try setHealth(record)
+                let reason = "the container holds other saves under the name of a log this device applied (another copy of its device's files wrote them)"
+                try await rebuildLocalCopy(of: store, for: Health.Problem(kind: .damagedBlob, blob: replaced.rawValue, reason: reason, since: now))
+                return
+            }
+            let found = findings.damaged.map(\.rawValue) + findings.replaced.map(\.rawValue)
+            for name in damagedBefore where !found.contains(name) { scrubbed[name] = nil }
+            for name in found + findings.missing {
                 let since = scrubbed[name] ?? now
                 scrubbed[name] = since
                 record.scrubbedLastSeen = (record.scrubbedLastSeen ?? [:]).merging([name: now]) { _, new in new }

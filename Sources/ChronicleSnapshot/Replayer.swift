@@ -288,6 +288,12 @@ package struct Replayer: Sendable {
         package var damaged: [ContainerName] = []
         /// Missing logs, in words ("<device's log prefix> sequence N").
         package var missing: [String] = []
+        /// Logs this device applied that the container now holds with other
+        /// contents under the same name: another copy of their device's
+        /// files wrote other saves there (and a wipe, or a lost upload, let
+        /// its version win). This device's copy holds saves no other device
+        /// will import, and lacks the ones the container has.
+        package var replaced: [ContainerName] = []
         /// Where the next pass starts (nil once the pass reached the end).
         package var next: ContainerName?
     }
@@ -324,14 +330,22 @@ package struct Replayer: Sendable {
         for blob in page {
             if let parsed = ContainerLayout.parseLog(blob.name) { listed[parsed.device, default: []].append(parsed.first...parsed.last) }
         }
-        for log in try snapshot.appliedLogs(after: cursor?.rawValue, through: upper)
-        where !(listed[log.device] ?? []).contains(where: { $0.overlaps(log.first...log.last) }) {
+        let applied = try snapshot.appliedLogs(after: cursor?.rawValue, through: upper)
+        for log in applied where !(listed[log.device] ?? []).contains(where: { $0.overlaps(log.first...log.last) }) {
             let words = "\(ContainerLayout.logPrefix(store: snapshot.storeID, device: log.device)) sequence \(log.first)"
             if !findings.missing.contains(words) { findings.missing.append(words) }
         }
+        // An applied log whose blob is not the length it had is read
+        // whatever the budget: it may hold other saves now.
+        let ledger = Dictionary(applied.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        for blob in page where ledger[blob.name.rawValue].map({ $0.bytes != blob.size }) ?? false { toRead.append(blob.name) }
         for name in Set(toRead).union(recheck).sorted() {
             do {
-                _ = try decoder.open(try await container.get(name, maxBytes: decoder.limits.maxLogBytes))
+                let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
+                _ = try decoder.open(bytes)
+                if let kept = ledger[name.rawValue]?.checksum, let header = try? bytes.withUnsafeBytes({ raw throws(ChronicleError) in try LogHeader.decode(raw) }), header.bodyChecksum != kept {
+                    findings.replaced.append(name)
+                }
             } catch let error as ChronicleError where error.code == .notFound || error.code.isTransient {
                 // Gone or unreachable now: the listing decides next time.
             } catch {

@@ -114,25 +114,43 @@ extension Snapshot {
                 $0.bind(Int64(bitPattern: header.maxClock.rawValue))
             }
         }
-        try db.run(db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes) VALUES (?, ?, ?, ?, ?)").sqliteStatement) {
+        try db.run(db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes, checksum) VALUES (?, ?, ?, ?, ?, ?)").sqliteStatement) {
             $0.bind(name); $0.bind(header.deviceID.rawValue)
-            $0.bind(Int64(header.firstSequence)); $0.bind(Int64(header.lastSequence)); $0.bind(header.totalLength)
+            $0.bind(Int64(header.firstSequence)); $0.bind(Int64(header.lastSequence)); $0.bind(log.storedLength)
+            $0.bind(Int64(bitPattern: log.storedChecksum))
         }
         try db.run(db.cachedStatement(sql: "DELETE FROM _chronicle_failures WHERE name = ?").sqliteStatement) { $0.bind(name) }
         return .applied(transactions: visitor.transactions, events: visitor.engine.events)
     }
 
+    /// A log this snapshot applied, as its ledger keeps it.
+    package struct AppliedLog: Sendable, Hashable {
+        /// The log's name in the container.
+        package var name: String
+        /// The device that wrote it, and the sequences it held.
+        package var device: DeviceID
+        package var first: UInt64
+        package var last: UInt64
+        /// The blob's length and body checksum as applied (nil: applied
+        /// before the ledger kept checksums).
+        package var bytes: Int
+        package var checksum: UInt64?
+    }
+
     /// The logs of other devices this snapshot applied (its ledger) whose
-    /// names sort after `after` and up to `through` (nil: no bound), with
-    /// the device and sequences each held, in name order.
-    package func appliedLogs(after: String?, through: String?) throws -> [(name: String, device: DeviceID, first: UInt64, last: UInt64)] {
+    /// names sort after `after` and up to `through` (nil: no bound), in
+    /// name order.
+    package func appliedLogs(after: String?, through: String?) throws -> [AppliedLog] {
         do {
             return try pool.read { db in
                 try Row.fetchAll(db, sql: """
-                    SELECT name, device, first, last FROM _chronicle_ledger
+                    SELECT name, device, first, last, bytes, checksum FROM _chronicle_ledger
                     WHERE device <> ? AND name > ? AND (? IS NULL OR name <= ?) ORDER BY name
                     """, arguments: [deviceID.rawValue, after ?? "", through, through])
-                    .map { row in (row[0], DeviceID(row[1] as RecordID), UInt64(row[2] as Int64), UInt64(row[3] as Int64)) }
+                    .map { row in
+                        AppliedLog(name: row[0], device: DeviceID(row[1] as RecordID), first: UInt64(row[2] as Int64), last: UInt64(row[3] as Int64),
+                                   bytes: row[4], checksum: (row[5] as Int64?).map { UInt64(bitPattern: $0) })
+                    }
             }
         } catch {
             throw ChronicleError.sqlite(error, .database, "reading the snapshot's applied logs failed")

@@ -148,6 +148,10 @@ import Synchronization
                     try Self.addSchemaHashColumn(db, to: "_chronicle_inherited")
                     // When each save was uploaded (snapshots made before it have no such column).
                     try Self.addUploadedAtColumn(db)
+                    // The body checksum of each applied log (ledgers made before it have none).
+                    if try db.tableExists("_chronicle_ledger"), try !db.columns(in: "_chronicle_ledger").contains(where: { $0.name == "checksum" }) {
+                        try db.execute(sql: "ALTER TABLE _chronicle_ledger ADD COLUMN checksum INTEGER")
+                    }
                     // Snapshots made before it lack the index of stored keys by record.
                     try db.execute(sql: SnapshotTables.keysByRecordIndex)
                     if format < Self.format {

@@ -100,7 +100,7 @@ package enum SnapshotTables {
             );
             CREATE TABLE _chronicle_ledger (
                 name TEXT PRIMARY KEY NOT NULL, device BLOB NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
-                bytes INTEGER NOT NULL
+                bytes INTEGER NOT NULL, checksum INTEGER
             ) WITHOUT ROWID;
             CREATE TABLE _chronicle_failures (
                 name TEXT PRIMARY KEY NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL, attempts INTEGER NOT NULL

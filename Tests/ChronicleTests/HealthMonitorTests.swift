@@ -226,6 +226,43 @@ import Testing
         try await c.close()
     }
 
+    /// A copy of b's folder ran as b too. b's log, which a had applied,
+    /// was lost, and the copy put its own saves under the same name. a's
+    /// copy held saves no other device would import, and lacked the
+    /// container's: a's scrub finds the log replaced, and a builds its copy
+    /// again from the container.
+    @Test func aLogReplacedUnderItsNameByAnotherCopyOfItsDeviceIsFoundAndTheCopyBuiltAgain() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        try await a.sync()
+        let old = try await a.store.storeID
+        var b = try await manager("b")
+        try await b.sync()
+        try await b.close()
+        try FileManager.default.copyItem(at: root.appendingPathComponent("b"), to: root.appendingPathComponent("b-copy"))
+        b = try await manager("b")
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        #expect(try await Self.titles(a).contains("b1"))
+        let bID = try await b.store.deviceID
+        try await b.close()
+        try FileManager.default.removeItem(at: containerURL.appendingPathComponent("blobs")
+            .appendingPathComponent(ContainerLayout.logPrefix(store: old, device: bID)))
+        let copy = try await manager("b-copy")
+        #expect(try await copy.store.deviceID == bID, "the copy runs as b")
+        try await StoreManagerTests.saveNotes(try await copy.store, folder: "C", titles: ["saved by b's copy"])
+        try await copy.sync()
+        try await copy.close()
+
+        clock.advance(byMilliseconds: 500)
+        try await a.sync()
+        let titles = try await Self.titles(a)
+        #expect(titles.contains("saved by b's copy"), "a's copy was built again from the container: \(titles)")
+        #expect(!titles.contains("b1"), "b1 is in no log the container holds: \(titles)")
+        try await a.close()
+    }
+
     @Test func anAppThatHandlesTheCorruptionKeepsTheDeviceFromRebuilding() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         final class Handler: StoreManagerDelegate, @unchecked Sendable {

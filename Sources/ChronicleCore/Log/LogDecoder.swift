@@ -130,7 +130,9 @@ package struct LogDecoder: Sendable {
                                        isFinal: header.isFinalBaselinePart, deviceID: header.deviceID,
                                        schemaHash: migration.target.hash)
         }
-        let translated = try LogDecoder(schema: schema, limits: limits).open(bytes)
+        var translated = try LogDecoder(schema: schema, limits: limits).open(bytes)
+        translated.storedChecksum = header.bodyChecksum
+        translated.storedLength = header.totalLength
         return translated
     }
 
@@ -174,6 +176,19 @@ package struct VerifiedLog: Sendable {
     package let body: [UInt8]
     /// The schema names were resolved against, if any.
     package let schema: Schema?
+    /// The body checksum and length of the blob as stored: a log of an
+    /// earlier schema is translated into a new body and header, and these
+    /// still name the blob it came from.
+    package var storedChecksum: UInt64
+    package var storedLength: Int
+
+    init(header: LogHeader, body: [UInt8], schema: Schema?) {
+        self.header = header
+        self.body = body
+        self.schema = schema
+        storedChecksum = header.bodyChecksum
+        storedLength = header.totalLength
+    }
 
     /// Visits every transaction, change and value of a transactions log.
     /// Throws the first error `visitor` throws (and, for a log not yet
