@@ -858,10 +858,13 @@ public actor Store {
     /// the container lacks. The health monitor does this when an import
     /// keeps failing, before it calls the store corrupted: a damaged local
     /// snapshot, or a copy that went wrong, is mended this way.
-    package func rebuildLocalCopy(reason: String) async throws -> IdentityChange {
+    ///
+    /// - Parameter passingOver: for each device, a sequence that a baseline
+    ///   to start from must not cover (see ``Replayer/passOverBaselinesCovering``).
+    package func rebuildLocalCopy(reason: String, passingOver: [DeviceID: UInt64] = [:]) async throws -> IdentityChange {
         try beginOperation()
         defer { endOperation() }
-        return try await moveToNewIdentity(reason: reason)
+        return try await moveToNewIdentity(reason: reason, passingOver: passingOver)
     }
 
     /// Writes this device's state as a baseline of the store, so that a new
@@ -992,15 +995,15 @@ public actor Store {
     /// Crash-safe: `device.json` naming the new ID is the commit point.
     /// Before it, the old snapshot is still the device's and the move starts
     /// again at the next sync; after it, ``open(_:)`` finishes the swap.
-    private func moveToNewIdentity(reason: String) async throws -> IdentityChange {
+    private func moveToNewIdentity(reason: String, passingOver: [DeviceID: UInt64] = [:]) async throws -> IdentityChange {
         if let identityTask { return try await identityTask.value }
-        let task = Task { try await self.performMove(reason: reason) }
+        let task = Task { try await self.performMove(reason: reason, passingOver: passingOver) }
         identityTask = task
         defer { identityTask = nil }
         return try await task.value
     }
 
-    private func performMove(reason: String) async throws -> IdentityChange {
+    private func performMove(reason: String, passingOver: [DeviceID: UInt64]) async throws -> IdentityChange {
         let old = snapshot
         let newID = DeviceID.drawn(&random)
         configuration.log.warning("building this device's copy of the store again under a new device ID", metadata: [
@@ -1019,6 +1022,7 @@ public actor Store {
             var builder = Replayer(snapshot: next, container: configuration.container, limits: configuration.limits, logger: configuration.log)
             builder.clock = configuration.clock
             builder.baselineWait = .zero
+            builder.passOverBaselinesCovering = passingOver
             // What the container adds to what the app saw is news to it.
             builder.eventSink = { [hub] events in hub.publish(events) }
             let built = try await builder.importOnce()

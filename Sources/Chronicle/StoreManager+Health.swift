@@ -399,7 +399,22 @@ extension StoreManager {
                 record.reloaded = true
                 try setHealth(record)
                 let reason = "the container holds other saves under the name of a log this device applied (another copy of its device's files wrote them)"
-                try await rebuildLocalCopy(of: store, for: Health.Problem(kind: .damagedBlob, blob: replaced.rawValue, reason: reason, since: now))
+                // Not from a baseline that covers the log: it may hold the
+                // version the container no longer has (this device's own
+                // earlier one, say).
+                let covering = ContainerLayout.parseLog(replaced).map { [$0.device: $0.first] } ?? [:]
+                try await rebuildLocalCopy(of: store, for: Health.Problem(kind: .damagedBlob, blob: replaced.rawValue, reason: reason, since: now),
+                                           passingOver: covering)
+                // The baselines published before hold the version the
+                // container lost (this device's among them): a device that
+                // joins starts from this one, the newest, instead.
+                if loaded?.store === store, state.health?.status != .corrupted {
+                    do {
+                        _ = try await store.publishBaseline()
+                    } catch let error as ChronicleError where error.code != .simulatedCrash {
+                        configuration.store.log.warning("publishing a baseline after building the copy again failed", metadata: ["chronicle.error": "\(error)"])
+                    }
+                }
                 return
             }
             let found = findings.damaged.map(\.rawValue) + findings.replaced.map(\.rawValue)
@@ -476,13 +491,13 @@ extension StoreManager {
     /// Builds this device's copy of the store again from the container,
     /// carrying its saves the container lacks, then syncs and judges again:
     /// a failure that stays then marks the store.
-    private func rebuildLocalCopy(of store: Store, for problem: Health.Problem) async throws {
+    private func rebuildLocalCopy(of store: Store, for problem: Health.Problem, passingOver: [DeviceID: UInt64] = [:]) async throws {
         configuration.store.log.warning("an import keeps failing; building this device's copy of the store again from the container",
                                         metadata: ["chronicle.store": "\(store.storeID)", "chronicle.blob": "\(problem.blob)", "chronicle.reason": "\(problem.reason)"])
         continuations.publish(.rebuildingLocalCopy(store.storeID, reason: "\(problem.blob): \(problem.reason)"))
         let again: Store.SyncReport
         do {
-            _ = try await store.rebuildLocalCopy(reason: "an import kept failing (\(problem.blob): \(problem.reason))")
+            _ = try await store.rebuildLocalCopy(reason: "an import kept failing (\(problem.blob): \(problem.reason))", passingOver: passingOver)
             again = try await store.sync()
         } catch let error as ChronicleError where error.code.isTransient || error.code == .simulatedCrash {
             throw error

@@ -465,6 +465,13 @@ package struct Replayer: Sendable {
     /// up for longer than this.
     package var baselineWait: Duration = .seconds(60)
 
+    /// Sequences of devices (each device's first sequence of a log found
+    /// replaced under its name) that a baseline to start from must not
+    /// cover: a baseline published before the replacement may hold the
+    /// version of that log the container no longer has. Such baselines are
+    /// passed over, and the logs imported instead.
+    package var passOverBaselinesCovering: [DeviceID: UInt64] = [:]
+
     /// The clock ``baselineWait`` is measured on.
     package var clock: any PhysicalClock = SystemClock()
 
@@ -579,6 +586,11 @@ package struct Replayer: Sendable {
                           decoded.header.deviceID == parsed.device, decoded.header.baselinePart == parsed.part
                     else {
                         throw ChronicleError(.malformedBody, "\(name) holds part \(decoded.header.baselinePart) of device \(decoded.header.deviceID), which its name does not match")
+                    }
+                    if name == names[0], case .baseline(_, let part) = decoded,
+                       passOverBaselinesCovering.contains(where: { (part.vector[$0.key] ?? 0) >= $0.value }) {
+                        report.passedOverBaselines.append(names[0].rawValue)
+                        continue candidates
                     }
                     let events = try application.apply(decoded)
                     progress?(SyncProgress(phase: .baseline, logs: Int(decoded.header.baselinePart), transactions: 0, total: names.count))

@@ -41,6 +41,7 @@ import Testing
         (0x64, "a device away while its store was rebuilt twice carried its saves as copies with new clocks"),
         (0xd1, "a device that had left a deleted store put it back after a wipe took its tombstone"),
         (0x17e, "a device whose -wal was lost moved to a rebuilt store without the saves only the old store's logs held"),
+        (0x140, "a twin's log replaced another copy's under the same name after a wipe: the devices that applied the first version kept it, and a copy built again started from a baseline that held it"),
     ]
 
     @Test(arguments: unreliableCreateSeeds.map(\.seed))

@@ -226,11 +226,13 @@ import Testing
         try await c.close()
     }
 
-    /// A copy of b's folder ran as b too. b's log, which a had applied,
-    /// was lost, and the copy put its own saves under the same name. a's
-    /// copy held saves no other device would import, and lacked the
-    /// container's: a's scrub finds the log replaced, and a builds its copy
-    /// again from the container.
+    /// A copy of b's folder ran as b too. b's log, which a had applied
+    /// (and a had published a baseline holding it), was lost, and the copy
+    /// put its own saves under the same name. a's copy held saves no other
+    /// device would import, and lacked the container's: a's scrub finds the
+    /// log replaced, and a builds its copy again from the container,
+    /// passing over the baseline that holds the lost version, and publishes
+    /// a new one for devices that join.
     @Test func aLogReplacedUnderItsNameByAnotherCopyOfItsDeviceIsFoundAndTheCopyBuiltAgain() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let a = try await manager("a")
@@ -245,6 +247,7 @@ import Testing
         try await b.sync()
         try await a.sync()
         #expect(try await Self.titles(a).contains("b1"))
+        _ = try await a.store.publishBaseline()
         let bID = try await b.store.deviceID
         try await b.close()
         try FileManager.default.removeItem(at: containerURL.appendingPathComponent("blobs")
@@ -260,6 +263,10 @@ import Testing
         let titles = try await Self.titles(a)
         #expect(titles.contains("saved by b's copy"), "a's copy was built again from the container: \(titles)")
         #expect(!titles.contains("b1"), "b1 is in no log the container holds: \(titles)")
+        let joining = try await manager("d")
+        try await joining.sync()
+        #expect(try await Self.titles(joining) == titles, "a device that joins starts from a's new baseline")
+        try await joining.close()
         try await a.close()
     }
 
