@@ -262,12 +262,24 @@ struct MergeEngine {
                 return
             }
         }
-        let desired = try pre.flatMap { try survivor(entity, id, row: $0) == id ? $0 : nil }
+        let newKeys = pre.map { keys(of: e, row: $0) } ?? [:]
+        var desired = try pre.flatMap { try survivor(entity, id, row: $0) == id ? $0 : nil }
+        if var row = desired, !e.uniqueConstraints.isEmpty {
+            try takeNewerValuesOfDuplicates(entity, id, keys: newKeys, into: &row)
+            desired = row
+        } else if pre != nil, desired == nil {
+            // A duplicate: its survivor shows its newer values, so its
+            // survivor (a visible record of its key groups) reads its state.
+            for (c, k) in newKeys {
+                for other in try keyGroup(entity, c, k) where other < id {
+                    if try isVisible(entity, other) { schedule(entity, other) }
+                }
+            }
+        }
         // A record first seen in this transaction has no row yet, unless an
         // earlier refresh in it wrote one.
         let current = created.contains(key) ? nil : try currentRow(entity, id)
         let oldKeys = first ? [:] : try storedKeys(entity, id)
-        let newKeys = pre.map { keys(of: e, row: $0) } ?? [:]
         if newKeys != oldKeys {
             try db.cachedStatement(sql: "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?").execute(arguments: [entity, id])
             for (c, key) in newKeys {
@@ -289,6 +301,42 @@ struct MergeEngine {
         var groups = oldKeys.map { ($0.key, $0.value) }
         for (c, key) in newKeys where oldKeys[c] != key { groups.append((c, key)) }
         try scheduleDependents(entity, id, groups: groups)
+    }
+
+    /// A visible record and the duplicates merged into it are one record to
+    /// the app: for each field that is neither a reference nor part of a
+    /// unique key, the row shows the newest value any of them holds (by
+    /// version, as the merge of one record's writes does). So an update
+    /// made to a record on a device that had not seen its duplicate is not
+    /// hidden when the two meet. Key fields stay the survivor's (they
+    /// decide the groups), and references too (what they resolve to is read
+    /// by others).
+    private func takeNewerValuesOfDuplicates(_ entity: Int, _ id: RecordID, keys: [Int: [UInt8]], into row: inout [DatabaseValue]) throws {
+        let e = schema.entities[entity]
+        let keyFields = Set(e.uniqueConstraints.joined().compactMap { e.fieldIndex(named: $0) })
+        let plain = e.fields.indices.filter { i in
+            if keyFields.contains(i) { return false }
+            if case .reference = e.fields[i].kind { return false }
+            return true
+        }
+        guard !plain.isEmpty else { return }
+        // Only larger records can be merged into this one: a record's
+        // survivor is the smallest visible record sharing a key with it.
+        var members = Set<RecordID>()
+        for (c, k) in keys {
+            for other in try keyGroup(entity, c, k) where other > id { members.insert(other) }
+        }
+        guard !members.isEmpty, let own = try loadState(entity, id) else { return }
+        var newest = plain.map { own.fields[$0]?.version }
+        for other in members.sorted() {
+            var visiting: Set<RecordKey> = []
+            guard try resolve(entity, other, &visiting) == id, let state = try loadState(entity, other) else { continue }
+            for (n, i) in plain.enumerated() {
+                guard let field = state.fields[i], newest[n].map({ field.version > $0 }) ?? true else { continue }
+                newest[n] = field.version
+                row[i] = field.value.databaseValue
+            }
+        }
     }
 
     /// Schedules what reads a record's keys and visibility: the records

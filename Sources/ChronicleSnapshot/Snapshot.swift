@@ -32,8 +32,10 @@ import Synchronization
     /// are stored as seconds since 1970 (a REAL), which GRDB's `Date`
     /// decoding reads exactly (opening an older snapshot moves the rows and
     /// converts the dates, and recomputes the rows of entities whose unique
-    /// keys include a date).
-    package static let format = 5
+    /// keys include a date). Format 6: a visible record shows the newer
+    /// values of the duplicates merged into it (opening an older snapshot
+    /// recomputes the rows of entities with a unique key).
+    package static let format = 6
     /// The page cache of the snapshot's writing connection, in KiB.
     package static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.

@@ -58,6 +58,13 @@ package enum SnapshotTables {
                 if dateKey { recompute.append(index) }
             }
         }
+        if format < 6 {
+            // Format 6: a visible record shows the newer values of the
+            // duplicates merged into it (`MergeEngine`).
+            for (index, entity) in schema.entities.enumerated() where !entity.uniqueConstraints.isEmpty && !recompute.contains(index) {
+                recompute.append(index)
+            }
+        }
         return recompute
     }
 

@@ -26,6 +26,7 @@ import Testing
     static let comments = (0..<3).map { id(3, $0) }
     static let names = ["A", "B", "C"]
     static let codes: [Value] = [.null, "x", "y"]
+    static let colors: [Value] = ["red", "green", "blue"]
 
     /// One transaction per device, so any order of the logs is complete.
     static func transactions(seed: UInt64, count: Int) -> [Transaction] {
@@ -41,10 +42,14 @@ import Testing
                 case ..<22:
                     let f = pick(folders)
                     guard !changes.contains(where: { $0.recordID == f }) else { continue }
-                    changes.append(Change(.insert, entity: "Folder", recordID: f, values: [FieldValue("name", .string(pick(names))), FieldValue("code", pick(codes))]))
+                    var inserted = [FieldValue("name", .string(pick(names))), FieldValue("code", pick(codes))]
+                    if rng.next() % 2 == 0 { inserted.append(FieldValue("color", pick(colors))) }
+                    changes.append(Change(.insert, entity: "Folder", recordID: f, values: inserted))
                 case ..<44:
-                    // Renames into and out of key groups, and writes that bring a deleted folder back.
+                    // Renames into and out of key groups, writes that bring a deleted folder back,
+                    // and new colors (a survivor shows its duplicates' newer ones).
                     if rng.next() % 2 == 0 { values.append(FieldValue("name", .string(pick(names)))) }
+                    if rng.next() % 2 == 0 { values.append(FieldValue("color", pick(colors))) }
                     if values.isEmpty || rng.next() % 3 == 0 { values.append(FieldValue("code", pick(codes))) }
                     changes.append(Change(.update, entity: "Folder", recordID: pick(folders), values: values))
                 case ..<54:
@@ -74,8 +79,8 @@ import Testing
     static func tables(_ snapshot: Snapshot) throws -> [String] {
         try snapshot.read { db in
             var lines: [String] = []
-            for row in try Row.fetchAll(db, sql: "SELECT id, name, code FROM Folder ORDER BY id") {
-                lines.append("Folder \(row["id"] as RecordID) \(row["name"] as String) \((row["code"] as String?) ?? "-")")
+            for row in try Row.fetchAll(db, sql: "SELECT id, name, code, color FROM Folder ORDER BY id") {
+                lines.append("Folder \(row["id"] as RecordID) \(row["name"] as String) \((row["code"] as String?) ?? "-") \((row["color"] as String?) ?? "-")")
             }
             for row in try Row.fetchAll(db, sql: "SELECT id, title, folder FROM Note ORDER BY id") {
                 lines.append("Note \(row["id"] as RecordID) \(row["title"] as String) \(row["folder"] as RecordID)")
@@ -124,6 +129,41 @@ import Testing
                 first = hash
             }
         }
+    }
+
+    /// A snapshot of format 5 shows a survivor's own values, not the newer
+    /// ones of its duplicates; opening it recomputes the rows of entities
+    /// with a unique key.
+    @Test func openingAFormatFiveSnapshotShowsTheDuplicatesNewerValues() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-dedupe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (f0, f1) = (Self.folders[0], Self.folders[1])
+        func at(_ ms: UInt64, _ device: UInt64, _ changes: [Change]) -> Transaction {
+            Transaction(deviceID: DeviceID(index: device), sequence: 1, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + ms, counter: 0),
+                        schemaHash: Self.schema.hash, changes: changes)
+        }
+        let transactions = [
+            at(1, 1, [Change(.insert, entity: "Folder", recordID: f0, values: [FieldValue("name", "Inbox"), FieldValue("color", "red")])]),
+            at(2, 2, [Change(.insert, entity: "Folder", recordID: f1, values: [FieldValue("name", "Inbox"), FieldValue("color", "red")])]),
+            at(3, 3, [Change(.update, entity: "Folder", recordID: f1, values: [FieldValue("color", "blue")])]),
+        ]
+        let logs = try transactions.map { try LogDecoder(schema: Self.schema).open(try LogEncoder(storeID: Self.store).encode([$0])) }
+        var rng = SeededRandom(seed: 1)
+        let snapshot = try Self.replay(logs, order: [0, 1, 2], rng: &rng, in: dir, name: "five")
+        #expect(try Self.tables(snapshot) == ["Folder \(f0) Inbox - blue"])
+        try snapshot.close()
+        // What format 5 computed: the survivor's own color.
+        let path = dir.appendingPathComponent("five.sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in
+            try db.execute(sql: "UPDATE _chronicle_rows_Folder SET color = 'red'")
+            try db.execute(sql: "PRAGMA user_version = 5")
+        }
+        try queue.close()
+        let reopened = try Snapshot(path: path, schema: Self.schema, storeID: Self.store, deviceID: DeviceID(index: 10_000), durability: .normal)
+        #expect(try Self.tables(reopened) == ["Folder \(f0) Inbox - blue"])
+        #expect(try reopened.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") } == Snapshot.format)
     }
 
     /// A snapshot of format 3 may show what an older rule computed; opening
@@ -220,7 +260,12 @@ struct Oracle {
         }
         var lines: [String] = []
         for f in visible {
-            lines.append("Folder \(f) \(text(f, "name")) \(text(f, "code"))")
+            // The newest color among the folder and the duplicates merged into it.
+            let merged = live.filter { $0 == f || $0 > f && resolveFolder($0) == f }
+            let color = merged.compactMap { states[$0]!.fields["color"] }.max { $0.1 < $1.1 }?.0
+            var shown = "-"
+            if case .string(let s)? = color { shown = s }
+            lines.append("Folder \(f) \(text(f, "name")) \(text(f, "code")) \(shown)")
         }
         // Notes: visible if live and their folder resolves (cascade).
         var visibleNotes: Set<RecordID> = []

@@ -15,7 +15,8 @@ import Testing
     /// code is not deduplicated), notes that cascade with their folder,
     /// comments that nullify with their note.
     static let schema = try! Schema(version: 1, entities: [
-        Entity("Folder", attributes: [Attribute("name", .string), Attribute("code", .string, optional: true)],
+        Entity("Folder", attributes: [Attribute("name", .string), Attribute("code", .string, optional: true),
+                                      Attribute("color", .string, optional: true)],
                relationships: [.toMany("notes", to: "Note", inverse: "folder")], unique: [["name"], ["code"]]),
         Entity("Note", attributes: [Attribute("title", .string)],
                relationships: [.toOne("folder", to: "Folder", inverse: "notes", deleteRule: .cascade),
@@ -63,6 +64,32 @@ import Testing
         for s in d.stores {
             #expect(try await Self.folderOfNote(note, on: s) == f0)
             #expect(try await s.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Folder") } == [f0])
+        }
+    }
+
+    /// Two devices create the same natural key apart, and one of them then
+    /// updates its record (a newer revision of an imported feed, say).
+    /// Once they sync, the record with the smaller ID stays and the other is
+    /// its hidden duplicate; the update is not hidden with it: the record
+    /// that stays shows the newest value of each plain field, everywhere.
+    @Test func anUpdateMadeToAHiddenDuplicateShowsOnTheRecordThatStays() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        let (f1, f2) = (Self.folder(1), Self.folder(2))
+        try await d.stores[0].write { tx in tx.insert("Folder", ["name": "Inbox", "color": "red"], id: f1) }
+        try await d.stores[1].write { tx in tx.insert("Folder", ["name": "Inbox", "color": "red"], id: f2) }
+        try await d.stores[1].write { tx in tx.update("Folder", id: f2, ["color": "blue"]) }
+        try await Self.expectConverged(d)
+        for s in d.stores {
+            let ids = try await s.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Folder") }
+            #expect(ids == [f1])
+            let color = try await s.read { db in try String.fetchOne(db, sql: "SELECT color FROM Folder") }
+            #expect(color == "blue", "the duplicate's newer color shows on the record that stays")
+        }
+        // A later update of the record that stays wins over both.
+        try await d.stores[0].write { tx in tx.update("Folder", id: f1, ["color": "green"]) }
+        try await Self.expectConverged(d)
+        for s in d.stores {
+            #expect(try await s.read { db in try String.fetchOne(db, sql: "SELECT color FROM Folder") } == "green")
         }
     }
 

@@ -179,7 +179,7 @@ import Testing
         #expect(identity.schema == Self.legacySchema)
         let snapshot = try Snapshot(path: path, schema: Self.legacySchema, storeID: identity.store, deviceID: identity.device, durability: .normal)
         defer { try? snapshot.close() }
-        #expect(try snapshot.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") } == 5)
+        #expect(try snapshot.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") } == Snapshot.format)
         // What the app sees has not changed: same hash, dates as they were.
         #expect(try snapshot.stateHash() == oldHash)
         #expect(try snapshot.recordCounts() == ["Event": 2, "Stamp": 3])
