@@ -2,7 +2,7 @@
 # Both install the system libraries first when they are missing.
 
 SWIFT ?= swift
-APT_PACKAGES := liblz4-dev libsqlite3-dev libxxhash-dev pkg-config sqlite3
+APT_PACKAGES := liblz4-dev libsqlite3-dev libxxhash-dev pkg-config sqlite3 postgresql
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps build release test docs-check demo bench fuzz clean
@@ -17,6 +17,7 @@ deps:
 	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
 	pkg-config --exists libxxhash 2>/dev/null || missing="$$missing libxxhash-dev"; \
 	command -v sqlite3 >/dev/null 2>&1 || missing="$$missing sqlite3"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 		echo "==> installing system packages:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
@@ -28,9 +29,11 @@ build: deps
 release: deps
 	$(SWIFT) build -c release
 
+# The PostgreSQL container's tests run against a throw-away server that
+# scripts/with-postgres starts beside the tests and stops after them.
 test: deps
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	scripts/with-postgres $(SWIFT) test --skip-build
 
 # Every public symbol of the Chronicle module has a doc comment and every
 # public type is in Sources/Chronicle/Chronicle.docc (the tests check it too).

@@ -13,12 +13,15 @@ let package = Package(
         .library(name: "ChronicleCore", targets: ["ChronicleCore"]),
         .library(name: "ChronicleContainer", targets: ["ChronicleContainer"]),
         .library(name: "ChronicleSnapshot", targets: ["ChronicleSnapshot"]),
+        // A container in a PostgreSQL database, for many machines.
+        .library(name: "ChroniclePostgres", targets: ["ChroniclePostgres"]),
         .executable(name: "chronicle", targets: ["ChronicleCLI"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // C shims: the system libraries, nothing vendored.
@@ -43,6 +46,16 @@ let package = Package(
         .target(
             name: "ChronicleContainer",
             dependencies: ["ChronicleCore"]
+        ),
+        // The PostgreSQL container backend.
+        .target(
+            name: "ChroniclePostgres",
+            dependencies: [
+                "ChronicleCore",
+                "ChronicleContainer",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // The device's SQLite snapshot: materialization, merge, dedupe, outbox.
         .target(
@@ -88,6 +101,7 @@ let package = Package(
                 "ChronicleContainer",
                 "ChronicleSnapshot",
                 "ChronicleSimulation",
+                "ChroniclePostgres",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "CLZ4",
                 "CSQLite",
@@ -104,6 +118,13 @@ let package = Package(
             exclude: ["Fixtures"]
         ),
         .testTarget(name: "ChronicleContainerTests", dependencies: ["ChronicleContainer", "ChronicleTestSupport"]),
+        // Runs against a real server: `make test` starts a throw-away one
+        // (scripts/with-postgres) and names it in CHRONICLE_TEST_POSTGRES.
+        .testTarget(
+            name: "ChroniclePostgresTests",
+            dependencies: ["ChroniclePostgres", "ChronicleContainer", "ChronicleCore", "ChronicleTestSupport",
+                           .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio")]
+        ),
         .testTarget(
             name: "ChronicleSnapshotTests",
             dependencies: [

@@ -171,7 +171,7 @@ struct DeviceOptions: ParsableArguments {
                      tolerating: Set<ChronicleError.Code> = []) async throws -> StoreManager {
         let directory = URL(fileURLWithPath: deviceDirectory)
         // First, so that a missing container leaves no device folder behind.
-        let container = try self.container.open()
+        let container = try await self.container.open()
         // The manager keeps the device's choices in the folder, and its
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)

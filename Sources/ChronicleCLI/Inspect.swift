@@ -2,13 +2,15 @@ import ArgumentParser
 import Chronicle
 import ChronicleContainer
 import ChronicleCore
+import ChroniclePostgres
 import ChronicleSnapshot
 import Foundation
 import GRDB
 
 /// The container a command names, and how to open it.
 struct ContainerOptions: ParsableArguments {
-    @Option(name: .customLong("container"), help: "The container directory (made by `chronicle init`).")
+    @Option(name: .customLong("container"),
+            help: "The container: a directory, or a PostgreSQL URL (postgres://user[:password]@host[:port]/database?schema=name, or postgres://user@/database?host=/socket/folder), made by `chronicle init`.")
     var container: String
 
     @Flag(name: .customLong("follow-root-symlink"),
@@ -19,10 +21,23 @@ struct ContainerOptions: ParsableArguments {
           help: "The container folder is kept in step between machines by a sync service (not shared directly): creating a file there is not exclusive across machines, so elections and first stores use the rules for that (docs/health.md).")
     var syncedFolder = false
 
+    /// Whether the container is in PostgreSQL.
+    var isPostgres: Bool { container.hasPrefix("postgres://") || container.hasPrefix("postgresql://") }
+
+    /// The container as output shows it: a URL without its password.
+    var displayName: String {
+        guard isPostgres, var parts = URLComponents(string: container), parts.password != nil else { return container }
+        parts.password = "***"
+        return parts.string ?? container
+    }
+
     /// Opens the container; a missing one is an error unless `create`.
-    func open(create: Bool = false) throws -> DirectoryContainer {
-        try DirectoryContainer(root: URL(fileURLWithPath: container), create: create, reliableExclusiveCreate: !syncedFolder,
-                               rootMayBeSymlink: followRootSymlink)
+    func open(create: Bool = false) async throws -> any Container {
+        if isPostgres {
+            return try await PostgresContainer.connect(try PostgresContainer.Configuration(url: container), create: create, logger: CLILogging.logger)
+        }
+        return try DirectoryContainer(root: URL(fileURLWithPath: container), create: create, reliableExclusiveCreate: !syncedFolder,
+                                      rootMayBeSymlink: followRootSymlink)
     }
 }
 
@@ -44,8 +59,8 @@ struct Init: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let existed = (try? location.open()) != nil
-            let container = try location.open(create: true)
+            let existed = (try? await location.open()) != nil
+            let container = try await location.open(create: true)
             if try await container.readMarker(ContainerLayout.account) == nil {
                 var random = SystemRandomNumberGenerator()
                 let token = (0..<2).map { _ in String(random.next() as UInt64, radix: 16) }.joined(separator: "-")
@@ -55,8 +70,9 @@ struct Init: AsyncParsableCommand {
                     // Another init, or a first device, wrote it meanwhile.
                 }
             }
-            output.print(.object(["container": .string(container.root.path), "created": .bool(!existed)]),
-                         text: existed ? "container \(container.root.path) is already there" : "created container \(container.root.path)")
+            let shown = (container as? DirectoryContainer)?.root.path ?? location.displayName
+            output.print(.object(["container": .string(shown), "created": .bool(!existed)]),
+                         text: existed ? "container \(shown) is already there" : "created container \(shown)")
         }
     }
 }
@@ -73,7 +89,7 @@ struct Inspect: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let container = try location.open()
+            let container = try await location.open()
             let inventory = try await ContainerInventory(of: container)
             let blobs = listBlobs ? try await container.listAll(prefix: "") : []
             var active: JSONValue = .null
@@ -122,7 +138,7 @@ struct Inspect: AsyncParsableCommand {
                 "foreignEntries": .array(inventory.foreignEntries.map { .string($0.path) }),
                 "errors": problemsJSON(inventory.problems),
             ].merging(listBlobs ? ["blobs": .array(blobs.map { .object(["name": .string($0.name.rawValue), "bytes": .int(Int64($0.size))]) })] : [:]) { a, _ in a })
-            var text = "container \(oneLine(location.container))\nactive store: \(JSONText.line(active))\n"
+            var text = "container \(oneLine(location.displayName))\nactive store: \(JSONText.line(active))\n"
             for (store, s) in inventory.stores.sorted(by: { $0.key < $1.key }) {
                 text += "store \(store) (\(states[store] ?? "not active")): \(s.baselines.count) baseline(s)"
                     + ((versions[store] ?? []).isEmpty ? "" : "; schema versions " + (versions[store] ?? []).map { "\($0.version) (\($0.hash))" }.joined(separator: ", "))
@@ -168,7 +184,7 @@ struct Verify: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let container = try location.open()
+            let container = try await location.open()
             var decoder = LogDecoder(schema: nil)
             if let schema = try schema.map({ path throws(ChronicleError) in try InputFile.schema(at: path) }) {
                 var earlier = try earlierSchemas.map { path throws(ChronicleError) in try InputFile.earlierSchema(at: path) }

@@ -79,6 +79,11 @@ public protocol Container: Sendable {
     /// ``ForeignEntry``), in path order. Backends that cannot hold any
     /// return none.
     func foreignEntries(prefix: String) async throws -> [ForeignEntry]
+
+    /// Releases what the container holds open (a server backend's
+    /// connections). The container cannot be used afterwards. Backends
+    /// that hold nothing open do nothing.
+    func shutdown() async
 }
 
 /// What a container backend guarantees.
@@ -130,6 +135,9 @@ public struct Marker: Sendable, Hashable {
 }
 
 extension Container {
+    /// Nothing to release.
+    public func shutdown() async {}
+
     /// The cap ``get(_:)`` reads with: the largest log a decoder with the
     /// default ``DecodingLimits`` accepts (64 MiB of body and the header).
     public static var defaultMaxBlobBytes: Int { DecodingLimits().maxLogBytes }
@@ -147,7 +155,7 @@ extension Container {
     }
 
     /// Throws ``ChronicleError/Code/sizeOverCap`` for marker bytes over ``Marker/maxBytes``.
-    static func checkMarkerSize(_ bytes: [UInt8], _ name: ContainerName) throws(ChronicleError) {
+    package static func checkMarkerSize(_ bytes: [UInt8], _ name: ContainerName) throws(ChronicleError) {
         guard bytes.count <= Marker.maxBytes else {
             throw ChronicleError(.sizeOverCap, "marker \(name) would hold \(bytes.count) bytes, over the cap of \(Marker.maxBytes)")
         }
@@ -155,7 +163,7 @@ extension Container {
 
     /// Throws ``ChronicleError/Code/invalidName`` for a log name spanning
     /// more than ``ContainerLayout/maxSequencesPerLog`` sequences.
-    static func checkLogSpan(_ log: ContainerLayout.ParsedLogName, _ name: ContainerName) throws(ChronicleError) {
+    package static func checkLogSpan(_ log: ContainerLayout.ParsedLogName, _ name: ContainerName) throws(ChronicleError) {
         guard log.last - log.first < ContainerLayout.maxSequencesPerLog else {
             throw ChronicleError(.invalidName, "log \(name) spans \(log.last - log.first + 1) sequences; a log holds at most \(ContainerLayout.maxSequencesPerLog)")
         }

@@ -1,0 +1,455 @@
+import ChronicleContainer
+import ChronicleCore
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// A container in a PostgreSQL database, for many machines sharing one
+/// store (a synced folder serves one person's devices).
+///
+/// Blobs and markers are rows of two tables in the container's own schema
+/// (`chronicle_blobs`, `chronicle_markers`), created on first use. A
+/// transaction makes every operation atomic: exclusive create is an
+/// `INSERT ... ON CONFLICT DO NOTHING`, compare-and-swap an `UPDATE ...
+/// WHERE version = expected`, so ``ContainerCapabilities/reliableExclusiveCreate``
+/// is true and elections take a lease, never the deterministic rule.
+/// Names keep the container's grammar (``ContainerName``) and compare
+/// byte by byte (`COLLATE "C"`); prefixes match exactly, whatever
+/// characters a name holds (`starts_with`, not `LIKE`).
+///
+/// One schema is one container: accounts kept apart by schema each have
+/// their own (see ``Configuration/schema``).
+///
+/// ```swift
+/// let container = try await PostgresContainer.connect(
+///     PostgresContainer.Configuration(url: "postgres://chronicle@db.example.com/chronicle?schema=team_a"),
+///     logger: logger)
+/// defer { Task { await container.shutdown() } }
+/// ```
+///
+/// A server that does not answer, or a connection lost mid-operation, is a
+/// transient ``ChronicleError/Code/unavailable`` error: devices keep saving
+/// locally and their next sync uploads what is pending. An operation that
+/// failed that way may or may not have happened; every operation here can
+/// be repeated (a blob put again with the same bytes, a marker read back).
+public final class PostgresContainer: Container {
+    /// Where the server is and which schema holds the container.
+    public struct Configuration: Sendable {
+        /// The server's host name (TCP), or nil with ``socketPath``.
+        public var host: String?
+        /// The server's TCP port.
+        public var port: Int
+        /// The path of the server's Unix-domain socket file, if it is reached that way.
+        public var socketPath: String?
+        /// The role to connect as.
+        public var username: String
+        /// Its password, if the server asks for one.
+        public var password: String?
+        /// The database.
+        public var database: String?
+        /// The schema that holds this container's tables: one container
+        /// per schema. Lowercase letters, digits and `_`, starting with a
+        /// letter, at most 63 characters.
+        public var schema: String
+        /// How long one operation may wait for the server (a connection
+        /// included) before it fails as ``ChronicleError/Code/unavailable``:
+        /// a dead server is an error the app sees in this time, not a hang.
+        public var timeout: Duration = .seconds(15)
+
+        /// A configuration from its parts.
+        public init(host: String? = "127.0.0.1", port: Int = 5432, socketPath: String? = nil, username: String,
+                    password: String? = nil, database: String? = nil, schema: String = "chronicle") {
+            self.host = host
+            self.port = port
+            self.socketPath = socketPath
+            self.username = username
+            self.password = password
+            self.database = database
+            self.schema = schema
+        }
+
+        /// A configuration from a URL:
+        /// `postgres://user[:password]@host[:port]/database[?schema=name]`,
+        /// or, for a Unix-domain socket, `postgres://user@/database?host=/socket/folder[&port=5432]`
+        /// (libpq's convention: `host` names the socket's folder).
+        ///
+        /// - Throws: ``ChronicleError/Code/invalidValue`` for a URL of
+        ///   another scheme, without a user, or with a bad schema name.
+        public init(url: String) throws(ChronicleError) {
+            guard let parts = URLComponents(string: url), ["postgres", "postgresql"].contains(parts.scheme ?? "") else {
+                throw ChronicleError(.invalidValue, "\(url) is not a postgres:// URL (postgres://user@host:port/database?schema=name)")
+            }
+            guard let user = parts.user, !user.isEmpty else {
+                throw ChronicleError(.invalidValue, "\(url) names no user (postgres://user@host/database)")
+            }
+            let query = Dictionary((parts.queryItems ?? []).compactMap { item in item.value.map { (item.name, $0) } }, uniquingKeysWith: { _, last in last })
+            let port = parts.port ?? query["port"].flatMap(Int.init) ?? 5432
+            let database = parts.path.split(separator: "/").first.map(String.init)
+            if let folder = query["host"], folder.hasPrefix("/") {
+                self.init(host: nil, port: port, socketPath: "\(folder)/.s.PGSQL.\(port)", username: user, password: parts.password,
+                          database: database, schema: query["schema"] ?? "chronicle")
+            } else {
+                self.init(host: parts.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1", port: port, username: user,
+                          password: parts.password, database: database, schema: query["schema"] ?? "chronicle")
+            }
+            try Self.check(schema: schema)
+        }
+
+        static func check(schema: String) throws(ChronicleError) {
+            let allowed = schema.utf8.allSatisfy { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F }
+            guard allowed, let first = schema.utf8.first, (0x61...0x7A).contains(first), schema.utf8.count <= 63 else {
+                throw ChronicleError(.invalidValue, "\"\(schema)\" is not a container schema name: lowercase letters, digits and _, starting with a letter, at most 63 characters")
+            }
+        }
+    }
+
+    public let capabilities = ContainerCapabilities(reliableExclusiveCreate: true)
+    /// The configuration it was opened with.
+    public let configuration: Configuration
+    private let client: PostgresClient
+    private let runner: Task<Void, Never>
+    private let logger: Logger
+    private let blobs: String
+    private let markers: String
+
+    private init(configuration: Configuration, client: PostgresClient, runner: Task<Void, Never>, logger: Logger) {
+        self.configuration = configuration
+        self.client = client
+        self.runner = runner
+        self.logger = logger
+        blobs = "\"\(configuration.schema)\".chronicle_blobs"
+        markers = "\"\(configuration.schema)\".chronicle_markers"
+    }
+
+    /// Connects to the container; with `create`, creates its schema and
+    /// tables first if they do not exist yet.
+    ///
+    /// Without `create`, a schema that holds no container is an error, so
+    /// that a mistyped schema name never becomes a separate, empty
+    /// container.
+    ///
+    /// - Throws: ``ChronicleError/Code/invalidValue`` for a bad schema
+    ///   name; ``ChronicleError/Code/notFound`` for a schema without a
+    ///   container (without `create`); ``ChronicleError/Code/unavailable``
+    ///   if the server cannot be reached; ``ChronicleError/Code/io`` if the
+    ///   server refuses (a role without rights on the schema, say).
+    public static func connect(_ configuration: Configuration, create: Bool = false,
+                               logger: Logger = Logger(label: "chronicle.postgres")) async throws -> PostgresContainer {
+        try Configuration.check(schema: configuration.schema)
+        let client: PostgresClient
+        if let socket = configuration.socketPath {
+            client = PostgresClient(configuration: .init(unixSocketPath: socket, username: configuration.username,
+                                                         password: configuration.password, database: configuration.database),
+                                    backgroundLogger: logger)
+        } else {
+            var options = PostgresClient.Configuration(host: configuration.host ?? "127.0.0.1", port: configuration.port,
+                                                       username: configuration.username, password: configuration.password,
+                                                       database: configuration.database, tls: .disable)
+            options.options.connectTimeout = .seconds(5)
+            client = PostgresClient(configuration: options, backgroundLogger: logger)
+        }
+        let runner = Task { await client.run() }
+        let container = PostgresContainer(configuration: configuration, client: client, runner: runner, logger: logger)
+        do {
+            if create {
+                try await container.createTables()
+            } else {
+                try await container.requireTables()
+            }
+        } catch {
+            // Not waited for: a pool still trying to connect ends on its own.
+            runner.cancel()
+            throw error
+        }
+        return container
+    }
+
+    /// Closes the connections. The container cannot be used afterwards.
+    public func shutdown() async {
+        runner.cancel()
+        await runner.value
+    }
+
+    private func requireTables() async throws {
+        let schema = configuration.schema
+        let what = "opening the container in schema \(schema)"
+        let found = try await query(what, "SELECT count(*)::bigint FROM pg_tables WHERE schemaname = \(schema) AND tablename IN ('chronicle_blobs', 'chronicle_markers')")
+        let count = try found.first.map { row in try decoding(what) { try row.decode(Int64.self) } } ?? 0
+        guard count == 2 else {
+            throw ChronicleError(.notFound, "schema \(schema) of database \(configuration.database ?? configuration.username) holds no Chronicle container: create it with `chronicle init` (or connect with create: true)")
+        }
+        // And it can be read with these credentials.
+        _ = try await query(what, "SELECT 1 FROM \(unescaped: markers) LIMIT 1")
+    }
+
+    private func createTables() async throws {
+        let schema = configuration.schema
+        try await run("creating the container's tables") { connection in
+            try await connection.withTransaction(logger: self.logger) { connection in
+                // Two devices creating the same container at once: one waits for the other.
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(schema)))", logger: self.logger)
+                // Created only when missing: an account's role may own its
+                // schema without the right to create schemas in the database.
+                let exists = try await connection.query("SELECT 1 FROM pg_namespace WHERE nspname = \(schema)", logger: self.logger).collect()
+                if exists.isEmpty {
+                    try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \"\(schema)\""), logger: self.logger)
+                }
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    CREATE TABLE IF NOT EXISTS \(self.blobs) (
+                        name text COLLATE "C" PRIMARY KEY,
+                        bytes bytea NOT NULL,
+                        log_prefix text COLLATE "C",
+                        log_first bigint,
+                        log_last bigint)
+                    """), logger: self.logger)
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    CREATE INDEX IF NOT EXISTS chronicle_blobs_logs ON \(self.blobs) (log_prefix, log_first) WHERE log_prefix IS NOT NULL
+                    """), logger: self.logger)
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    CREATE TABLE IF NOT EXISTS \(self.markers) (
+                        name text COLLATE "C" PRIMARY KEY,
+                        bytes bytea NOT NULL,
+                        version bigint NOT NULL)
+                    """), logger: self.logger)
+            }
+        }
+    }
+
+    // MARK: Blobs
+
+    public func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
+        let log = ContainerLayout.parseLog(name)
+        if let log { try Self.checkLogSpan(log, name) }
+        let raw = name.rawValue
+        let buffer = ByteBuffer(bytes: bytes)
+        try await run("storing \(name)") { connection in
+            try await connection.withTransaction(logger: self.logger) { connection in
+                if let log {
+                    // Logs of one device never overlap: checked and stored
+                    // under a lock per device, so two writers cannot both pass.
+                    let prefix = ContainerLayout.logPrefix(store: log.store, device: log.device)
+                    try await connection.query("SELECT pg_advisory_xact_lock(hashtext(\(prefix)))", logger: self.logger)
+                    let first = Int64(bitPattern: log.first), last = Int64(bitPattern: log.last)
+                    let overlapping = try await connection.query("""
+                        SELECT name FROM \(unescaped: self.blobs)
+                        WHERE log_prefix = \(prefix) AND log_first <= \(last) AND log_last >= \(first) AND name <> \(raw) LIMIT 1
+                        """, logger: self.logger)
+                    for try await (other) in overlapping.decode(String.self) {
+                        throw ChronicleError(.blobConflict, "log \(name) overlaps the stored log \(other) of device \(log.device): two writers use one device ID")
+                    }
+                }
+                let logPrefix = log.map { ContainerLayout.logPrefix(store: $0.store, device: $0.device) }
+                let logFirst = log.map { Int64(bitPattern: $0.first) }, logLast = log.map { Int64(bitPattern: $0.last) }
+                let inserted = try await connection.query("""
+                    INSERT INTO \(unescaped: self.blobs) (name, bytes, log_prefix, log_first, log_last)
+                    VALUES (\(raw), \(buffer), \(logPrefix)::text, \(logFirst)::bigint, \(logLast)::bigint)
+                    ON CONFLICT (name) DO NOTHING RETURNING 1
+                    """, logger: self.logger)
+                var stored = false
+                for try await _ in inserted { stored = true }
+                if stored { return }
+                // The name was taken: the same bytes are a retry, others a conflict.
+                let existing = try await connection.query("SELECT bytes = \(buffer) FROM \(unescaped: self.blobs) WHERE name = \(raw)",
+                                                          logger: self.logger)
+                for try await same in existing.decode(Bool.self) where !same {
+                    throw ChronicleError(.blobConflict, "blob \(name) already exists with different bytes")
+                }
+            }
+        }
+    }
+
+    public func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
+        let cap = Int64(clamping: maxBytes)
+        let rows = try await query("reading \(name)", """
+            SELECT octet_length(bytes)::bigint, CASE WHEN octet_length(bytes) <= \(cap) THEN bytes END
+            FROM \(unescaped: blobs) WHERE name = \(name.rawValue)
+            """)
+        guard let row = rows.first else { throw ChronicleError(.notFound, "no blob named \(name)") }
+        let (size, bytes) = try decoding("reading \(name)") { try row.decode((Int64, ByteBuffer?).self) }
+        guard let bytes else {
+            throw ChronicleError(.sizeOverCap, "blob \(name) is \(size) bytes, over the cap of \(maxBytes)")
+        }
+        return Array(bytes.readableBytesView)
+    }
+
+    public func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
+        guard limit > 0 else { return [] }
+        let cursor = after?.rawValue ?? "", count = Int64(limit)
+        let rows = try await query("listing \(prefix)", """
+            SELECT name, octet_length(bytes)::bigint FROM \(unescaped: blobs)
+            WHERE name >= \(prefix) AND starts_with(name, \(prefix)) AND name > \(cursor) ORDER BY name LIMIT \(count)
+            """)
+        return try rows.map { row in
+            let (name, size) = try decoding("listing \(prefix)") { try row.decode((String, Int64).self) }
+            return BlobInfo(name: try ContainerName(name), size: Int(size))
+        }
+    }
+
+    public func listChildren(prefix: String) async throws -> [String] {
+        let rows = try await query("listing the children of \(prefix)", """
+            SELECT DISTINCT substring(substr(name, length(\(prefix)) + 1) from '^/*([^/]+)') AS child FROM \(unescaped: blobs)
+            WHERE name >= \(prefix) AND starts_with(name, \(prefix)) ORDER BY child
+            """)
+        return try rows.compactMap { row in try decoding("listing the children of \(prefix)") { try row.decode(String?.self) } }
+    }
+
+    public func delete(_ name: ContainerName) async throws {
+        _ = try await query("deleting \(name)", "DELETE FROM \(unescaped: blobs) WHERE name = \(name.rawValue)")
+    }
+
+    /// None: nothing but blobs and markers can be stored in the tables.
+    public func foreignEntries(prefix: String) async throws -> [ForeignEntry] { [] }
+
+    // MARK: Markers
+
+    public func readMarker(_ name: ContainerName) async throws -> Marker? {
+        let rows = try await query("reading the marker \(name)", "SELECT bytes, version FROM \(unescaped: markers) WHERE name = \(name.rawValue)")
+        guard let row = rows.first else { return nil }
+        let (bytes, version) = try decoding("reading the marker \(name)") { try row.decode((ByteBuffer, Int64).self) }
+        return Marker(bytes: Array(bytes.readableBytesView), version: UInt64(bitPattern: version))
+    }
+
+    public func createMarker(_ name: ContainerName, _ bytes: [UInt8]) async throws -> Marker {
+        try Self.checkMarkerSize(bytes, name)
+        let buffer = ByteBuffer(bytes: bytes)
+        let rows = try await query("creating the marker \(name)", """
+            INSERT INTO \(unescaped: markers) (name, bytes, version) VALUES (\(name.rawValue), \(buffer), 1)
+            ON CONFLICT (name) DO NOTHING RETURNING version
+            """)
+        guard !rows.isEmpty else { throw ChronicleError(.markerConflict, "marker \(name) already exists") }
+        return Marker(bytes: bytes, version: 1)
+    }
+
+    public func replaceMarker(_ name: ContainerName, _ bytes: [UInt8], expected: UInt64) async throws -> Marker {
+        try Self.checkMarkerSize(bytes, name)
+        let next = expected == .max ? 1 : expected + 1
+        let buffer = ByteBuffer(bytes: bytes)
+        let (was, now) = (Int64(bitPattern: expected), Int64(bitPattern: next))
+        let rows = try await query("replacing the marker \(name)", """
+            UPDATE \(unescaped: markers) SET bytes = \(buffer), version = \(now) WHERE name = \(name.rawValue) AND version = \(was) RETURNING version
+            """)
+        guard !rows.isEmpty else { throw ChronicleError(.markerConflict, "marker \(name) is not at version \(expected)") }
+        return Marker(bytes: bytes, version: next)
+    }
+
+    public func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws {
+        guard let expected else {
+            _ = try await query("deleting the marker \(name)", "DELETE FROM \(unescaped: markers) WHERE name = \(name.rawValue)")
+            return
+        }
+        let was = Int64(bitPattern: expected)
+        let rows = try await query("deleting the marker \(name)", """
+            WITH gone AS (DELETE FROM \(unescaped: markers) WHERE name = \(name.rawValue) AND version = \(was) RETURNING 1)
+            SELECT (SELECT count(*) FROM gone)::bigint, (SELECT version FROM \(unescaped: markers) WHERE name = \(name.rawValue))
+            """)
+        guard let row = rows.first else { return }
+        let (deleted, current) = try decoding("deleting the marker \(name)") { try row.decode((Int64, Int64?).self) }
+        if deleted == 0, let current {
+            throw ChronicleError(.markerConflict, "marker \(name) is at version \(UInt64(bitPattern: current)), expected \(expected)")
+        }
+    }
+
+    public func listMarkers(prefix: String) async throws -> [ContainerName] {
+        let rows = try await query("listing the markers under \(prefix)", """
+            SELECT name FROM \(unescaped: markers) WHERE name >= \(prefix) AND starts_with(name, \(prefix)) ORDER BY name
+            """)
+        return try rows.map { row in try ContainerName(try decoding("listing the markers under \(prefix)") { try row.decode(String.self) }) }
+    }
+
+    // MARK: Running queries
+
+    /// Runs `query` and collects its rows.
+    private func query(_ what: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await run(what) { connection in
+            var rows: [PostgresRow] = []
+            for try await row in try await connection.query(query, logger: self.logger) { rows.append(row) }
+            return rows
+        }
+    }
+
+    /// Runs `body` on a connection, within ``Configuration/timeout``, with
+    /// the errors it meets as Chronicle's.
+    private func run<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let client = self.client
+        let timeout = configuration.timeout
+        do {
+            // The caller gets an answer within the timeout even if the
+            // operation does not stop at once when cancelled (a connection
+            // attempt in flight): it is cancelled and left to end.
+            return try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                let answer = Answer(continuation)
+                let operation = Task {
+                    do {
+                        answer.give(.success(try await client.withConnection { connection in try await body(connection) }))
+                    } catch {
+                        answer.give(.failure(error))
+                    }
+                }
+                Task {
+                    try? await Task.sleep(for: timeout)
+                    if answer.give(.failure(ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer within \(timeout)"))) {
+                        operation.cancel()
+                    }
+                }
+            }
+        } catch let error as PostgresTransactionError {
+            // What failed inside a transaction: the body's own error first.
+            let cause = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError
+            if let cause = cause as? ChronicleError { throw cause }
+            if let cause = cause as? PSQLError { throw Self.chronicleError(cause, what) }
+            throw ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer (\(cause.map { "\($0)" } ?? "\(error)"))")
+        } catch let error as ChronicleError {
+            throw error
+        } catch let error as PSQLError {
+            throw Self.chronicleError(error, what)
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer (\(error))")
+        }
+    }
+
+    /// A continuation resumed by whichever comes first, the operation or
+    /// its timeout.
+    private final class Answer<T: Sendable>: Sendable {
+        private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+
+        init(_ continuation: CheckedContinuation<T, any Error>) {
+            self.continuation = Mutex(continuation)
+        }
+
+        /// Resumes with `result` unless something did already; says whether it did.
+        @discardableResult
+        func give(_ result: Result<T, any Error>) -> Bool {
+            guard let continuation = continuation.withLock({ c in defer { c = nil }; return c }) else { return false }
+            continuation.resume(with: result)
+            return true
+        }
+    }
+
+    /// A server that reported an error is answering: that is the server's
+    /// refusal (`io`); anything else (no connection, a connection lost,
+    /// a timeout) is transient.
+    static func chronicleError(_ error: PSQLError, _ what: String) -> ChronicleError {
+        if let server = error.serverInfo {
+            let message = server[.message] ?? "\(error.code)"
+            let state = server[.sqlState] ?? "?"
+            // Class 08 (connection exception), 53 (insufficient resources), 57P (operator intervention: a shutdown).
+            if state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57P") {
+                return ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server is not available (\(state): \(message))")
+            }
+            return ChronicleError(.io, "\(what) failed: the PostgreSQL server refused (\(state): \(message))")
+        }
+        return ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer (\(error.code))")
+    }
+
+    private func decoding<T>(_ what: String, _ decode: () throws -> T) throws -> T {
+        do {
+            return try decode()
+        } catch {
+            throw ChronicleError(.io, "\(what) failed: the server's answer was not what a Chronicle container holds (\(error))")
+        }
+    }
+}

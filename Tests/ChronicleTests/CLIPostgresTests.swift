@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+
+/// The server `make test` starts beside the tests (scripts/with-postgres).
+private let postgresURL = ProcessInfo.processInfo.environment["CHRONICLE_TEST_POSTGRES"]
+
+/// The command line on a container in PostgreSQL: `--container` takes a
+/// postgres:// URL wherever it takes a directory.
+@Suite(.enabled(if: CrashSafetyTests.binary != nil && postgresURL != nil,
+                "needs the chronicle binary and a PostgreSQL server: run `make test`"))
+struct CLIPostgresTests {
+    let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-cli-postgres-\(UUID().uuidString)")
+    /// A container of its own: the test server's URL with a fresh schema.
+    let container = "\(postgresURL ?? "")&schema=cli_\(UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16))"
+
+    init() throws {
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try Data(CLIContractTests.schema.utf8).write(to: root.appendingPathComponent("schema.json"))
+    }
+
+    func device(_ name: String) -> [String] {
+        ["--device-dir", root.appendingPathComponent(name).path, "--container", container, "--schema", root.appendingPathComponent("schema.json").path]
+    }
+
+    @Test func twoDevicesSyncThroughAPostgresContainer() throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        // Before init, the schema holds no container: refused, naming init.
+        let early = try CLIErrorTests.run(["save"] + device("a"), input: #"{"op": "insert", "entity": "Folder", "values": {"name": "x"}}"#)
+        #expect(early.status != 0)
+        #expect(early.stderr.contains("chronicle init"), "\(early.stderr)")
+
+        #expect(try CLIErrorTests.run(["init", "--container", container]).status == 0)
+        let again = try CLIErrorTests.run(["init", "--container", container])
+        #expect(String(decoding: again.stdout, as: UTF8.self).contains("already there"))
+        #expect(try CLIErrorTests.run(["save"] + device("a"), input: #"{"op": "insert", "entity": "Folder", "values": {"name": "Inbox"}}"#).status == 0)
+        #expect(try CLIErrorTests.run(["sync"] + device("a")).status == 0)
+        #expect(try CLIErrorTests.run(["sync"] + device("b")).status == 0)
+        let query = try CLIErrorTests.run(["query", "--device-dir", root.appendingPathComponent("b").path, "--json", "SELECT name FROM Folder"])
+        #expect(query.status == 0)
+        #expect(String(decoding: query.stdout, as: UTF8.self).contains("Inbox"), "\(String(decoding: query.stdout, as: UTF8.self))")
+        let inspect = try CLIErrorTests.run(["inspect", "--container", container])
+        #expect(inspect.status == 0, "\(inspect.stderr)")
+    }
+}
