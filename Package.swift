@@ -122,8 +122,9 @@ let package = Package(
         // (scripts/with-postgres) and names it in CHRONICLE_TEST_POSTGRES.
         .testTarget(
             name: "ChroniclePostgresTests",
-            dependencies: ["ChroniclePostgres", "ChronicleContainer", "ChronicleCore", "ChronicleTestSupport",
-                           .product(name: "Logging", package: "swift-log"), .product(name: "PostgresNIO", package: "postgres-nio")]
+            dependencies: ["Chronicle", "ChroniclePostgres", "ChronicleContainer", "ChronicleCore", "ChronicleTestSupport",
+                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
+                           .product(name: "PostgresNIO", package: "postgres-nio")]
         ),
         .testTarget(
             name: "ChronicleSnapshotTests",

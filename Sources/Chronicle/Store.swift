@@ -1188,21 +1188,65 @@ public actor Store {
     /// ``StoreEvent/syncFailed(_:)``) and kept in ``syncStatus``; a failed
     /// sync is tried again at the next tick.
     ///
+    /// A container that tells when another device writes to it (a
+    /// PostgreSQL container, through LISTEN/NOTIFY) wakes the loop at
+    /// once; the interval is then the fallback.
+    ///
     /// - Throws: ``ChronicleError/Code/closed`` after ``close()``.
     public func startAutomaticSync(every interval: Duration) throws {
         try checkOpen()
         syncTask?.cancel()
         lifecycle.withLock { $0.sync.isAutomatic = true }
         let clock = configuration.clock
+        let container = configuration.container
+        let wake = SyncWake()
         syncTask = Task { [weak self] in
+            let listener = Task {
+                guard let changes = await container.changes() else { return }
+                for await _ in changes { wake.signal() }
+            }
+            defer { listener.cancel() }
             while !Task.isCancelled {
                 guard await Self.automaticSync(self) else { return }
-                do {
-                    try await clock.sleep(for: interval)
-                } catch {
-                    return
-                }
+                let slept = await wake.sleep { try await clock.sleep(for: interval) }
+                if !slept { return }
             }
+        }
+    }
+
+    /// Cuts the automatic sync loop's sleep short when the container says
+    /// another device wrote to it; a wake that comes during a sync makes
+    /// the next sleep end at once.
+    private final class SyncWake: Sendable {
+        private let state = Mutex<(pending: Bool, sleeper: Task<Void, any Error>?)>((false, nil))
+
+        func signal() {
+            let sleeper = state.withLock { s in
+                s.pending = true
+                return s.sleeper
+            }
+            sleeper?.cancel()
+        }
+
+        /// Sleeps with `sleep` unless woken; false if the loop's own task
+        /// was cancelled.
+        func sleep(_ sleep: @escaping @Sendable () async throws -> Void) async -> Bool {
+            let sleeper = Task { try await sleep() }
+            let woken = state.withLock { s in
+                defer { s.pending = false }
+                s.sleeper = s.pending ? nil : sleeper
+                return s.pending
+            }
+            if woken { sleeper.cancel() }
+            await withTaskCancellationHandler {
+                _ = try? await sleeper.value
+            } onCancel: {
+                sleeper.cancel()
+            }
+            state.withLock { s in
+                s.sleeper = nil
+            }
+            return !Task.isCancelled
         }
     }
 

@@ -84,6 +84,14 @@ public protocol Container: Sendable {
     /// connections). The container cannot be used afterwards. Backends
     /// that hold nothing open do nothing.
     func shutdown() async
+
+    /// A stream that yields whenever another handle may have written to
+    /// the container (an upload, a marker), so that a sync loop wakes at
+    /// once instead of at its next tick; nil for a backend that cannot
+    /// tell (a folder: devices poll). A wake may be spurious, and a
+    /// notification lost with a connection is made up by the next tick:
+    /// it only ever brings a sync forward.
+    func changes() async -> AsyncStream<Void>?
 }
 
 /// What a container backend guarantees.
@@ -137,6 +145,9 @@ public struct Marker: Sendable, Hashable {
 extension Container {
     /// Nothing to release.
     public func shutdown() async {}
+
+    /// None: devices poll.
+    public func changes() async -> AsyncStream<Void>? { nil }
 
     /// The cap ``get(_:)`` reads with: the largest log a decoder with the
     /// default ``DecodingLimits`` accepts (64 MiB of body and the header).

@@ -113,6 +113,8 @@ public final class PostgresContainer: Container {
     private let logger: Logger
     private let blobs: String
     private let markers: String
+    /// The LISTEN/NOTIFY channel of this container's writes.
+    private let channel: String
 
     private init(configuration: Configuration, client: PostgresClient, runner: Task<Void, Never>, logger: Logger) {
         self.configuration = configuration
@@ -121,6 +123,9 @@ public final class PostgresContainer: Container {
         self.logger = logger
         blobs = "\"\(configuration.schema)\".chronicle_blobs"
         markers = "\"\(configuration.schema)\".chronicle_markers"
+        // An identifier: at most 63 bytes (a longer schema shares a channel
+        // with another of the same first 53 bytes: a spurious wake, no more).
+        channel = String("chronicle_\(configuration.schema)".prefix(63))
     }
 
     /// Connects to the container; with `create`, creates its schema and
@@ -249,7 +254,11 @@ public final class PostgresContainer: Container {
                     """, logger: self.logger)
                 var stored = false
                 for try await _ in inserted { stored = true }
-                if stored { return }
+                if stored {
+                    // Delivered when the transaction commits.
+                    try await connection.query("SELECT pg_notify(\(self.channel), '')", logger: self.logger)
+                    return
+                }
                 // The name was taken: the same bytes are a retry, others a conflict.
                 let existing = try await connection.query("SELECT bytes = \(buffer) FROM \(unescaped: self.blobs) WHERE name = \(raw)",
                                                           logger: self.logger)
@@ -315,8 +324,9 @@ public final class PostgresContainer: Container {
         try Self.checkMarkerSize(bytes, name)
         let buffer = ByteBuffer(bytes: bytes)
         let rows = try await query("creating the marker \(name)", """
-            INSERT INTO \(unescaped: markers) (name, bytes, version) VALUES (\(name.rawValue), \(buffer), 1)
-            ON CONFLICT (name) DO NOTHING RETURNING version
+            WITH made AS (INSERT INTO \(unescaped: markers) (name, bytes, version) VALUES (\(name.rawValue), \(buffer), 1)
+                          ON CONFLICT (name) DO NOTHING RETURNING version)
+            SELECT version, pg_notify(\(channel), '') FROM made
             """)
         guard !rows.isEmpty else { throw ChronicleError(.markerConflict, "marker \(name) already exists") }
         return Marker(bytes: bytes, version: 1)
@@ -328,7 +338,9 @@ public final class PostgresContainer: Container {
         let buffer = ByteBuffer(bytes: bytes)
         let (was, now) = (Int64(bitPattern: expected), Int64(bitPattern: next))
         let rows = try await query("replacing the marker \(name)", """
-            UPDATE \(unescaped: markers) SET bytes = \(buffer), version = \(now) WHERE name = \(name.rawValue) AND version = \(was) RETURNING version
+            WITH changed AS (UPDATE \(unescaped: markers) SET bytes = \(buffer), version = \(now)
+                             WHERE name = \(name.rawValue) AND version = \(was) RETURNING version)
+            SELECT version, pg_notify(\(channel), '') FROM changed
             """)
         guard !rows.isEmpty else { throw ChronicleError(.markerConflict, "marker \(name) is not at version \(expected)") }
         return Marker(bytes: bytes, version: next)
@@ -356,6 +368,34 @@ public final class PostgresContainer: Container {
             SELECT name FROM \(unescaped: markers) WHERE name >= \(prefix) AND starts_with(name, \(prefix)) ORDER BY name
             """)
         return try rows.map { row in try ContainerName(try decoding("listing the markers under \(prefix)") { try row.decode(String.self) }) }
+    }
+
+    // MARK: Notifications
+
+    /// Yields after each blob or marker another handle writes (LISTEN on
+    /// the container's channel; writes NOTIFY it as they commit). A lost
+    /// connection is listened on again after a second; what was written
+    /// meanwhile is found by the next tick of the sync loop.
+    public func changes() async -> AsyncStream<Void>? {
+        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let client = self.client, channel = self.channel, logger = self.logger
+        let listener = Task {
+            while !Task.isCancelled {
+                do {
+                    try await client.withConnection { connection in
+                        try await connection.listen(on: channel) { notifications in
+                            for try await _ in notifications { continuation.yield() }
+                        }
+                    }
+                } catch {
+                    logger.debug("listening for container writes failed; listening again", metadata: ["chronicle.error": "\(error)"])
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in listener.cancel() }
+        return stream
     }
 
     // MARK: Running queries
