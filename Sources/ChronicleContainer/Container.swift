@@ -74,6 +74,10 @@ public protocol Container: Sendable {
     func deleteMarker(_ name: ContainerName, expected: UInt64?) async throws
     /// The markers whose names start with `prefix`, in name order.
     func listMarkers(prefix: String) async throws -> [ContainerName]
+    /// One page of them: at most `limit` names after `after` (nil: from
+    /// the first), in name order, for a server backend that should not
+    /// send every marker at once.
+    func listMarkers(prefix: String, after: ContainerName?, limit: Int) async throws -> [ContainerName]
 
     /// Entries under `prefix` that are not Chronicle's (see
     /// ``ForeignEntry``), in path order. Backends that cannot hold any
@@ -148,6 +152,13 @@ extension Container {
 
     /// None: devices poll.
     public func changes() async -> AsyncStream<Void>? { nil }
+
+    /// A page cut from the whole listing, for backends whose listing is
+    /// cheap (a folder, memory).
+    public func listMarkers(prefix: String, after: ContainerName?, limit: Int) async throws -> [ContainerName] {
+        guard limit > 0 else { return [] }
+        return Array(try await listMarkers(prefix: prefix).lazy.filter { after == nil || $0 > after! }.prefix(limit))
+    }
 
     /// The cap ``get(_:)`` reads with: the largest log a decoder with the
     /// default ``DecodingLimits`` accepts (64 MiB of body and the header).

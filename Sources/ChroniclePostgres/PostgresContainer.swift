@@ -363,6 +363,16 @@ public final class PostgresContainer: Container {
         }
     }
 
+    public func listMarkers(prefix: String, after: ContainerName?, limit: Int) async throws -> [ContainerName] {
+        guard limit > 0 else { return [] }
+        let cursor = after?.rawValue ?? "", count = Int64(limit)
+        let rows = try await query("listing the markers under \(prefix)", """
+            SELECT name FROM \(unescaped: markers) WHERE name >= \(prefix) AND starts_with(name, \(prefix)) AND name > \(cursor)
+            ORDER BY name LIMIT \(count)
+            """)
+        return try rows.map { row in try ContainerName(try decoding("listing the markers under \(prefix)") { try row.decode(String.self) }) }
+    }
+
     public func listMarkers(prefix: String) async throws -> [ContainerName] {
         let rows = try await query("listing the markers under \(prefix)", """
             SELECT name FROM \(unescaped: markers) WHERE name >= \(prefix) AND starts_with(name, \(prefix)) ORDER BY name

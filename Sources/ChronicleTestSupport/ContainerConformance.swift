@@ -139,6 +139,20 @@ package enum ContainerConformance {
     // MARK: Markers
 
     static let markerChecks: [Check] = [
+        Check(name: "marker listings page in name order") { s in
+            let c = s.container
+            let names = (0..<12).map { String(format: "s/devices/%03d", $0) }
+            for n in names.shuffled() { _ = try await c.createMarker(name(n), [1]) }
+            _ = try await c.createMarker(name("s/devicesx"), [1])
+            let first = try await c.listMarkers(prefix: "s/devices/", after: nil, limit: 5)
+            #expect(first.map(\.rawValue) == Array(names[0..<5]))
+            let second = try await c.listMarkers(prefix: "s/devices/", after: first.last, limit: 5)
+            #expect(second.map(\.rawValue) == Array(names[5..<10]))
+            let last = try await c.listMarkers(prefix: "s/devices/", after: second.last, limit: 5)
+            #expect(last.map(\.rawValue) == Array(names[10..<12]))
+            #expect(try await c.listMarkers(prefix: "s/devices/", after: nil, limit: 0).isEmpty)
+            #expect(try await c.listMarkers(prefix: "s/devices/") == names.map(name))
+        },
         Check(name: "markers create exclusively and compare-and-swap") { s in
             let c = s.container
             let m = name("s/election")
