@@ -22,7 +22,10 @@ struct ContainerOptions: ParsableArguments {
     var syncedFolder = false
 
     /// Whether the container is in PostgreSQL.
-    var isPostgres: Bool { container.hasPrefix("postgres://") || container.hasPrefix("postgresql://") }
+    var isPostgres: Bool { Self.isPostgres(container) }
+
+    /// Whether `location` names a container in PostgreSQL.
+    static func isPostgres(_ location: String) -> Bool { location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") }
 
     /// The container as output shows it: a URL without its password.
     var displayName: String {
@@ -33,10 +36,16 @@ struct ContainerOptions: ParsableArguments {
 
     /// Opens the container; a missing one is an error unless `create`.
     func open(create: Bool = false) async throws -> any Container {
-        if isPostgres {
-            return try await PostgresContainer.connect(try PostgresContainer.Configuration(url: container), create: create, logger: CLILogging.logger)
+        try await Self.open(container, create: create, syncedFolder: syncedFolder, followRootSymlink: followRootSymlink)
+    }
+
+    /// Opens the container at `location`, a directory or a postgres:// URL.
+    static func open(_ location: String, create: Bool = false, syncedFolder: Bool = false,
+                     followRootSymlink: Bool = false) async throws -> any Container {
+        if isPostgres(location) {
+            return try await PostgresContainer.connect(try PostgresContainer.Configuration(url: location), create: create, logger: CLILogging.logger)
         }
-        return try DirectoryContainer(root: URL(fileURLWithPath: container), create: create, reliableExclusiveCreate: !syncedFolder,
+        return try DirectoryContainer(root: URL(fileURLWithPath: location), create: create, reliableExclusiveCreate: !syncedFolder,
                                       rootMayBeSymlink: followRootSymlink)
     }
 }

@@ -262,6 +262,61 @@ struct PostgresContainerTests {
         await fresh.shutdown()
     }
 
+    /// A store goes from a folder to PostgreSQL and on to another folder,
+    /// the first replication interrupted part way and run again: nothing
+    /// copied twice, and a device that joins at either end sees every save.
+    @Test func aStoreReplicatesFolderToPostgresToFolderResumingAfterAnInterruption() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-replicate-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let schema = try Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("title", .string)])])
+        func store(_ name: String, _ container: any Container) async throws -> Store {
+            try await Store.open(Store.Configuration(schema: schema, directory: root.appendingPathComponent(name), container: container,
+                                                     logger: quiet, durability: .normal))
+        }
+        func titles(_ store: Store) async throws -> [String] {
+            try await store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note ORDER BY title") }
+        }
+        let folder = try DirectoryContainer(root: root.appendingPathComponent("folder"), create: true)
+        let writer = try await store("writer", folder)
+        for i in 0..<20 {
+            try await writer.write { tx in _ = tx.insert("Note", ["title": .string("note \(i)")]) }
+            if i % 5 == 4 { try await writer.sync() }
+        }
+        _ = try await writer.publishBaseline()
+        for i in 20..<25 { try await writer.write { tx in _ = tx.insert("Note", ["title": .string("note \(i)")]) } }
+        try await writer.sync()
+        let expected = try await titles(writer)
+        #expect(expected.count == 25)
+
+        let (postgres, _) = try await freshContainer("replica")
+        let interrupted = Task {
+            try await ContainerReplication(from: folder, to: postgres).run { progress in
+                if progress.processed == 4 { withUnsafeCurrentTask { $0?.cancel() } }
+            }
+        }
+        await #expect(throws: CancellationError.self) { try await interrupted.value }
+        let resumed = try await ContainerReplication(from: folder, to: postgres).run()
+        #expect(resumed.ended && resumed.error == nil && resumed.conflicts.isEmpty, "\(resumed)")
+        #expect(resumed.processed == resumed.total)
+        #expect(resumed.copied == resumed.total - 4, "the four copied before the interruption are not copied again")
+        let again = try await ContainerReplication(from: folder, to: postgres).run()
+        #expect(again.copied == 0 && again.conflicts.isEmpty)
+
+        let second = try DirectoryContainer(root: root.appendingPathComponent("second"), create: true)
+        let onward = try await ContainerReplication(from: postgres, to: second).run()
+        #expect(onward.copied == onward.total && onward.conflicts.isEmpty)
+        for (name, container) in [("joins-postgres", postgres as any Container), ("joins-folder", second)] {
+            let joining = try await store(name, container)
+            try await joining.sync()
+            #expect(try await titles(joining) == expected, "\(name)")
+            try await joining.close()
+            let verification = try await ContainerVerification(of: container, decoder: LogDecoder(schema: schema))
+            #expect(verification.passed, "\(name): \(verification.problems)")
+        }
+        try await writer.close()
+        await postgres.shutdown()
+    }
+
     @Test(arguments: ["http://u@h/db", "postgres://h/db", "postgres://u@h/db?schema=Bad-Name", "postgres://u@h/db?schema=1abc"])
     func badURLsAreTypedErrors(url: String) {
         #expect(throws: ChronicleError.self) { try PostgresContainer.Configuration(url: url) }

@@ -40,5 +40,19 @@ struct CLIPostgresTests {
         #expect(String(decoding: query.stdout, as: UTF8.self).contains("Inbox"), "\(String(decoding: query.stdout, as: UTF8.self))")
         let inspect = try CLIErrorTests.run(["inspect", "--container", container])
         #expect(inspect.status == 0, "\(inspect.stderr)")
+
+        // The store replicated to a folder, which a third device syncs from.
+        let folder = root.appendingPathComponent("replica").path
+        let copied = try CLIErrorTests.run(["replicate", "--from", container, "--to", folder, "--json"])
+        #expect(copied.status == 0, "\(copied.stderr)")
+        let report = try CLIContractTests.object(copied.stdout)
+        #expect((report["copied"] as? Int ?? 0) > 0 && (report["conflicts"] as? [Any])?.isEmpty == true, "\(report)")
+        let rerun = try CLIContractTests.object(try CLIErrorTests.run(["replicate", "--from", container, "--to", folder, "--json"]).stdout)
+        #expect(rerun["copied"] as? Int == 0, "run again, it copies nothing: \(rerun)")
+        let third = ["--device-dir", root.appendingPathComponent("c").path, "--container", folder,
+                     "--schema", root.appendingPathComponent("schema.json").path]
+        #expect(try CLIErrorTests.run(["sync"] + third).status == 0)
+        let seen = try CLIErrorTests.run(["query", "--device-dir", root.appendingPathComponent("c").path, "SELECT name FROM Folder"])
+        #expect(String(decoding: seen.stdout, as: UTF8.self).contains("Inbox"))
     }
 }

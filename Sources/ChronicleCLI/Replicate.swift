@@ -1,0 +1,66 @@
+import ArgumentParser
+import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import Foundation
+
+struct Replicate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Copy a store (or every store) from one container to another: a folder to PostgreSQL, PostgreSQL to a folder, any two.",
+        discussion: """
+            Copies the store's logs, baseline parts and markers, and the container's account marker and active-store \
+            pointer where the destination has none (the copy is the same account). The destination is created if it \
+            does not exist. Run it again after an interruption (a crash, a lost connection, Ctrl-C): what the destination \
+            holds is skipped, so nothing is copied twice. Nothing is deleted, and nothing the destination holds is \
+            replaced: a name it holds with other bytes is reported as a conflict and left as it is (exit status 1). \
+            Progress goes to standard error: a line that updates in \
+            a terminal, plain lines when piped.
+            """)
+
+    @Option(name: .customLong("from"), help: "The source container: a directory or a postgres:// URL.")
+    var from: String
+
+    @Option(name: .customLong("to"), help: "The destination container: a directory or a postgres:// URL.")
+    var to: String
+
+    @Option(name: .customLong("store"), help: "The store ID to copy (default: every store of the source).")
+    var store: String?
+
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if let store, StoreID(string: store) == nil { throw ValidationError("--store \(store) is not a store ID") }
+        if from.isEmpty || to.isEmpty { throw ValidationError("--from and --to name containers: a directory or a postgres:// URL") }
+    }
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let source = try await ContainerOptions.open(from)
+            let destination = try await ContainerOptions.open(to, create: true)
+            let progress = ProgressLine("replicate", unit: "items")
+            let result: ContainerReplication.Progress
+            do {
+                result = try await ContainerReplication(from: source, to: destination).run(store: store.flatMap(StoreID.init(string:))) { step in
+                    progress.update(step.processed, total: step.total, note: "\(step.copied) copied")
+                }
+            } catch {
+                progress.finish()
+                await source.shutdown()
+                await destination.shutdown()
+                throw error
+            }
+            progress.finish()
+            await source.shutdown()
+            await destination.shutdown()
+            let conflicts: [JSONValue] = result.conflicts.map { .string($0) }
+            let value: JSONValue = .object([
+                "processed": .int(Int64(result.processed)), "copied": .int(Int64(result.copied)),
+                "bytes": .int(Int64(result.bytes)), "conflicts": .array(conflicts),
+            ])
+            let outcome = result.conflicts.isEmpty
+                ? "no conflicts" : "\(result.conflicts.count) conflicts, left as they are: \(result.conflicts.joined(separator: ", "))"
+            output.print(value, text: "copied \(result.copied) of \(result.total) items (\(result.bytes) bytes of blobs); \(outcome)")
+            if !result.conflicts.isEmpty { throw ExitCode.failure }
+        }
+    }
+}
