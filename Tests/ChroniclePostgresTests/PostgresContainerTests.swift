@@ -41,6 +41,12 @@ func withClient(_ configuration: PostgresContainer.Configuration, _ body: (Postg
     try await body(client)
 }
 
+/// A device of `schema` in `root/name` on `container`.
+func openStore(_ name: String, in root: URL, on container: any Container, schema: Schema) async throws -> Store {
+    try await Store.open(Store.Configuration(schema: schema, directory: root.appendingPathComponent(name), container: container,
+                                             logger: quiet, durability: .normal))
+}
+
 /// The same conformance suite as the other backends, on a real server.
 /// Without a server named in CHRONICLE_TEST_POSTGRES these tests are not
 /// run and say why; `make test` always names one, and fails if it cannot
@@ -158,10 +164,7 @@ struct PostgresContainerTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-wake-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let schema = try Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("title", .string)])])
-        func store(_ name: String, _ container: PostgresContainer) async throws -> Store {
-            try await Store.open(Store.Configuration(schema: schema, directory: root.appendingPathComponent(name), container: container,
-                                                     logger: quiet, durability: .normal))
-        }
+        func store(_ name: String, _ container: PostgresContainer) async throws -> Store { try await openStore(name, in: root, on: container, schema: schema) }
         let a = try await store("a", containerA)
         let b = try await store("b", containerB)
         try await b.startAutomaticSync(every: .seconds(3600))
@@ -215,10 +218,7 @@ struct PostgresContainerTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-crash-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let schema = try Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("title", .string)])])
-        func store(_ name: String, _ container: any Container) async throws -> Store {
-            try await Store.open(Store.Configuration(schema: schema, directory: root.appendingPathComponent(name), container: container,
-                                                     logger: quiet, durability: .normal))
-        }
+        func store(_ name: String, _ container: any Container) async throws -> Store { try await openStore(name, in: root, on: container, schema: schema) }
         let a = try await store("a", container)
         for i in 0..<5 { try await a.write { tx in _ = tx.insert("Note", ["title": .string("before \(i)")]) } }
         try await a.sync()
@@ -269,10 +269,7 @@ struct PostgresContainerTests {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-replicate-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: root) }
         let schema = try Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("title", .string)])])
-        func store(_ name: String, _ container: any Container) async throws -> Store {
-            try await Store.open(Store.Configuration(schema: schema, directory: root.appendingPathComponent(name), container: container,
-                                                     logger: quiet, durability: .normal))
-        }
+        func store(_ name: String, _ container: any Container) async throws -> Store { try await openStore(name, in: root, on: container, schema: schema) }
         func titles(_ store: Store) async throws -> [String] {
             try await store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note ORDER BY title") }
         }
