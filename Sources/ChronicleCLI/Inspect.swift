@@ -29,9 +29,7 @@ struct ContainerOptions: ParsableArguments {
 
     /// The container as output shows it: a URL without its password.
     var displayName: String {
-        guard isPostgres, var parts = URLComponents(string: container), parts.password != nil else { return container }
-        parts.password = "***"
-        return parts.string ?? container
+        isPostgres ? PostgresContainer.Configuration.redacted(container) : container
     }
 
     /// Opens the container; a missing one is an error unless `create`.

@@ -3,6 +3,7 @@ import ChronicleCore
 import Foundation
 import Logging
 import NIOCore
+import NIOSSL
 import PostgresNIO
 import Synchronization
 
@@ -53,9 +54,28 @@ public final class PostgresContainer: Container {
         /// per schema. Lowercase letters, digits and `_`, starting with a
         /// letter, at most 63 characters.
         public var schema: String
+        /// How to use TLS on a TCP connection, as libpq's `sslmode`.
+        public enum TLSMode: String, Sendable, CaseIterable {
+            /// Never.
+            case disable
+            /// If the server offers it (libpq's default).
+            case prefer
+            /// Always, without checking the server's certificate.
+            case require
+            /// Always, checking the certificate and the host name against
+            /// the system's trusted roots.
+            case verifyFull = "verify-full"
+        }
+
+        /// TLS on a TCP connection (a Unix-domain socket never uses it).
+        public var tls: TLSMode = .prefer
+
         /// How long one operation may wait for the server (a connection
         /// included) before it fails as ``ChronicleError/Code/unavailable``:
         /// a dead server is an error the app sees in this time, not a hang.
+        /// After an operation that went unanswered, the next ones fail at
+        /// once for as long, so a sync that makes several fails in about
+        /// this time too.
         public var timeout: Duration = .seconds(15)
 
         /// A configuration from its parts.
@@ -71,30 +91,70 @@ public final class PostgresContainer: Container {
         }
 
         /// A configuration from a URL:
-        /// `postgres://user[:password]@host[:port]/database[?schema=name]`,
+        /// `postgres://user[:password]@host[:port]/database[?schema=name][&sslmode=mode]`,
         /// or, for a Unix-domain socket, `postgres://user@/database?host=/socket/folder[&port=5432]`
-        /// (libpq's convention: `host` names the socket's folder).
+        /// (libpq's convention: `host` names the socket's folder). Without
+        /// `schema`, the container is the schema `chronicle`; `sslmode` is
+        /// `disable`, `prefer` (the default), `require` or `verify-full`.
         ///
         /// - Throws: ``ChronicleError/Code/invalidValue`` for a URL of
-        ///   another scheme, without a user, or with a bad schema name.
+        ///   another scheme, without a user, with a bad port, schema name or
+        ///   `sslmode`, or with a parameter it does not know or gives twice.
+        ///   The message shows the URL without its password.
         public init(url: String) throws(ChronicleError) {
+            let shown = Self.redacted(url)
             guard let parts = URLComponents(string: url), ["postgres", "postgresql"].contains(parts.scheme ?? "") else {
-                throw ChronicleError(.invalidValue, "\(url) is not a postgres:// URL (postgres://user@host:port/database?schema=name)")
+                throw ChronicleError(.invalidValue, "\(shown) is not a postgres:// URL (postgres://user@host:port/database?schema=name)")
             }
             guard let user = parts.user, !user.isEmpty else {
-                throw ChronicleError(.invalidValue, "\(url) names no user (postgres://user@host/database)")
+                throw ChronicleError(.invalidValue, "\(shown) names no user (postgres://user@host/database)")
             }
-            let query = Dictionary((parts.queryItems ?? []).compactMap { item in item.value.map { (item.name, $0) } }, uniquingKeysWith: { _, last in last })
-            let port = parts.port ?? query["port"].flatMap(Int.init) ?? 5432
+            var query: [String: String] = [:]
+            let known: Set<String> = ["schema", "host", "port", "sslmode", "password"]
+            for item in parts.queryItems ?? [] {
+                guard known.contains(item.name) else {
+                    throw ChronicleError(.invalidValue, "\(shown): unknown parameter \(item.name) (known: \(known.sorted().joined(separator: ", ")))")
+                }
+                guard query[item.name] == nil else { throw ChronicleError(.invalidValue, "\(shown): \(item.name) is given twice") }
+                query[item.name] = item.value ?? ""
+            }
+            var port = parts.port ?? 5432
+            if let text = query["port"] {
+                guard parts.port == nil, let value = Int(text) else { throw ChronicleError(.invalidValue, "\(shown): port \(text) is not a port number") }
+                port = value
+            }
+            guard (1...65_535).contains(port) else { throw ChronicleError(.invalidValue, "\(shown): port \(port) is out of range (1 to 65535)") }
+            let password = parts.password ?? query["password"]
             let database = parts.path.split(separator: "/").first.map(String.init)
             if let folder = query["host"], folder.hasPrefix("/") {
-                self.init(host: nil, port: port, socketPath: "\(folder)/.s.PGSQL.\(port)", username: user, password: parts.password,
+                self.init(host: nil, port: port, socketPath: "\(folder)/.s.PGSQL.\(port)", username: user, password: password,
                           database: database, schema: query["schema"] ?? "chronicle")
             } else {
                 self.init(host: parts.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1", port: port, username: user,
-                          password: parts.password, database: database, schema: query["schema"] ?? "chronicle")
+                          password: password, database: database, schema: query["schema"] ?? "chronicle")
+            }
+            if let mode = query["sslmode"] {
+                guard let tls = TLSMode(rawValue: mode) else {
+                    throw ChronicleError(.invalidValue, "\(shown): sslmode \(mode) is not one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                self.tls = tls
             }
             try Self.check(schema: schema)
+        }
+
+        /// `url` with its password (in the user part or a `password`
+        /// parameter) replaced by `***`, for messages.
+        public static func redacted(_ url: String) -> String {
+            var text = url
+            if let scheme = text.range(of: "://"), let at = text[scheme.upperBound...].firstIndex(of: "@"),
+               let colon = text[scheme.upperBound..<at].firstIndex(of: ":") {
+                text.replaceSubrange(text.index(after: colon)..<at, with: "***")
+            }
+            if let range = text.range(of: "password=") {
+                let end = text[range.upperBound...].firstIndex(of: "&") ?? text.endIndex
+                text.replaceSubrange(range.upperBound..<end, with: "***")
+            }
+            return text
         }
 
         static func check(schema: String) throws(ChronicleError) {
@@ -115,6 +175,21 @@ public final class PostgresContainer: Container {
     private let markers: String
     /// The LISTEN/NOTIFY channel of this container's writes.
     private let channel: String
+    /// When an operation last went unanswered (its timeout passed), until
+    /// one is answered again: the operations after it, within one timeout,
+    /// fail at once instead of each waiting the whole timeout, so a sync
+    /// against a dead server fails in about one timeout, not one per call.
+    private let unansweredSince = Breaker()
+
+    private final class Breaker: Sendable {
+        private let since = Mutex<ContinuousClock.Instant?>(nil)
+        func open() { since.withLock { $0 = .now } }
+        func close() { since.withLock { $0 = nil } }
+        /// Whether an operation went unanswered less than `timeout` ago.
+        func isOpen(within timeout: Duration) -> Bool {
+            since.withLock { $0.map { ContinuousClock.now - $0 < timeout } ?? false }
+        }
+    }
 
     private init(configuration: Configuration, client: PostgresClient, runner: Task<Void, Never>, logger: Logger) {
         self.configuration = configuration
@@ -133,7 +208,10 @@ public final class PostgresContainer: Container {
     ///
     /// Without `create`, a schema that holds no container is an error, so
     /// that a mistyped schema name never becomes a separate, empty
-    /// container.
+    /// container; and a server that cannot be reached now is not: the
+    /// container is returned, and its operations fail as
+    /// ``ChronicleError/Code/unavailable`` until the server answers, so a
+    /// device keeps saving locally and uploads at its next sync.
     ///
     /// - Throws: ``ChronicleError/Code/invalidValue`` for a bad schema
     ///   name; ``ChronicleError/Code/notFound`` for a schema without a
@@ -143,18 +221,15 @@ public final class PostgresContainer: Container {
     public static func connect(_ configuration: Configuration, create: Bool = false,
                                logger: Logger = Logger(label: "chronicle.postgres")) async throws -> PostgresContainer {
         try Configuration.check(schema: configuration.schema)
-        let client: PostgresClient
-        if let socket = configuration.socketPath {
-            client = PostgresClient(configuration: .init(unixSocketPath: socket, username: configuration.username,
-                                                         password: configuration.password, database: configuration.database),
-                                    backgroundLogger: logger)
-        } else {
-            var options = PostgresClient.Configuration(host: configuration.host ?? "127.0.0.1", port: configuration.port,
-                                                       username: configuration.username, password: configuration.password,
-                                                       database: configuration.database, tls: .disable)
-            options.options.connectTimeout = .seconds(5)
-            client = PostgresClient(configuration: options, backgroundLogger: logger)
+        do {
+            try await checkConnection(configuration, logger: logger)
+        } catch let error as ChronicleError where error.code == .unavailable && !create {
+            logger.warning("the PostgreSQL server cannot be reached now; the container's operations fail until it answers",
+                           metadata: ["chronicle.error": "\(error)"])
+            let client = makeClient(configuration, logger: logger)
+            return PostgresContainer(configuration: configuration, client: client, runner: Task { await client.run() }, logger: logger)
         }
+        let client = makeClient(configuration, logger: logger)
         let runner = Task { await client.run() }
         let container = PostgresContainer(configuration: configuration, client: client, runner: runner, logger: logger)
         do {
@@ -169,6 +244,66 @@ public final class PostgresContainer: Container {
             throw error
         }
         return container
+    }
+
+    /// The pooled client for `configuration`.
+    private static func makeClient(_ configuration: Configuration, logger: Logger) -> PostgresClient {
+        if let socket = configuration.socketPath {
+            return PostgresClient(configuration: .init(unixSocketPath: socket, username: configuration.username,
+                                                         password: configuration.password, database: configuration.database),
+                                    backgroundLogger: logger)
+        } else {
+            let tls: PostgresClient.Configuration.TLS
+            switch configuration.tls {
+            case .disable: tls = .disable
+            case .prefer: tls = .prefer(.makeClientConfiguration())
+            case .require:
+                var unchecked = TLSConfiguration.makeClientConfiguration()
+                unchecked.certificateVerification = .none
+                tls = .require(unchecked)
+            case .verifyFull: tls = .require(.makeClientConfiguration())
+            }
+            var options = PostgresClient.Configuration(host: configuration.host ?? "127.0.0.1", port: configuration.port,
+                                                       username: configuration.username, password: configuration.password,
+                                                       database: configuration.database, tls: tls)
+            options.options.connectTimeout = .seconds(5)
+            return PostgresClient(configuration: options, backgroundLogger: logger)
+        }
+    }
+
+    /// One connection of its own, at once: a server that refuses (an
+    /// unknown role or database, a wrong password: `io`, with its SQLSTATE)
+    /// or a socket nothing listens on (`unavailable`) is told now, where
+    /// the pool would keep trying until the timeout.
+    private static func checkConnection(_ configuration: Configuration, logger: Logger) async throws {
+        var direct: PostgresConnection.Configuration
+        if let socket = configuration.socketPath {
+            direct = .init(unixSocketPath: socket, username: configuration.username, password: configuration.password, database: configuration.database)
+        } else {
+            let tls: PostgresConnection.Configuration.TLS
+            switch configuration.tls {
+            case .disable: tls = .disable
+            case .prefer: tls = .prefer(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            case .require:
+                var unchecked = TLSConfiguration.makeClientConfiguration()
+                unchecked.certificateVerification = .none
+                tls = .require(try NIOSSLContext(configuration: unchecked))
+            case .verifyFull: tls = .require(try NIOSSLContext(configuration: .makeClientConfiguration()))
+            }
+            direct = .init(host: configuration.host ?? "127.0.0.1", port: configuration.port, username: configuration.username,
+                           password: configuration.password, database: configuration.database, tls: tls)
+        }
+        direct.options.connectTimeout = .seconds(max(1, min(10, configuration.timeout.components.seconds)))
+        let what = "connecting to the PostgreSQL server"
+        do {
+            let connection = try await PostgresConnection.connect(on: PostgresClient.defaultEventLoopGroup.next(), configuration: direct,
+                                                                  id: 0, logger: logger).get()
+            try? await connection.close()
+        } catch let error as PSQLError {
+            throw chronicleError(error, what)
+        } catch {
+            throw ChronicleError(.unavailable, "\(what) failed: \(error)")
+        }
     }
 
     /// Closes the connections. The container cannot be used afterwards.
@@ -286,12 +421,12 @@ public final class PostgresContainer: Container {
     public func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
         guard limit > 0 else { return [] }
         let cursor = after?.rawValue ?? "", count = Int64(limit)
-        let rows = try await query("listing \(prefix)", """
+        let rows = try await query("listing \(prefix.isEmpty ? "the container" : prefix)", """
             SELECT name, octet_length(bytes)::bigint FROM \(unescaped: blobs)
             WHERE name >= \(prefix) AND starts_with(name, \(prefix)) AND name > \(cursor) ORDER BY name LIMIT \(count)
             """)
         return try rows.map { row in
-            let (name, size) = try decoding("listing \(prefix)") { try row.decode((String, Int64).self) }
+            let (name, size) = try decoding("listing \(prefix.isEmpty ? "the container" : prefix)") { try row.decode((String, Int64).self) }
             return BlobInfo(name: try ContainerName(name), size: Int(size))
         }
     }
@@ -424,6 +559,10 @@ public final class PostgresContainer: Container {
     private func run<T: Sendable>(_ what: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         let client = self.client
         let timeout = configuration.timeout
+        if unansweredSince.isOpen(within: timeout) {
+            throw ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer within \(timeout) moments ago; trying again after that long")
+        }
+        let unanswered = unansweredSince
         do {
             // The caller gets an answer within the timeout even if the
             // operation does not stop at once when cancelled (a connection
@@ -432,7 +571,9 @@ public final class PostgresContainer: Container {
                 let answer = Answer(continuation)
                 let operation = Task {
                     do {
-                        answer.give(.success(try await client.withConnection { connection in try await body(connection) }))
+                        let result = try await client.withConnection { connection in try await body(connection) }
+                        unanswered.close()
+                        answer.give(.success(result))
                     } catch {
                         answer.give(.failure(error))
                     }
@@ -440,6 +581,7 @@ public final class PostgresContainer: Container {
                 Task {
                     try? await Task.sleep(for: timeout)
                     if answer.give(.failure(ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer within \(timeout)"))) {
+                        unanswered.open()
                         operation.cancel()
                     }
                 }
@@ -499,7 +641,7 @@ public final class PostgresContainer: Container {
         do {
             return try decode()
         } catch {
-            throw ChronicleError(.io, "\(what) failed: the server's answer was not what a Chronicle container holds (\(error))")
+            throw ChronicleError(.io, "\(what) failed: the server's answer was not what a Chronicle container holds: a column of another type, or a NULL (\(String(reflecting: error)))")
         }
     }
 }

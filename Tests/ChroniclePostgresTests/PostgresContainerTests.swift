@@ -170,7 +170,7 @@ struct PostgresContainerTests {
         try await b.startAutomaticSync(every: .seconds(3600))
         // b's first sync (at once) is over: from here only a wake syncs it.
         for _ in 0..<600 where b.syncStatus.automaticSyncs == 0 { try await Task.sleep(for: .milliseconds(50)) }
-        #expect(b.syncStatus.automaticSyncs == 1)
+        #expect(b.syncStatus.automaticSyncs >= 1)
         var seen = 0
         // A save every half second until b shows one: the first ones may
         // come before b listens.
@@ -241,9 +241,12 @@ struct PostgresContainerTests {
         try await a.write { tx in _ = tx.insert("Note", ["title": "while down"]) }
         try server("start")
         var synced = false
-        for _ in 0..<120 where !synced {
+        // Operations fail at once for a timeout after one went unanswered:
+        // tried for several timeouts.
+        let deadline = ContinuousClock.now + .seconds(150)
+        while !synced && ContinuousClock.now < deadline {
             synced = (try? await a.sync()) != nil
-            if !synced { try await Task.sleep(for: .milliseconds(250)) }
+            if !synced { try await Task.sleep(for: .milliseconds(500)) }
         }
         #expect(synced, "a syncs again once the server is back")
         #expect(try await a.sync().status == .upToDate)
@@ -314,15 +317,37 @@ struct PostgresContainerTests {
         await postgres.shutdown()
     }
 
-    @Test(arguments: ["http://u@h/db", "postgres://h/db", "postgres://u@h/db?schema=Bad-Name", "postgres://u@h/db?schema=1abc"])
+    @Test(arguments: ["http://u@h/db", "postgres://h/db", "postgres://u@h/db?schema=Bad-Name", "postgres://u@h/db?schema=1abc",
+                      "postgres://u@h/db?shcema=x", "postgres://u@h/db?schema=a&schema=b", "postgres://u@h/db?port=abc",
+                      "postgres://u@h:99999/db", "postgres://u@h/db?sslmode=bogus", "postgres://:SECRET@h/db", "postgres://u:SECRET@ h/db",
+                      "postgres://u@h/db?password=SECRET&x=1"])
     func badURLsAreTypedErrors(url: String) {
-        #expect(throws: ChronicleError.self) { try PostgresContainer.Configuration(url: url) }
+        do {
+            _ = try PostgresContainer.Configuration(url: url)
+            Issue.record("\(url) was accepted")
+        } catch {
+            #expect(error.code == .invalidValue)
+            #expect(!error.message.contains("SECRET"), "the message shows no password: \(error.message)")
+        }
     }
 
-    /// A server that does not answer is a transient error after the
-    /// configured time, not a hang (the client alone keeps trying to
-    /// connect for a minute). Not timed here: a loaded machine delays the
-    /// timer; the message says which gave up.
+    /// A server that answers with a refusal is told at once, as `io` with
+    /// its SQLSTATE, not as a server that does not answer.
+    @Test func aRoleTheServerDoesNotKnowIsRefusedAtOnce() async throws {
+        var configuration = try PostgresContainer.Configuration(url: try #require(serverURL))
+        configuration.username = "nobody_\(UUID().uuidString.prefix(8).lowercased())"
+        do {
+            let container = try await PostgresContainer.connect(configuration, create: true, logger: quiet)
+            await container.shutdown()
+            Issue.record("an unknown role connected")
+        } catch let error as ChronicleError {
+            #expect(error.code == .io && error.message.contains("28000"), "\(error)")
+        }
+    }
+
+    /// A server that does not answer is a transient error (a refused
+    /// connection at once, a silent server after the configured time),
+    /// not a hang: the client alone keeps trying to connect for a minute.
     @Test func aServerThatDoesNotAnswerIsUnavailable() async throws {
         var configuration = PostgresContainer.Configuration(host: "127.0.0.1", port: 1, username: "nobody", database: "none")
         configuration.timeout = .seconds(2)
@@ -333,7 +358,7 @@ struct PostgresContainerTests {
         } catch let error as ChronicleError {
             #expect(error.code == .unavailable, "\(error)")
             #expect(error.code.isTransient)
-            #expect(error.message.contains("did not answer within 2"), "\(error)")
+            #expect(error.message.contains("did not answer"), "\(error)")
         }
     }
 }
