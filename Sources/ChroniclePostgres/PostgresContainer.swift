@@ -578,13 +578,13 @@ public final class PostgresContainer: Container {
                         answer.give(.failure(error))
                     }
                 }
-                Task {
-                    try? await Task.sleep(for: timeout)
+                answer.watch(Task {
+                    guard (try? await Task.sleep(for: timeout)) != nil else { return }
                     if answer.give(.failure(ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer within \(timeout)"))) {
                         unanswered.open()
                         operation.cancel()
                     }
-                }
+                })
             }
         } catch let error as PostgresTransactionError {
             // What failed inside a transaction: the body's own error first.
@@ -606,16 +606,31 @@ public final class PostgresContainer: Container {
     /// A continuation resumed by whichever comes first, the operation or
     /// its timeout.
     private final class Answer<T: Sendable>: Sendable {
-        private let continuation: Mutex<CheckedContinuation<T, any Error>?>
+        private let state: Mutex<(continuation: CheckedContinuation<T, any Error>?, timer: Task<Void, Never>?)>
 
         init(_ continuation: CheckedContinuation<T, any Error>) {
-            self.continuation = Mutex(continuation)
+            state = Mutex((continuation, nil))
+        }
+
+        /// The timeout's task, cancelled once an answer is given (at once
+        /// if one was): no sleeping task outlives its operation.
+        func watch(_ timer: Task<Void, Never>) {
+            let answered = state.withLock { s in
+                s.timer = timer
+                return s.continuation == nil
+            }
+            if answered { timer.cancel() }
         }
 
         /// Resumes with `result` unless something did already; says whether it did.
         @discardableResult
         func give(_ result: Result<T, any Error>) -> Bool {
-            guard let continuation = continuation.withLock({ c in defer { c = nil }; return c }) else { return false }
+            let (continuation, timer) = state.withLock { s in
+                defer { s.continuation = nil; s.timer = nil }
+                return (s.continuation, s.timer)
+            }
+            guard let continuation else { return false }
+            timer?.cancel()
             continuation.resume(with: result)
             return true
         }
