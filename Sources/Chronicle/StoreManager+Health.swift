@@ -243,7 +243,7 @@ extension StoreManager {
             if !health.marks.isEmpty {
                 let lease = try? await container.readMarker(ContainerLayout.election(store: store), as: ElectionLease.self)?.payload
                 let candidacies = try await self.candidacies(of: store)
-                health.election = Health.Election(lease: lease, candidacies: candidacies, leader: leader(of: candidacies))
+                health.election = Health.Election(lease: lease, candidacies: candidacies, leader: leader(of: candidacies, marks: health.marks))
             }
         }
         health.history = try await rebuildHistory()
@@ -274,12 +274,30 @@ extension StoreManager {
         return found
     }
 
-    /// The winner by the deterministic rule among the candidates still there.
-    private func leader(of candidacies: [RebuildCandidacy]) -> DeviceID? {
-        let now = configuration.store.clock.nowMilliseconds()
-        let lease = configuration.health.leaseDuration.milliseconds
+    /// The winner by the deterministic rule, as of now, once `marks` are
+    /// out: the candidate chosen beforehand (``chosenBeforehand(_:marks:window:lease:)``)
+    /// until a lease after the first mark; else, among the candidates still
+    /// there (refreshed within a lease), those that stood before a window
+    /// after the first mark, or all of them when none of those is left.
+    private func leader(of candidacies: [RebuildCandidacy], marks: [CorruptionMark]) -> DeviceID? {
+        Self.leader(of: candidacies, marks: marks, now: configuration.store.clock.nowMilliseconds(),
+                    window: configuration.health.electionWindow.milliseconds, lease: configuration.health.leaseDuration.milliseconds)
+    }
+
+    /// The deterministic rule's winner at `now` (see the instance method).
+    static func leader(of candidacies: [RebuildCandidacy], marks: [CorruptionMark], now: UInt64, window: UInt64, lease: UInt64) -> DeviceID? {
+        guard let markedAt = marks.map(\.milliseconds).min() else { return nil }
+        if now < markedAt &+ lease, let chosen = chosenBeforehand(candidacies, marks: marks, window: window, lease: lease) {
+            return chosen
+        }
         let alive = candidacies.filter { now &- min($0.milliseconds, now) <= lease }
-        return alive.reduce(nil as RebuildCandidacy?) { best, next in best.map { $0.outranks(next) ? $0 : next } ?? next }?.device
+        let early = alive.filter { $0.since < markedAt &+ window }
+        return Self.first(early.isEmpty ? alive : early)
+    }
+
+    /// The candidate that outranks every other one.
+    static func first(_ candidacies: [RebuildCandidacy]) -> DeviceID? {
+        candidacies.reduce(nil as RebuildCandidacy?) { best, next in best.map { $0.outranks(next) ? $0 : next } ?? next }?.device
     }
 
     /// The rebuilds behind the active store, newest first: the chain of
@@ -445,7 +463,7 @@ extension StoreManager {
         let acting = permanent.filter { $0.kind == .localSnapshot || now &- $0.since >= health.repairWait.milliseconds }
             .min { ($0.since, $0.blob) < ($1.since, $1.blob) }
         if let acting {
-            record.candidacy = nil
+            await withdrawCandidacy(&record)
             if !record.reloaded {
                 record.reloaded = true
                 try setHealth(record)
@@ -463,7 +481,12 @@ extension StoreManager {
             try await markForRebuild(stale.name, store: store,
                                      reason: "a log this device applied is damaged or missing in the container and its owner did not put it back (first seen \(now &- stale.since) ms before): a device that joins could not build the store")
         }
-        if record.status == .healthy { try await watchForMarks(of: store) }
+        if record.status == .healthy {
+            try await watchForMarks(of: store)
+        } else if record.candidacy != nil {
+            await withdrawCandidacy(&record)
+            try setHealth(record)
+        }
     }
 
     /// A log a device that joins could not import, though this healthy
@@ -477,7 +500,7 @@ extension StoreManager {
         let now = configuration.store.clock.nowMilliseconds()
         let markName = ContainerLayout.corruptionMark(store: store.storeID, device: store.deviceID)
         guard try await container.readMarker(markName) == nil else { return }
-        let mark = CorruptionMark(device: store.deviceID, store: store.storeID, blob: name, reason: reason, milliseconds: now)
+        let mark = CorruptionMark(device: store.deviceID, store: store.storeID, blob: name, reason: reason, milliseconds: now, healthy: true)
         do {
             _ = try await container.createMarker(markName, mark)
         } catch let error as ChronicleError where error.code == .markerConflict {
@@ -594,7 +617,7 @@ extension StoreManager {
             guard var record = state.health, record.held.isEmpty else { throw CancellationError() }
             let won = configuration.store.container.capabilities.reliableExclusiveCreate
                 ? try await takeLease(of: store)
-                : try await stand(for: store, &record, healthy: false)
+                : try await stand(for: store, &record, healthy: false, marks: [mark])
             guard let newID = won else {
                 loaded = nil
                 try await store.close()
@@ -620,18 +643,25 @@ extension StoreManager {
 
     // MARK: Electing
 
-    /// On a healthy device: if another device marked the store corrupted,
-    /// asks the app, then stands for the election and rebuilds if it wins.
+    /// On a healthy device: stands for elections to come (where exclusive
+    /// create is not reliable); if a device marked the store corrupted,
+    /// asks the app, then takes the lease or applies the rule, and rebuilds
+    /// if it wins.
     private func watchForMarks(of store: Store) async throws {
         let container = configuration.store.container
         let marks = try await marks(of: store.storeID)
         guard var record = state.health, record.store == store.storeID else { return }
+        // A copy without the logs it holds (another app version's) would
+        // rebuild the store without their saves: this device does not stand.
+        let stands = !container.capabilities.reliableExclusiveCreate && configuration.health.rebuildsAutomatically && record.held.isEmpty
         guard let first = marks.first else {
-            if record.appHandles != nil || record.candidacy != nil {
-                record.appHandles = nil
-                record.candidacy = nil
-                try setHealth(record)
+            record.appHandles = nil
+            if stands {
+                _ = try await stand(for: store, &record, healthy: true, marks: [])
+            } else {
+                await withdrawCandidacy(&record)
             }
+            try setHealth(record)
             return
         }
         // A store already rebuilt (its pointer not moved yet) is not rebuilt again.
@@ -642,13 +672,14 @@ extension StoreManager {
             record.appHandles = handled
             try setHealth(record)
         }
-        guard record.appHandles == false, configuration.health.rebuildsAutomatically else { return }
-        // A copy without the logs it holds (another app version's) would
-        // rebuild the store without their saves: this device does not stand.
-        guard record.held.isEmpty else { return }
+        guard record.appHandles == false, configuration.health.rebuildsAutomatically, record.held.isEmpty else {
+            await withdrawCandidacy(&record)
+            try setHealth(record)
+            return
+        }
         let won = container.capabilities.reliableExclusiveCreate
             ? try await takeLease(of: store)
-            : try await stand(for: store, &record, healthy: true)
+            : try await stand(for: store, &record, healthy: true, marks: marks)
         guard let newID = won else { return }
         configuration.store.log.notice("elected to rebuild the corrupted cloud store", metadata: ["chronicle.store": "\(store.storeID)", "chronicle.newStore": "\(newID)"])
         continuations.publish(.electedToRebuild(store.storeID))
@@ -689,25 +720,72 @@ extension StoreManager {
     }
 
     /// Where exclusive create is not reliable: stands (or says it is still
-    /// there), and after the candidacy window returns a new store ID if the
+    /// there) and, once `marks` are out, returns a new store ID if the
     /// deterministic rule picks this device.
-    private func stand(for store: Store, _ record: inout HealthRecord, healthy: Bool) async throws -> StoreID? {
+    ///
+    /// A healthy device stands from the time it is healthy, marks or not,
+    /// refreshing its candidacy every half lease (every sync while marks
+    /// are out). The candidates that stood at least an election window
+    /// before the first mark, refreshed within a lease before it and did
+    /// not unload the store on a mark of their own were visible to every device when the
+    /// mark was made: every device picks the same one of them, at once, by
+    /// marker contents alone. Without such a candidate, or when the one
+    /// picked has not rebuilt a lease after the mark, the candidates still
+    /// there decide after each has stood for a window.
+    private func stand(for store: Store, _ record: inout HealthRecord, healthy: Bool, marks: [CorruptionMark]) async throws -> StoreID? {
         let container = configuration.store.container
         let now = configuration.store.clock.nowMilliseconds()
-        let applied = try store.snapshot.vector().values.reduce(0, &+)
-        var mine = record.candidacy ?? RebuildCandidacy(device: store.deviceID, applied: applied, since: now, milliseconds: now, healthy: healthy)
-        mine.milliseconds = now
-        let name = ContainerLayout.candidacy(store: store.storeID, device: store.deviceID)
-        if let current = try await container.readMarker(name) {
-            _ = try? await container.replaceMarker(name, mine, expected: current.version)
+        let lease = configuration.health.leaseDuration.milliseconds
+        let window = configuration.health.electionWindow.milliseconds
+        var mine: RebuildCandidacy
+        if let standing = record.candidacy, standing.healthy == healthy {
+            mine = standing
         } else {
-            _ = try? await container.createMarker(name, mine)
+            let applied = try store.snapshot.vector().values.reduce(0, &+)
+            mine = RebuildCandidacy(device: store.deviceID, applied: applied, since: now, milliseconds: now, healthy: healthy)
+        }
+        if record.candidacy != mine || !marks.isEmpty || now &- min(mine.milliseconds, now) >= lease / 2 {
+            mine.milliseconds = now
+            let name = ContainerLayout.candidacy(store: store.storeID, device: store.deviceID)
+            if let current = try await container.readMarker(name) {
+                _ = try? await container.replaceMarker(name, mine, expected: current.version)
+            } else {
+                _ = try? await container.createMarker(name, mine)
+            }
         }
         record.candidacy = mine
         try setHealth(record)
-        guard now &- mine.since >= configuration.health.electionWindow.milliseconds else { return nil }
-        guard leader(of: try await candidacies(of: store.storeID)) == store.deviceID else { return nil }
-        return drawStoreID()
+        guard let first = marks.first else { return nil }
+        let candidacies = try await candidacies(of: store.storeID)
+        let leader = leader(of: candidacies, marks: marks)
+        // The one chosen beforehand acts at once; otherwise each waits a
+        // window after it stood, and until a window after the mark, so
+        // that it sees every candidacy of the window after the mark.
+        let beforehand = healthy && now < first.milliseconds &+ lease
+            && Self.chosenBeforehand(candidacies, marks: marks, window: window, lease: lease) != nil
+        guard beforehand || now &- mine.since >= window && now >= min(first.milliseconds, now) &+ window else { return nil }
+        return leader == store.deviceID ? drawStoreID() : nil
+    }
+
+    /// The candidate every device picks as soon as it sees `marks`: among
+    /// the healthy ones that stood at least `window` before the first mark,
+    /// refreshed their candidacy within `lease` before it and did not mark
+    /// the store as a device that could not import it, the first by ``RebuildCandidacy/outranks(_:)``. A function of the
+    /// markers' contents only, never of a device's clock.
+    static func chosenBeforehand(_ candidacies: [RebuildCandidacy], marks: [CorruptionMark], window: UInt64, lease: UInt64) -> DeviceID? {
+        guard let markedAt = marks.map(\.milliseconds).min() else { return nil }
+        let marked = Set(marks.filter { $0.healthy != true }.map(\.device))
+        return first(candidacies.filter { c in
+            c.healthy && !marked.contains(c.device) && c.since &+ window <= markedAt && c.milliseconds &+ lease >= markedAt
+        })
+    }
+
+    /// Takes back this device's candidacy: it is no longer healthy on the
+    /// store, or left it.
+    func withdrawCandidacy(_ record: inout HealthRecord) async {
+        guard let candidacy = record.candidacy else { return }
+        record.candidacy = nil
+        try? await configuration.store.container.deleteMarker(ContainerLayout.candidacy(store: record.store, device: candidacy.device), expected: nil)
     }
 
     /// After a rebuild: the marks, lease and candidacies of the store it

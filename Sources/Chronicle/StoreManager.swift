@@ -2226,6 +2226,12 @@ public actor StoreManager {
     func unload() async throws {
         guard let current = loaded else { return }
         loaded = nil
+        // A device that left its store does not stand for its elections.
+        if current.kind == .cloud, var record = state.health, record.candidacy?.healthy == true {
+            await withdrawCandidacy(&record)
+            state.health = record
+            try? Self.write(state, in: folder)
+        }
         settleFirstSync(ChronicleError(.storeNotLoaded, "the \(current.kind.rawValue) store was unloaded before its first sync"))
         try await current.store.close()
         continuations.publish(.didUnload(current.kind))

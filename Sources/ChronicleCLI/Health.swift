@@ -160,7 +160,8 @@ struct HealthCommand: AsyncParsableCommand {
         }
         for held in h.held { lines.append("held, waiting for an app upgrade (another schema version; its device's later logs wait behind it): \(held)") }
         for mark in h.marks {
-            lines.append("corruption mark by device \(mark.device) at \(millisecondsText(mark.milliseconds)): \(mark.blob): \(mark.reason)")
+            lines.append("corruption mark by device \(mark.device) at \(millisecondsText(mark.milliseconds)): \(mark.blob): \(mark.reason)"
+                         + (mark.healthy == true ? " (that device holds every save and stays loaded: it may rebuild the store itself)" : ""))
         }
         if let e = h.election {
             if let lease = e.lease {
@@ -187,7 +188,7 @@ struct HealthCommand: AsyncParsableCommand {
     static func value(_ h: StoreManager.Health, device: DeviceID?, cloudEnabled: Bool, loadError: ChronicleError?) -> JSONValue {
         func mark(_ m: CorruptionMark) -> JSONValue {
             .object(["device": .string(m.device.description), "store": .string(m.store.description), "blob": .string(m.blob),
-                     "reason": .string(m.reason), "milliseconds": .int(Int64(m.milliseconds))])
+                     "reason": .string(m.reason), "milliseconds": .int(Int64(m.milliseconds)), "staysHealthy": .bool(m.healthy == true)])
         }
         var election: JSONValue = .null
         if let e = h.election {

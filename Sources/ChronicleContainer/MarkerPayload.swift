@@ -270,14 +270,21 @@ public struct CorruptionMark: MarkerPayload, Hashable {
     public var reason: String
     /// When, in milliseconds since 1970 by that device's clock.
     public var milliseconds: UInt64
+    /// True when the device that marked the store stays loaded and healthy
+    /// on it: it holds every save, but a device that joins could not build
+    /// the store (a log damaged or missing in the container for good). Such
+    /// a device may rebuild the store itself. Nil (absent) when the device
+    /// could not import and unloaded the store.
+    public var healthy: Bool?
 
     /// Creates a corruption mark's payload.
-    public init(device: DeviceID, store: StoreID, blob: String, reason: String, milliseconds: UInt64) {
+    public init(device: DeviceID, store: StoreID, blob: String, reason: String, milliseconds: UInt64, healthy: Bool? = nil) {
         self.device = device
         self.store = store
         self.blob = blob
         self.reason = reason
         self.milliseconds = milliseconds
+        self.healthy = healthy
     }
 }
 

@@ -1,4 +1,4 @@
-import Chronicle
+@testable import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import Foundation
@@ -114,16 +114,16 @@ import Testing
         await #expect(throws: ChronicleError.self) { try await c.store }
         await #expect(throws: ChronicleError.self) { try await c.sync() }
 
-        // a is healthy, sees the mark, wins the election and rebuilds.
+        // a is healthy, sees the mark, wins the election and rebuilds at
+        // once: it takes the lease, or (without reliable create) it stood
+        // since it was healthy, more than a window before the mark.
         let aEvents = a.events()
-        try await a.sync()
         if !reliable {
-            // The candidacy window first.
-            #expect(try await a.store.storeID == old)
-            #expect(try await a.health().election?.candidacies.count == 1)
-            clock.advance(byMilliseconds: 2_000)
-            try await a.sync()
+            let election = try await a.health().election
+            #expect(election?.candidacies.map(\.device) == [try await a.store.deviceID])
+            #expect(election?.leader == (try await a.store.deviceID))
         }
+        try await a.sync()
         let new = try await a.store.storeID
         #expect(new != old, "a rebuilt the store")
         let history = try await a.health().history
@@ -178,6 +178,48 @@ import Testing
     /// damaged said `healthy` with no problem for the whole repair wait.
     /// The damage is reported at once (``StoreManager/Health/storeDamage``),
     /// the device stays healthy, and once the wait is over it marks the store.
+    /// Without reliable exclusive create, two healthy devices that see the
+    /// mark in the same moment: the one the rule chose beforehand rebuilds
+    /// at once, the other does not rebuild, and moves at its next sync.
+    @Test func withoutReliableCreateTheDeviceChosenBeforehandRebuildsAloneAndAtOnce() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", reliable: false)
+        let c = try await manager("c", reliable: false)
+        let d = try await manager("d", reliable: false)
+        for m in [a, c, d] { try await m.sync() }
+        let old = try await a.store.storeID
+        let b = try await manager("b", reliable: false)
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        for m in [a, d] { try await m.sync() }
+        let bID = try await b.store.deviceID
+        try await b.close()
+        _ = try damageLogs(of: bID, in: old)
+        try await cMarksTheStore(a, c)
+        try await d.sync()
+        let healthy = [try await a.store.deviceID, try await d.store.deviceID]
+        // Both stood when they became healthy, before the mark.
+        let election = try #require(try await a.health().election)
+        #expect(Set(election.candidacies.map(\.device)) == Set(healthy))
+        let chosen = try #require(election.leader)
+        #expect(try await d.health().election?.leader == chosen, "both devices pick the same one")
+        // The other one syncs first: it waits for the chosen one.
+        let (other, first) = chosen == healthy[0] ? (d, a) : (a, d)
+        try await other.sync()
+        #expect(try await other.store.storeID == old)
+        try await first.sync()
+        #expect(try await first.store.storeID != old, "the chosen device rebuilt in its first sync after the mark")
+        #expect(try await first.health().history.first?.device == chosen)
+        for m in [a, c, d] { try await m.sync() }
+        let new = try await a.store.storeID
+        for m in [a, c, d] {
+            #expect(try await m.store.storeID == new)
+            #expect(try await Self.titles(m) == ["b1"])
+        }
+        #expect(try await a.health().history.count == 1)
+        for m in [a, c, d] { try await m.close() }
+    }
+
     @Test func damageTheScrubFindsIsReportedBeforeTheMark() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let (a, c, old) = try await aLogOfADeviceThatIsGone()
@@ -501,3 +543,68 @@ import Testing
     }
 }
 
+
+/// The deterministic election rule, where the container's exclusive create
+/// is not reliable: a function of the markers' contents, so that every
+/// device that reads the same markers picks the same winner.
+@Suite struct ElectionRuleTests {
+    let window: UInt64 = 1_000
+    let lease: UInt64 = 10_000
+    let store = StoreID(string: "018bcfe5-6800-7000-8000-000000000001")!
+
+    func candidate(_ n: UInt64, applied: UInt64 = 5, since: UInt64, refreshed: UInt64? = nil, healthy: Bool = true) -> RebuildCandidacy {
+        RebuildCandidacy(device: DeviceID(index: n), applied: applied, since: since, milliseconds: refreshed ?? since, healthy: healthy)
+    }
+
+    func mark(_ n: UInt64, at milliseconds: UInt64, healthy: Bool? = nil) -> CorruptionMark {
+        CorruptionMark(device: DeviceID(index: n), store: store, blob: "a log", reason: "damaged", milliseconds: milliseconds, healthy: healthy)
+    }
+
+    func leader(_ candidacies: [RebuildCandidacy], _ marks: [CorruptionMark], now: UInt64) -> DeviceID? {
+        StoreManager.leader(of: candidacies, marks: marks, now: now, window: window, lease: lease)
+    }
+
+    @Test func aCandidateThatStoodAWindowBeforeTheMarkIsChosenAtOnceWhateverTheDevicesClock() {
+        let candidacies = [candidate(1, applied: 5, since: 1_000),
+                           candidate(2, applied: 9, since: 9_500),               // stood within the window before the mark
+                           candidate(3, applied: 7, since: 2_000, refreshed: 9_000)]
+        let marks = [mark(4, at: 10_000)]
+        #expect(StoreManager.chosenBeforehand(candidacies, marks: marks, window: window, lease: lease) == DeviceID(index: 3))
+        // Every device, whenever it looks within a lease of the mark (its
+        // clock behind or ahead), picks that one.
+        for now: UInt64 in [9_000, 10_000, 10_001, 15_000, 19_999] {
+            #expect(leader(candidacies, marks, now: now) == DeviceID(index: 3), "at \(now)")
+        }
+        // Refreshed again after the mark, or read before the refresh: the same.
+        var refreshed = candidacies
+        refreshed[2].milliseconds = 12_000
+        #expect(leader(refreshed, marks, now: 12_000) == DeviceID(index: 3))
+    }
+
+    @Test func devicesThatCannotRebuildAreNotChosenBeforehand() {
+        let marks = [mark(4, at: 20_000), mark(5, at: 20_200)]
+        let stale = candidate(1, applied: 50, since: 1_000)                             // not refreshed within a lease before the mark: gone
+        let unhealthy = candidate(2, applied: 40, since: 1_000, refreshed: 19_800, healthy: false)
+        let unloaded = candidate(4, applied: 30, since: 1_000, refreshed: 19_800)      // it marked the store and unloaded it
+        let stays = candidate(5, applied: 20, since: 1_000, refreshed: 19_800)         // its mark says it stays healthy
+        let plain = candidate(6, applied: 10, since: 1_000, refreshed: 19_800)
+        let all = [stale, unhealthy, unloaded, stays, plain]
+        #expect(StoreManager.chosenBeforehand(all, marks: marks, window: window, lease: lease) == DeviceID(index: 6))
+        var marksStaying = marks
+        marksStaying[1].healthy = true
+        #expect(StoreManager.chosenBeforehand(all, marks: marksStaying, window: window, lease: lease) == DeviceID(index: 5))
+        #expect(StoreManager.chosenBeforehand(all, marks: [], window: window, lease: lease) == nil)
+    }
+
+    @Test func withNobodyChosenBeforehandThoseThatStoodWithinAWindowOfTheMarkDecide() {
+        let marks = [mark(9, at: 10_000)]
+        let early = [candidate(1, applied: 3, since: 10_000), candidate(2, applied: 4, since: 10_500)]
+        let late = candidate(3, applied: 9, since: 11_000)                              // became healthy a window after the mark
+        #expect(StoreManager.chosenBeforehand(early + [late], marks: marks, window: window, lease: lease) == nil)
+        #expect(leader(early + [late], marks, now: 11_000) == DeviceID(index: 2))
+        // Once none of the early ones is there (their candidacies not
+        // refreshed for a lease), the others decide among themselves.
+        let refreshedLate = candidate(3, applied: 9, since: 11_000, refreshed: 24_000)
+        #expect(leader(early + [refreshedLate], marks, now: 25_000) == DeviceID(index: 3))
+    }
+}
