@@ -269,7 +269,11 @@ extension StoreManager {
         let container = configuration.store.container
         var found: [RebuildCandidacy] = []
         for name in try await container.listMarkers(prefix: ContainerLayout.candidaciesPrefix(store: store)) {
-            if let candidacy = try? await container.readMarker(name, as: RebuildCandidacy.self) { found.append(candidacy.payload) }
+            // A candidacy stands for the device its name says, or for none.
+            if let candidacy = try? await container.readMarker(name, as: RebuildCandidacy.self),
+               name == ContainerLayout.candidacy(store: store, device: candidacy.payload.device) {
+                found.append(candidacy.payload)
+            }
         }
         return found
     }
@@ -738,9 +742,14 @@ extension StoreManager {
         let lease = configuration.health.leaseDuration.milliseconds
         let window = configuration.health.electionWindow.milliseconds
         var mine: RebuildCandidacy
-        if let standing = record.candidacy, standing.healthy == healthy {
+        if let standing = record.candidacy, standing.healthy == healthy, standing.device == store.deviceID {
             mine = standing
         } else {
+            // Stood under the ID this device had before it moved to a new
+            // one: that candidacy names a device that no longer syncs.
+            if let earlier = record.candidacy, earlier.device != store.deviceID {
+                try? await container.deleteMarker(ContainerLayout.candidacy(store: store.storeID, device: earlier.device), expected: nil)
+            }
             let applied = try store.snapshot.vector().values.reduce(0, &+)
             mine = RebuildCandidacy(device: store.deviceID, applied: applied, since: now, milliseconds: now, healthy: healthy)
         }

@@ -17,6 +17,9 @@ struct CorruptionEpisode: Hashable {
     var disturbed = false
     /// The run's disturbance count when it started.
     var disturbancesAtStart = 0
+    /// Whether a device was healthy on the store when it was marked (the
+    /// bound assumes one that can rebuild at once).
+    var healthyDeviceAtMark = false
 }
 
 /// What the health monitors did in a run with corruption faults.
@@ -35,8 +38,15 @@ package struct HealthCounts: Sendable, Hashable, Codable {
     package var markToHealthyMilliseconds: [UInt64] = []
     /// The same, for the episodes during which every device of account A
     /// stayed online, with the cloud on, and nothing crashed or went down
-    /// (see ``CorruptionEpisode/disturbed``): the bound holds for these.
+    /// (see ``CorruptionEpisode/disturbed``) and a device was healthy on
+    /// the store when it was marked: the bound holds for these.
     package var undisturbedMarkToHealthyMilliseconds: [UInt64] = []
+    /// The same, for undisturbed episodes in which no device was healthy
+    /// on the store when it was marked (all still in their grace period,
+    /// or all failing on the damaged log): the first one to be healthy, or
+    /// after ``StoreManager/HealthConfiguration/unhealthyRebuildWait`` a
+    /// device that marked it, rebuilds.
+    package var noHealthyDeviceMarkToHealthyMilliseconds: [UInt64] = []
     /// Runs on a container without reliable exclusive create (the deterministic rule).
     package var unreliableCreateRuns = 0
     package var runs = 0
@@ -51,6 +61,7 @@ package struct HealthCounts: Sendable, Hashable, Codable {
         c.maxMarkToHealthyMilliseconds = max(a.maxMarkToHealthyMilliseconds, b.maxMarkToHealthyMilliseconds)
         c.markToHealthyMilliseconds = a.markToHealthyMilliseconds + b.markToHealthyMilliseconds
         c.undisturbedMarkToHealthyMilliseconds = a.undisturbedMarkToHealthyMilliseconds + b.undisturbedMarkToHealthyMilliseconds
+        c.noHealthyDeviceMarkToHealthyMilliseconds = a.noHealthyDeviceMarkToHealthyMilliseconds + b.noHealthyDeviceMarkToHealthyMilliseconds
         c.unreliableCreateRuns = a.unreliableCreateRuns + b.unreliableCreateRuns
         c.runs = a.runs + b.runs
         return c
@@ -70,8 +81,10 @@ package struct HealthCounts: Sendable, Hashable, Codable {
         return "\(corruptionEpisodes) corruption episodes, \(rebuilds) rebuilds by an elected device; from a mark to every device healthy "
             + "on the new store: median \(median) ms, longest \(maxMarkToHealthyMilliseconds) ms of virtual time, \(within) of \(sorted.count) "
             + "within grace + window + one sync (\(Self.boundMilliseconds) ms); "
-            + "the \(undisturbedMarkToHealthyMilliseconds.count) during which every device stayed online with the cloud on and nothing crashed: "
-            + "longest \(undisturbedMarkToHealthyMilliseconds.max() ?? 0) ms"
+            + "the \(undisturbedMarkToHealthyMilliseconds.count) during which every device stayed online with the cloud on and nothing crashed, "
+            + "a device healthy at the mark: longest \(undisturbedMarkToHealthyMilliseconds.max() ?? 0) ms; "
+            + "\(noHealthyDeviceMarkToHealthyMilliseconds.count) more with no device healthy at the mark: "
+            + "longest \(noHealthyDeviceMarkToHealthyMilliseconds.max() ?? 0) ms"
             + (openEpisodes > 0 ? ", \(openEpisodes) episodes still open at the end" : "")
             + (runs > 1 ? " (\(runs - unreliableCreateRuns) runs with reliable exclusive create, \(unreliableCreateRuns) without)" : "")
     }
@@ -121,7 +134,8 @@ extension Simulation {
             if name.rawValue.contains("/corruption/") {
                 guard let mark = try? await container.readMarker(name, as: CorruptionMark.self)?.payload else { continue }
                 if episodes[mark.store] == nil {
-                    episodes[mark.store] = CorruptionEpisode(start: mark.milliseconds, disturbancesAtStart: disturbances)
+                    episodes[mark.store] = CorruptionEpisode(start: mark.milliseconds, disturbancesAtStart: disturbances,
+                                                             healthyDeviceAtMark: await someDeviceHealthy(on: mark.store))
                     note("device \(mark.device) marked store \(mark.store) corrupted: \(mark.blob): \(mark.reason)")
                 }
             } else if name.rawValue.hasSuffix("/superseded"), let store = StoreID(string: String(name.rawValue.prefix { $0 != "/" })),
@@ -130,7 +144,7 @@ extension Simulation {
                       supersession.reason?.hasPrefix("corruption") == true {
                 // Marked and rebuilt in one sync (a healthy device that
                 // found the damage and won the election at once).
-                episodes[store] = CorruptionEpisode(start: supersession.milliseconds, disturbancesAtStart: disturbances)
+                episodes[store] = CorruptionEpisode(start: supersession.milliseconds, disturbancesAtStart: disturbances, healthyDeviceAtMark: true)
                 note("store \(store) was marked corrupted and rebuilt in one sync: \(supersession.reason ?? "")")
             }
         }
@@ -147,6 +161,14 @@ extension Simulation {
             note("every device is healthy on store \(store), \(clock.nowMilliseconds() &- episode.start) ms after store \(marked) was marked corrupted"
                  + (episode.disturbed ? "" : " (no device away, no crash, no outage meanwhile)"))
         }
+    }
+
+    /// Whether a device of account A is healthy on `store`.
+    func someDeviceHealthy(on store: StoreID) async -> Bool {
+        for d in devices where d.account == 0 {
+            if let status = await d.manager?.healthStatus, status.status == .healthy, status.store == store { return true }
+        }
+        return false
     }
 
     /// The store every device of account A is healthy on, if there is one.
@@ -245,7 +267,13 @@ extension Simulation {
             if let end = episode.end {
                 counts.maxMarkToHealthyMilliseconds = max(counts.maxMarkToHealthyMilliseconds, end &- episode.start)
                 counts.markToHealthyMilliseconds.append(end &- episode.start)
-                if !episode.disturbed { counts.undisturbedMarkToHealthyMilliseconds.append(end &- episode.start) }
+                if !episode.disturbed {
+                    if episode.healthyDeviceAtMark {
+                        counts.undisturbedMarkToHealthyMilliseconds.append(end &- episode.start)
+                    } else {
+                        counts.noHealthyDeviceMarkToHealthyMilliseconds.append(end &- episode.start)
+                    }
+                }
             } else {
                 counts.openEpisodes += 1
             }

@@ -73,6 +73,24 @@ import Testing
         #expect(summary.passed, "seed \(seed): \(summary.violations)")
     }
 
+    /// Seeds whose undisturbed episodes, with a device healthy at the mark,
+    /// took longer than grace + window + one sync on a synced folder
+    /// (`chronicle simulate --corruption --exclusive-create unreliable --seed N`).
+    static let timeBoundSeeds: [(seed: UInt64, what: String)] = [
+        (21, "every device had become healthy in the run's last second: candidates stood only at the mark and decided a window later"),
+        (25, "the one healthy device had marked the store itself, staying healthy: it was not a candidate chosen beforehand"),
+        (320, "a device had moved to a new ID and kept standing under its old one: the rule picked a device that no longer synced"),
+    ]
+
+    @Test(arguments: timeBoundSeeds.map(\.seed))
+    func pinnedTimeBoundSeeds(seed: UInt64) async throws {
+        let summary = try await Simulation(seed: seed, options: Self.options(.unreliable)).run()
+        #expect(summary.passed, "seed \(seed): \(summary.violations)")
+        let health = try #require(summary.health)
+        #expect(!health.undisturbedMarkToHealthyMilliseconds.isEmpty, "seed \(seed) no longer makes an undisturbed episode: \(health.summary)")
+        #expect(health.undisturbedMarkToHealthyMilliseconds.allSatisfy { $0 <= HealthCounts.boundMilliseconds }, "\(health.summary)")
+    }
+
     @Test(arguments: regressionSeeds.map(\.seed))
     func pinnedCorruptionSeeds(seed: UInt64) async throws {
         let summary = try await Simulation(seed: seed, options: Self.options()).run()
