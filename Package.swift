@@ -105,6 +105,8 @@ let package = Package(
                 "ChronicleSnapshot",
                 "ChronicleSimulation",
                 "ChroniclePostgres",
+                // `simulate --processes --postgres` starts a throw-away server.
+                "ChronicleTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 "CLZ4",
                 "CSQLite",
@@ -114,7 +116,7 @@ let package = Package(
         ),
         // The container conformance suite, shared by the test targets of
         // every backend, and small helpers for tests. Used only by test targets.
-        .target(name: "ChronicleTestSupport", dependencies: ["ChronicleContainer"]),
+        .target(name: "ChronicleTestSupport", dependencies: ["ChronicleCore", "ChronicleContainer"]),
         .testTarget(
             name: "ChronicleCoreTests",
             dependencies: ["ChronicleCore"],

@@ -524,6 +524,18 @@ public actor Store {
     package static func activeStore(in container: any Container, seed: UInt64, clock: any PhysicalClock = SystemClock(),
                                    known: StoreID? = nil) async throws -> StoreID {
         do {
+            return try await activeStoreChecking(in: container, seed: seed, clock: clock, known: known)
+        } catch let error as ChronicleError where error.code.isTransient && known != nil {
+            // The container stopped answering part-way (a server that went
+            // down between two reads): an offline start, like one that
+            // could not read the pointer at all.
+            return known!
+        }
+    }
+
+    private static func activeStoreChecking(in container: any Container, seed: UInt64, clock: any PhysicalClock,
+                                            known: StoreID?) async throws -> StoreID {
+        do {
             try await repairUnreadablePointer(in: container, known: known, log: nil)
         } catch let error as ChronicleError where error.code.isTransient && known != nil {
             return known!

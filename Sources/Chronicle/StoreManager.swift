@@ -647,6 +647,38 @@ public actor StoreManager {
     }
 
     func load() async throws -> MergeReport? {
+        do {
+            return try await loadChecking()
+        } catch let error as ChronicleError where error.code.isTransient {
+            guard try await loadOffline(after: error) else { throw error }
+            return nil
+        }
+    }
+
+    /// After the container stopped answering part-way through a load (a
+    /// server that went down between two of its reads): a device with its
+    /// copy of the store it last used opens that, as it does when the
+    /// container is down from the start, and its next sync does the checks
+    /// the load could not finish. Returns false (the load failed) when it
+    /// has no such copy, or was in the middle of leaving that store.
+    private func loadOffline(after error: ChronicleError) async throws -> Bool {
+        guard state.cloudEnabled, state.leaving == nil, loaded == nil, let last = try lastStore(),
+              !(state.health?.status == .corrupted && state.health?.marked?.store == last) else { return false }
+        let store: Store
+        do {
+            store = try await Store.open(configuration(for: .cloud), exactly: last)
+        } catch {
+            return false
+        }
+        configuration.store.log.notice("the container stopped answering while the store loaded; working on this device's copy until it answers",
+                                       metadata: ["chronicle.store": "\(last)", "chronicle.error": "\(error)"])
+        loaded = (.cloud, store)
+        didLoad(.cloud, store)
+        await delegate?.storeManager(self, didLoad: store, kind: .cloud)
+        return true
+    }
+
+    private func loadChecking() async throws -> MergeReport? {
         let kind: Kind = state.cloudEnabled ? .cloud : .local
         continuations.publish(.willLoad(kind))
         await delegate?.storeManager(self, willLoad: kind)

@@ -228,7 +228,7 @@ struct OutputOptions: ParsableArguments {
 /// Usage errors (`ValidationError`) go on to ``ChronicleCommand/main()``,
 /// which exits 2. Commands without `--json` pass nil (an `OutputOptions()`
 /// made by hand cannot be read: ArgumentParser traps on it).
-func reportingErrors(_ output: OutputOptions?, _ body: () async throws -> Void) async throws {
+func reportingErrors(_ output: OutputOptions?, unavailableExit: Int32? = nil, _ body: () async throws -> Void) async throws {
     let json = output?.json ?? false
     do {
         try await body()
@@ -240,6 +240,8 @@ func reportingErrors(_ output: OutputOptions?, _ body: () async throws -> Void) 
         } else {
             FileHandle.standardError.write(Data("chronicle: \(error.code): \(oneLine(error.message))\n".utf8))
         }
+        // The container not answering: another run later may succeed.
+        if let unavailableExit, error.code == .unavailable { throw ExitCode(unavailableExit) }
         throw ExitCode.failure
     } catch let error as ExitCode {
         throw error

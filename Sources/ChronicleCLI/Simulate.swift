@@ -4,6 +4,7 @@ import ChronicleContainer
 import ChronicleCore
 import ChronicleSimulation
 import ChronicleSnapshot
+import ChronicleTestSupport
 import Foundation
 import GRDB
 
@@ -56,6 +57,9 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Run this many real OS processes as devices on one DirectoryContainer, killing and restarting them at random.")
     var processes: Int?
 
+    @Flag(help: "With --processes: run the devices on a PostgreSQL container instead, on a throw-away server this command starts (a new cluster in a temporary folder, reached through a Unix socket; needs Debian's postgresql package) and removes at the end. The server is killed with SIGKILL three times while the devices save and sync, and started again a moment later.")
+    var postgres = false
+
     @Flag(help: "Turn every fault off.")
     var calm = false
 
@@ -94,8 +98,10 @@ struct Simulate: AsyncParsableCommand {
 
         if exclusiveCreate == .drawn { throw ValidationError("--exclusive-create takes reliable or unreliable") }
         if processes != nil && (swarm || calm || upgrades || !rates.isEmpty || !weights.isEmpty || maxDelay != nil) {
-            throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves, --lifecycle, --corruption and --verbose")
+            throw ValidationError("--processes runs real processes without simulated faults: it takes --seed, --seeds, --saves, --lifecycle, --corruption, --postgres and --verbose")
         }
+        if postgres && processes == nil { throw ValidationError("--postgres runs the devices of --processes on a PostgreSQL server: give --processes") }
+        if postgres && corruption { throw ValidationError("--corruption damages the files of a folder container: it cannot run with --postgres") }
         if let processes {
             do {
                 try MultiProcessSimulation(processes: processes, saves: saves, seed: seed, executable: URL(fileURLWithPath: "/")).validate()
@@ -293,6 +299,15 @@ struct Simulate: AsyncParsableCommand {
                 var run = MultiProcessSimulation(processes: processes, saves: saves, seed: s, executable: binary)
                 run.lifecycle = lifecycle
                 run.corruption = corruption
+                var server: ThrowAwayPostgres?
+                if postgres {
+                    let started = try ThrowAwayPostgres()
+                    server = started
+                    run.containerLocation = started.url
+                    run.openContainer = { location in try await ContainerOptions.open(location, create: true) }
+                    run.server = .init(kill: { try started.kill() }, start: { try started.start() })
+                }
+                defer { server?.remove() }
                 let result = try await run.run()
                 results.append(result)
                 if !output.json {
@@ -300,6 +315,7 @@ struct Simulate: AsyncParsableCommand {
                     print("run \(i + 1)/\(seeds) seed \(s): \(processes) processes, \(result.kills) kills, \(result.acknowledged) acknowledged saves checked"
                           + (lifecycle ? " (\(result.savesDeletedWithTheirStore) went with \(result.deletedStores) cloud store deleted on purpose; \(result.toggles) cloud toggles)" : "")
                           + (corruption ? " (\(result.damagedLogs) logs damaged for good, \(result.corruptionRebuilds) rebuilds after a corruption, \(result.killsDuringElection) lease holders killed while rebuilding)" : "")
+                          + (postgres ? " (the PostgreSQL server killed \(result.serverKills) times, down \(result.serverDownMilliseconds) ms in all)" : "")
                           + ", state \(result.stateHash): "
                           + (result.passed ? "all invariants hold" : "VIOLATIONS: " + result.violations.prefix(5).joined(separator: "; ")))
                 }
@@ -321,7 +337,7 @@ struct Simulate: AsyncParsableCommand {
     }
 
     func reproduceProcesses(_ processes: Int, _ seed: UInt64) -> String {
-        "chronicle simulate --processes \(processes)" + (lifecycle ? " --lifecycle" : "") + (corruption ? " --corruption" : "") + " --seed \(seed) --saves \(saves) --verbose"
+        "chronicle simulate --processes \(processes)" + (postgres ? " --postgres" : "") + (lifecycle ? " --lifecycle" : "") + (corruption ? " --corruption" : "") + " --seed \(seed) --saves \(saves) --verbose"
     }
 
     static func text(_ s: SimulationSummary) -> String {

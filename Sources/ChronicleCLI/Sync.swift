@@ -40,7 +40,7 @@ struct Sync: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        try await reportingErrors(output) {
+        try await reportingErrors(output, unavailableExit: Self.waitingExitCode) {
             let manager = try await device.openManager(schema: try device.loadSchema(), health: health.configuration,
                                                        tolerating: [.cloudContentCorrupted])
             // Opening migrated the loaded store to this schema version: say so.

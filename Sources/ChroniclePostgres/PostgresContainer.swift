@@ -183,11 +183,40 @@ public final class PostgresContainer: Container {
 
     private final class Breaker: Sendable {
         private let since = Mutex<ContinuousClock.Instant?>(nil)
+        /// The last look at the server with a connection of its own: when,
+        /// and why it could not be reached (nil: it answered).
+        private let probed = Mutex<(at: ContinuousClock.Instant, unreachable: ChronicleError?)?>(nil)
         func open() { since.withLock { $0 = .now } }
         func close() { since.withLock { $0 = nil } }
         /// Whether an operation went unanswered less than `timeout` ago.
         func isOpen(within timeout: Duration) -> Bool {
             since.withLock { $0.map { ContinuousClock.now - $0 < timeout } ?? false }
+        }
+        /// Why the server could not be reached, by a look less than a
+        /// second old; else looks again (`look` connects on its own).
+        func unreachable(_ look: () async -> ChronicleError?) async -> ChronicleError? {
+            if let last = probed.withLock({ $0 }), ContinuousClock.now - last.at < .seconds(1) { return last.unreachable }
+            let found = await look()
+            probed.withLock { $0 = (.now, found) }
+            return found
+        }
+    }
+
+    /// Why the server cannot be reached now, or nil if a connection of its
+    /// own gets through (one look a second at most, shared by the operations).
+    private func unreachable() async -> ChronicleError? {
+        let configuration = configuration
+        let logger = logger
+        return await unansweredSince.unreachable {
+            do {
+                try await Self.checkConnection(configuration, logger: logger)
+                return nil
+            } catch let error as ChronicleError where error.code == .unavailable {
+                return error
+            } catch {
+                // It answered (to refuse, say): reached.
+                return nil
+            }
         }
     }
 
@@ -238,6 +267,12 @@ public final class PostgresContainer: Container {
             } else {
                 try await container.requireTables()
             }
+        } catch let error as ChronicleError where error.code == .unavailable && !create {
+            // The server went away between the two: as when it cannot be
+            // reached at all, the container's operations fail until it answers.
+            logger.warning("the PostgreSQL server stopped answering while the container opened; its operations fail until it answers",
+                           metadata: ["chronicle.error": "\(error)"])
+            return container
         } catch {
             // Not waited for: a pool still trying to connect ends on its own.
             runner.cancel()
@@ -420,15 +455,25 @@ public final class PostgresContainer: Container {
 
     public func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
         guard limit > 0 else { return [] }
-        let cursor = after?.rawValue ?? "", count = Int64(limit)
-        let rows = try await query("listing \(prefix.isEmpty ? "the container" : prefix)", """
-            SELECT name, octet_length(bytes)::bigint FROM \(unescaped: blobs)
-            WHERE name >= \(prefix) AND starts_with(name, \(prefix)) AND name > \(cursor) ORDER BY name LIMIT \(count)
-            """)
-        return try rows.map { row in
-            let (name, size) = try decoding("listing \(prefix.isEmpty ? "the container" : prefix)") { try row.decode((String, Int64).self) }
-            return BlobInfo(name: try ContainerName(name), size: Int(size))
+        let what = "listing \(prefix.isEmpty ? "the container" : prefix)"
+        var found: [BlobInfo] = []
+        var cursor = after?.rawValue ?? ""
+        // Names outside the grammar (rows written by hand) are passed over
+        // here and reported by `foreignEntries`; a page is filled past them.
+        while found.count < limit {
+            let count = Int64(limit - found.count)
+            let rows = try await query(what, """
+                SELECT name, octet_length(bytes)::bigint FROM \(unescaped: blobs)
+                WHERE name >= \(prefix) AND starts_with(name, \(prefix)) AND name > \(cursor) ORDER BY name LIMIT \(count)
+                """)
+            for row in rows {
+                let (name, size) = try decoding(what) { try row.decode((String, Int64).self) }
+                cursor = name
+                if let valid = try? ContainerName(name) { found.append(BlobInfo(name: valid, size: Int(size))) }
+            }
+            if rows.count < Int(count) { break }
         }
+        return found
     }
 
     public func listChildren(prefix: String) async throws -> [String] {
@@ -443,8 +488,23 @@ public final class PostgresContainer: Container {
         _ = try await query("deleting \(name)", "DELETE FROM \(unescaped: blobs) WHERE name = \(name.rawValue)")
     }
 
-    /// None: nothing but blobs and markers can be stored in the tables.
-    public func foreignEntries(prefix: String) async throws -> [ForeignEntry] { [] }
+    /// Rows whose names are outside the container grammar (written by
+    /// hand, or by another program): Chronicle's listings pass over them.
+    /// Nothing but blobs and markers can be stored in the tables, so there
+    /// is no other kind of foreign entry.
+    public func foreignEntries(prefix: String) async throws -> [ForeignEntry] {
+        var entries: [ForeignEntry] = []
+        for (table, folder) in [(blobs, ContainerLayout.Directory.blobs), (markers, ContainerLayout.Directory.markers)] {
+            let rows = try await query("looking for names outside the grammar under \(prefix)", """
+                SELECT name FROM \(unescaped: table) WHERE name >= \(prefix) AND starts_with(name, \(prefix)) ORDER BY name
+                """)
+            for row in rows {
+                let name = try decoding("looking for names outside the grammar") { try row.decode(String.self) }
+                if (try? ContainerName(name)) == nil { entries.append(ForeignEntry(path: "\(folder)/\(name)", reason: .nameOutsideGrammar)) }
+            }
+        }
+        return entries
+    }
 
     // MARK: Markers
 
@@ -499,20 +559,33 @@ public final class PostgresContainer: Container {
     }
 
     public func listMarkers(prefix: String, after: ContainerName?, limit: Int) async throws -> [ContainerName] {
+        try await listMarkers(prefix: prefix, afterRaw: after?.rawValue ?? "", limit: limit)
+    }
+
+    /// A page of marker names after `cursor`, a raw name (one outside the
+    /// grammar included). Names outside the grammar are passed over, and
+    /// the page is filled past them (see `list(prefix:after:limit:)`).
+    private func listMarkers(prefix: String, afterRaw cursor: String, limit: Int) async throws -> [ContainerName] {
         guard limit > 0 else { return [] }
-        let cursor = after?.rawValue ?? "", count = Int64(limit)
+        let count = Int64(limit)
         let rows = try await query("listing the markers under \(prefix)", """
             SELECT name FROM \(unescaped: markers) WHERE name >= \(prefix) AND starts_with(name, \(prefix)) AND name > \(cursor)
             ORDER BY name LIMIT \(count)
             """)
-        return try rows.map { row in try ContainerName(try decoding("listing the markers under \(prefix)") { try row.decode(String.self) }) }
+        let names = try rows.map { row in try decoding("listing the markers under \(prefix)") { try row.decode(String.self) } }
+        let valid = names.compactMap { try? ContainerName($0) }
+        if valid.count < names.count, names.count == limit, let last = names.last {
+            return valid + (try await listMarkers(prefix: prefix, afterRaw: last, limit: limit - valid.count))
+        }
+        return valid
     }
 
     public func listMarkers(prefix: String) async throws -> [ContainerName] {
         let rows = try await query("listing the markers under \(prefix)", """
             SELECT name FROM \(unescaped: markers) WHERE name >= \(prefix) AND starts_with(name, \(prefix)) ORDER BY name
             """)
-        return try rows.map { row in try ContainerName(try decoding("listing the markers under \(prefix)") { try row.decode(String.self) }) }
+        return try rows.map { row in try decoding("listing the markers under \(prefix)") { try row.decode(String.self) } }
+            .compactMap { try? ContainerName($0) }
     }
 
     // MARK: Notifications
@@ -560,7 +633,12 @@ public final class PostgresContainer: Container {
         let client = self.client
         let timeout = configuration.timeout
         if unansweredSince.isOpen(within: timeout) {
-            throw ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer within \(timeout) moments ago; trying again after that long")
+            // Back already? A connection of its own says (a server that
+            // restarted is used again within a second, not a timeout).
+            if let unreachable = await unreachable() {
+                throw ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer within \(timeout) moments ago, and cannot be reached now: \(unreachable.message)")
+            }
+            unansweredSince.close()
         }
         let unanswered = unansweredSince
         do {
@@ -579,7 +657,21 @@ public final class PostgresContainer: Container {
                     }
                 }
                 answer.watch(Task {
-                    guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                    // Not answered within a second: a server that cannot be
+                    // reached at all (killed, say) fails the operation now,
+                    // not after the whole timeout.
+                    let first = min(timeout, .seconds(1))
+                    guard (try? await Task.sleep(for: first)) != nil else { return }
+                    if timeout > first {
+                        if let unreachable = await self.unreachable() {
+                            if answer.give(.failure(ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server cannot be reached: \(unreachable.message)"))) {
+                                unanswered.open()
+                                operation.cancel()
+                            }
+                            return
+                        }
+                        guard (try? await Task.sleep(for: timeout - first)) != nil else { return }
+                    }
                     if answer.give(.failure(ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer within \(timeout)"))) {
                         unanswered.open()
                         operation.cancel()

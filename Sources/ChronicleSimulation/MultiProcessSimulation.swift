@@ -54,6 +54,31 @@ package struct MultiProcessSimulation: Sendable {
     /// (``workerHealth``), and the check waits until every device is
     /// healthy on one store.
     package var corruption = false
+    /// The devices' container: nil for a folder of the run's own; else its
+    /// location (a `postgres://` URL), which the workers get as
+    /// `--container` and ``openContainer`` opens for the final check.
+    package var containerLocation: String?
+    /// Opens ``containerLocation`` for the final check.
+    package var openContainer: (@Sendable (String) async throws -> any Container)?
+    /// The container's server, when the run may crash it: it is killed
+    /// (SIGKILL) ``serverKills`` times at random moments while the
+    /// workers save and sync, and started again a moment later.
+    package var server: ServerControl?
+    /// How many times the run kills ``server``.
+    package var serverKills = 3
+
+    /// Kills and starts the server behind a container.
+    package struct ServerControl: Sendable {
+        /// Kills it with SIGKILL; returns once it is gone.
+        package var kill: @Sendable () throws -> Void
+        /// Starts it again.
+        package var start: @Sendable () throws -> Void
+
+        package init(kill: @escaping @Sendable () throws -> Void, start: @escaping @Sendable () throws -> Void) {
+            self.kill = kill
+            self.start = start
+        }
+    }
 
     /// The health monitor's timings of the workers with ``corruption``.
     package static let workerHealth = StoreManager.HealthConfiguration(
@@ -87,6 +112,10 @@ package struct MultiProcessSimulation: Sendable {
         package var damagedLogs = 0
         package var corruptionRebuilds = 0
         package var killsDuringElection = 0
+        /// With a server behind the container: times it was killed with
+        /// SIGKILL and started again, and the real time it was down in all.
+        package var serverKills = 0
+        package var serverDownMilliseconds = 0
 
         /// Whether every invariant held.
         package var passed: Bool { violations.isEmpty }
@@ -113,6 +142,12 @@ package struct MultiProcessSimulation: Sendable {
     package func validate() throws(ChronicleError) {
         guard (1...32).contains(processes) else { throw ChronicleError(.invalidValue, "processes takes 1 to 32, not \(processes)") }
         guard saves >= 0 else { throw ChronicleError(.invalidValue, "saves cannot be negative (\(saves))") }
+        guard !corruption || containerLocation == nil else {
+            throw ChronicleError(.invalidValue, "corruption faults damage the files of a folder container: a run with corruption cannot use \(containerLocation ?? "")")
+        }
+        guard (containerLocation == nil) == (openContainer == nil) else {
+            throw ChronicleError(.invalidValue, "a container location needs the function that opens it for the check")
+        }
     }
 
     /// Starts the workers, kills and restarts them until all have finished,
@@ -125,24 +160,49 @@ package struct MultiProcessSimulation: Sendable {
         let schemaURL = root.appendingPathComponent("schema.json")
         try Data(Self.schemaJSON.utf8).write(to: schemaURL)
         let container = root.appendingPathComponent("container")
-        // Made once, as `chronicle init` would: workers only open it.
-        _ = try DirectoryContainer(root: container, create: true)
+        let location: String
+        let shared: any Container
+        if let containerLocation, let openContainer {
+            location = containerLocation
+            shared = try await openContainer(containerLocation)
+        } else {
+            // Made once, as `chronicle init` would: workers only open it.
+            location = container.path
+            shared = try DirectoryContainer(root: container, create: true)
+        }
         func launch(_ i: Int) throws -> SpawnedProcess {
-            try SpawnedProcess.spawnQuietly(executable.path, workerCommand + [
-                "--device-dir", root.appendingPathComponent("device-\(i)").path, "--container", container.path,
+            // What a worker prints (its errors) goes to its log, for a violation to quote.
+            let log = open(Self.workerLog(i, in: root).path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+            guard log >= 0 else { throw ChronicleError(.io, "cannot open \(Self.workerLog(i, in: root).path)") }
+            defer { close(log) }
+            let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            defer { close(null) }
+            return try SpawnedProcess.spawn(executable.path, workerCommand + [
+                "--device-dir", root.appendingPathComponent("device-\(i)").path, "--container", location,
                 "--schema", schemaURL.path, "--journal", root.appendingPathComponent("journal-\(i).txt").path,
                 "--saves", String(saves), "--seed", String(seed &+ UInt64(i)),
-            ] + (lifecycle ? ["--lifecycle"] + (i == 0 ? ["--deleter"] : []) : []) + (corruption ? ["--corruption"] : []))
+            ] + (lifecycle ? ["--lifecycle"] + (i == 0 ? ["--deleter"] : []) : []) + (corruption ? ["--corruption"] : []),
+            environment: ProcessInfo.processInfo.environment, stdin: null, stdout: log, stderr: log)
         }
         var result = Result(seed: seed, processes: processes)
         var damage = corruption ? Damage(container: container, root: root) : nil
-        try killAndRestart(try (0..<processes).map(launch), launch: launch, damage: &damage, into: &result)
-        try await check(root: root, schema: Schema(contentsOf: schemaURL), container: container, into: &result)
+        do {
+            try killAndRestart(try (0..<processes).map(launch), launch: launch, damage: &damage, into: &result, root: root)
+            try await check(root: root, schema: Schema(contentsOf: schemaURL), container: shared, into: &result)
+        } catch {
+            await shared.shutdown()
+            throw error
+        }
+        await shared.shutdown()
         return result
     }
 
+    /// Where worker `i` writes what it prints.
+    static func workerLog(_ i: Int, in root: URL) -> URL { root.appendingPathComponent("worker-\(i).log") }
+
     /// Kills and restarts workers at random moments until all have finished.
-    private func killAndRestart(_ started: [SpawnedProcess], launch: (Int) throws -> SpawnedProcess, damage: inout Damage?, into result: inout Result) throws {
+    private func killAndRestart(_ started: [SpawnedProcess], launch: (Int) throws -> SpawnedProcess, damage: inout Damage?, into result: inout Result,
+                                root: URL) throws {
         var workers = started
         var random = SeededRandom(seed: seed)
         let deadline = ContinuousClock.now + timeLimit
@@ -165,6 +225,17 @@ package struct MultiProcessSimulation: Sendable {
                 }
                 damage = d
             }
+            if let server, result.serverKills < serverKills, result.kills >= 2 + 4 * result.serverKills {
+                // The server dies mid-sync: the workers keep saving, their
+                // syncs fail until it is back.
+                try server.kill()
+                let down = 100_000 + random.next() % 900_000
+                usleep(UInt32(down))
+                try server.start()
+                result.serverKills += 1
+                result.serverDownMilliseconds += Int(down / 1_000)
+                result.events.append("killed the server (SIGKILL), started it again \(down / 1_000) ms later")
+            }
             let i = Int(random.next() % UInt64(processes))
             if result.kills < processes * killsPerProcess && workers[i].isRunning {
                 workers[i].kill()
@@ -176,20 +247,24 @@ package struct MultiProcessSimulation: Sendable {
             for j in 0..<processes {
                 // A worker that failed (not killed) is a finding: restart it once more, and record it.
                 guard let ended = workers[j].poll(), !ended.signaled, ended.status != 0 else { continue }
-                result.violations.append("device \(j + 1) exited with status \(ended.status)")
+                let said = (try? String(contentsOf: Self.workerLog(j, in: root), encoding: .utf8))?
+                    .split(separator: "\n").last.map { ": \($0)" } ?? ""
+                result.violations.append("device \(j + 1) exited with status \(ended.status)\(said)")
                 workers[j] = try launch(j)
             }
         }
     }
 
     /// Quiesces (every device repairs and syncs) and checks the invariants.
-    private func check(root: URL, schema: Schema, container: URL, into result: inout Result) async throws {
-        let shared = try DirectoryContainer(root: container)
+    private func check(root: URL, schema: Schema, container shared: any Container, into result: inout Result) async throws {
         var managers: [StoreManager] = []
         var stores: [Store] = []
         for i in 0..<processes {
             let directory = root.appendingPathComponent("device-\(i)")
-            if lifecycle {
+            // Through a manager, as the workers opened them: a worker that
+            // started while the server was down saved into its fallback
+            // store, which the manager merges into the cloud store.
+            if lifecycle || containerLocation != nil {
                 // Every device ends with the cloud on, its local data merged in.
                 let manager = try await StoreManager.open(StoreManager.Configuration(
                     store: Store.Configuration(schema: schema, directory: directory, container: shared), cloudEnabledByDefault: true,
@@ -520,14 +595,32 @@ package struct MultiProcessSimulation: Sendable {
             }
             done += 1
         }
+        // The last sync waits out a container that does not answer for a
+        // while (a server restarting).
+        func finalSync(_ sync: () async throws -> Void) async throws {
+            for attempt in 1... {
+                do {
+                    return try await sync()
+                } catch let error as ChronicleError where error.code.isTransient && attempt < 100 {
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+        }
         if let manager {
-            let enabled = await manager.cloudEnabled
-            let kind = await manager.loadedKind
-            if !enabled || kind != .cloud { _ = try await manager.setCloudEnabled(true) }
-            try await manager.sync()
+            try await finalSync {
+                // On the cloud store, whatever it was on (its fallback store
+                // while the container did not answer, or nothing).
+                let enabled = await manager.cloudEnabled
+                let kind = await manager.loadedKind
+                if !enabled || kind == nil { _ = try await manager.setCloudEnabled(true) }
+                _ = try await manager.sync()
+                guard await manager.loadedKind == .cloud else {
+                    throw ChronicleError(.unavailable, "the cloud store is not loaded yet")
+                }
+            }
             try await manager.close()
         } else {
-            try await store.sync()
+            try await finalSync { _ = try await store.sync() }
             try await store.close()
         }
     }

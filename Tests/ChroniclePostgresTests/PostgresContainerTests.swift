@@ -265,6 +265,80 @@ struct PostgresContainerTests {
         await fresh.shutdown()
     }
 
+    /// Rows written into the tables by hand under names outside the
+    /// grammar: listings pass over them (pages still fill up), and they are
+    /// reported as foreign entries, so `inspect` and `verify` name them
+    /// instead of failing.
+    @Test func rowsWithNamesOutsideTheGrammarAreForeignEntriesNotFailures() async throws {
+        let (container, configuration) = try await freshContainer("foreign")
+        for i in 0..<4 { try await container.put(try ContainerName("s/logs/b\(i)"), Array("blob".utf8)) }
+        _ = try await container.createMarker(try ContainerName("s/m1"), Array("m".utf8))
+        _ = try await container.createMarker(try ContainerName("s/m3"), Array("m".utf8))
+        try await withClient(configuration) { client in
+            for (table, name) in [("chronicle_blobs", "s/logs/b1x/../../etc"), ("chronicle_blobs", "s/logs/B2"), ("chronicle_markers", "s/m2 "),
+                                  ("chronicle_markers", "s/M2")] {
+                let qualified = "\"\(configuration.schema)\".\(table)"
+                let columns = table == "chronicle_blobs" ? "(name, bytes)" : "(name, bytes, version)"
+                let values = table == "chronicle_blobs" ? "($1, '\\x00'::bytea)" : "($1, '\\x00'::bytea, 1)"
+                var bindings = PostgresBindings()
+                bindings.append(name)
+                _ = try await client.query(PostgresQuery(unsafeSQL: "INSERT INTO \(qualified) \(columns) VALUES \(values)", binds: bindings))
+            }
+        }
+        #expect(try await container.listAll(prefix: "s/logs/").map(\.name.rawValue) == ["s/logs/b0", "s/logs/b1", "s/logs/b2", "s/logs/b3"])
+        // A page of two after b0: b1x/… is passed over, and the page still holds two.
+        #expect(try await container.list(prefix: "s/logs/", after: try ContainerName("s/logs/b0"), limit: 2).map(\.name.rawValue)
+                == ["s/logs/b1", "s/logs/b2"])
+        #expect(try await container.listMarkers(prefix: "s/").map(\.rawValue) == ["s/m1", "s/m3"])
+        #expect(try await container.listMarkers(prefix: "s/", after: nil, limit: 1).map(\.rawValue) == ["s/m1"])
+        #expect(try await container.listMarkers(prefix: "s/", after: try ContainerName("s/m1"), limit: 1).map(\.rawValue) == ["s/m3"])
+        let foreign = try await container.foreignEntries()
+        #expect(Set(foreign.map(\.path)) == ["blobs/s/logs/b1x/../../etc", "blobs/s/logs/B2", "markers/s/m2 ", "markers/s/M2"], "\(foreign)")
+        #expect(foreign.allSatisfy { $0.reason == .nameOutsideGrammar })
+        let inventory = try await ContainerInventory(of: container)
+        #expect(inventory.foreignEntries.count == 4)
+        await container.shutdown()
+    }
+
+    /// A server killed with SIGKILL: an operation fails well before its
+    /// timeout (it cannot be reached, and a look of its own says so), the
+    /// ones after it fail at once, and once the server is started again the
+    /// container is used again within seconds, not after a timeout.
+    @Test func aKilledServerFailsOperationsSoonAndIsUsedAgainOnceItIsBack() async throws {
+        let server = try ThrowAwayPostgres()
+        defer { server.remove() }
+        var configuration = try PostgresContainer.Configuration(url: server.url)
+        configuration.timeout = .seconds(60)
+        let container = try await PostgresContainer.connect(configuration, create: true, logger: quiet)
+        let name = try ContainerName("probe")
+        _ = try await container.createMarker(name, Array("one".utf8))
+        try server.kill()
+        let clock = ContinuousClock()
+        var failedAfter: Duration = .zero
+        for _ in 0..<3 {
+            let started = clock.now
+            do {
+                _ = try await container.readMarker(name)
+                Issue.record("a read from a killed server succeeded")
+            } catch let error as ChronicleError {
+                #expect(error.code == .unavailable, "\(error)")
+            }
+            failedAfter = max(failedAfter, clock.now - started)
+        }
+        // Its timeout is a minute: a look at the server decides instead.
+        #expect(failedAfter < .seconds(30), "an operation on a killed server took \(failedAfter)")
+        try server.start()
+        let restarted = clock.now
+        var answered: Marker?
+        while answered == nil, clock.now - restarted < .seconds(60) {
+            answered = try? await container.readMarker(name)
+            if answered == nil { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        #expect(answered?.bytes == Array("one".utf8))
+        #expect(clock.now - restarted < .seconds(30), "used again \(clock.now - restarted) after the restart")
+        await container.shutdown()
+    }
+
     /// A store goes from a folder to PostgreSQL and on to another folder,
     /// the first replication interrupted part way and run again: nothing
     /// copied twice, and a device that joins at either end sees every save.

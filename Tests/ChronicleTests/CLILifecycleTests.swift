@@ -286,6 +286,22 @@ struct CLILifecycleTests {
         #expect((details["savesDeletedWithTheirStore"] as? Int ?? -1) >= 0)
         #expect((details["acknowledged"] as? Int ?? 0) > 0)
     }
+
+    /// Real processes as devices on a PostgreSQL container, the processes
+    /// and the server itself killed with SIGKILL mid-run and restarted:
+    /// every journaled save is on every device, the devices converge, and
+    /// every log in the container verifies.
+    @Test func processesOnAPostgreSQLServerKilledMidRunLoseNothing() throws {
+        let run = try CLIErrorTests.run(["simulate", "--processes", "3", "--postgres", "--saves", "80", "--seed", "11", "--json"])
+        #expect(run.status == 0, "\(String(decoding: run.stdout, as: UTF8.self)) \(run.stderr)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout)) as? [String: Any])
+        let result = try #require((report["results"] as? [[String: Any]])?.first)
+        let details = try #require(result["details"] as? [String: Any])
+        #expect(result["passed"] as? Bool == true, "\(result)")
+        #expect((details["serverKills"] as? Int ?? 0) >= 1, "the server was killed mid-run: \(details)")
+        #expect((details["kills"] as? Int ?? 0) >= 1)
+        #expect((details["acknowledged"] as? Int ?? 0) > 0)
+    }
 }
 
 /// The health monitor through the CLI, as a user meets it: a log nobody

@@ -22,6 +22,32 @@ struct CLIPostgresTests {
         ["--device-dir", root.appendingPathComponent(name).path, "--container", container, "--schema", root.appendingPathComponent("schema.json").path]
     }
 
+    /// The server gone (its socket nowhere): a device that synced before
+    /// still saves, and `sync` says to run it again later (exit 3), with
+    /// nothing lost once the server is back.
+    @Test func aServerThatCannotBeReachedIsRunAgainLaterNotAFailure() throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        #expect(try CLIErrorTests.run(["init", "--container", container]).status == 0)
+        #expect(try CLIErrorTests.run(["save"] + device("a"), input: #"{"op": "insert", "entity": "Folder", "values": {"name": "Inbox"}}"#).status == 0)
+        #expect(try CLIErrorTests.run(["sync"] + device("a")).status == 0)
+        let socket = try #require(URLComponents(string: container)?.queryItems?.first { $0.name == "host" }?.value)
+        let gone = container.replacingOccurrences(of: "host=\(socket)", with: "host=\(root.appendingPathComponent("no-server").path)")
+        let away = ["--device-dir", root.appendingPathComponent("a").path, "--container", gone, "--schema", root.appendingPathComponent("schema.json").path]
+        let saved = try CLIErrorTests.run(["save"] + away, input: #"{"op": "insert", "entity": "Folder", "values": {"name": "Offline"}}"#)
+        #expect(saved.status == 0, "a save does not need the server: \(saved.stderr)")
+        let sync = try CLIErrorTests.run(["sync"] + away)
+        #expect(sync.status == 3, "\(sync.status): \(sync.stderr)")
+        #expect(sync.stderr.contains("unavailable"), "\(sync.stderr)")
+        let json = try CLIErrorTests.run(["sync", "--json"] + away)
+        #expect(json.status == 3)
+        #expect((try CLIContractTests.object(json.stdout)["error"] as? [String: Any])?["code"] as? String == "unavailable")
+        // Back: the save made while it was gone reaches another device.
+        #expect(try CLIErrorTests.run(["sync"] + device("a")).status == 0)
+        #expect(try CLIErrorTests.run(["sync"] + device("b")).status == 0)
+        let seen = try CLIErrorTests.run(["query", "--device-dir", root.appendingPathComponent("b").path, "SELECT name FROM Folder ORDER BY name"])
+        #expect(String(decoding: seen.stdout, as: UTF8.self).contains("Offline"), "\(String(decoding: seen.stdout, as: UTF8.self))")
+    }
+
     @Test func twoDevicesSyncThroughAPostgresContainer() throws {
         defer { try? FileManager.default.removeItem(at: root) }
         // Before init, the schema holds no container: refused, naming init.
