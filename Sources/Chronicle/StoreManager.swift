@@ -586,6 +586,13 @@ public actor StoreManager {
         next.cloudEnabled = enabled
         next.mergePending = enabled && localData == .merge
         next.overwritePending = enabled && localData == .overwriteCloudWithLocal ? true : nil
+        if !enabled, var record = next.health, record.candidacy != nil {
+            // A device that leaves the cloud store does not stand for its
+            // elections. (One that only closes, an app or a command that
+            // ends, still stands: it syncs again when it next runs.)
+            await withdrawCandidacy(&record)
+            next.health = record
+        }
         try await unload()
         try Self.write(next, in: folder)
         state = next
@@ -2258,12 +2265,6 @@ public actor StoreManager {
     func unload() async throws {
         guard let current = loaded else { return }
         loaded = nil
-        // A device that left its store does not stand for its elections.
-        if current.kind == .cloud, var record = state.health, record.candidacy?.healthy == true {
-            await withdrawCandidacy(&record)
-            state.health = record
-            try? Self.write(state, in: folder)
-        }
         settleFirstSync(ChronicleError(.storeNotLoaded, "the \(current.kind.rawValue) store was unloaded before its first sync"))
         try await current.store.close()
         continuations.publish(.didUnload(current.kind))

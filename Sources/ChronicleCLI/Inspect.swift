@@ -176,7 +176,7 @@ struct Verify: AsyncParsableCommand {
             names outside the grammar) and each pair of overlapping logs of one device. With --schema, names and value \
             types are checked against it too; a log of an earlier version of it is checked through the migration, the \
             version read from the stores' schema records or given with --earlier-schema. A damaged blob of a store that was rebuilt as another (after a \
-            corruption, say) is named apart and does not fail: no device reads it, and its saves were carried over.
+            corruption, say) is named apart and does not fail: no device reads it: the store that replaced it started from a device's copy.
             """)
 
     @OptionGroup var location: ContainerOptions
@@ -210,7 +210,7 @@ struct Verify: AsyncParsableCommand {
                 "badInReplacedStores": problemsJSON(result.replacedStoreProblems),
                 "otherSchemaVersions": problemsJSON(result.otherVersions),
             ]), text: "\(result.valid) valid blob(s) (logs and baseline parts), \(result.bytes) bytes" + result.problems.map { "\nBAD \(oneLine("\($0)"))" }.joined()
-                + result.replacedStoreProblems.map { "\nin a replaced store (no device reads it; its saves were carried over): \(oneLine("\($0)"))" }.joined()
+                + result.replacedStoreProblems.map { "\nin a replaced store (no device reads it: the store that replaced it started from a device's copy): \(oneLine("\($0)"))" }.joined()
                 + result.otherVersions.map { "\nnot checked, another schema version (devices on --schema's version hold it): \(oneLine("\($0)"))" }.joined())
             if !result.passed { throw ExitCode.failure }
         }

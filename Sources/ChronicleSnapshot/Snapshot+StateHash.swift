@@ -11,7 +11,7 @@ extension Snapshot {
         try pool.read { db in try Self.stateHash(db, schema: schema) }
     }
 
-    static func stateHash(_ db: Database, schema: Schema) throws -> String {
+    package static func stateHash(_ db: Database, schema: Schema) throws -> String {
         var hash: UInt64 = 0x6368_726F_6E69_636C  // "chronicl"
         for entity in schema.entities.sorted(by: { $0.name < $1.name }) {
             var header = ByteWriter()

@@ -311,6 +311,63 @@ struct CLIHealthTests {
     typealias Workspace = CLIDataSafetyTests.Workspace
     static let quick = ["--grace-period", "0", "--repair-wait", "0"]
 
+    /// Damages every log of `device` in the container and removes its
+    /// folder, so that nobody can put them back. Returns its store and
+    /// the number of logs damaged.
+    static func damageLogsAndRemove(_ device: String, in w: Workspace) throws -> (store: String, damaged: Int) {
+        let status = try CLILifecycleTests.object(try CLILifecycleTests.run(w, "cloud", device, "status", ["--json"]).stdout)
+        let id = try #require(status["device"] as? String)
+        let store = try #require(status["store"] as? String)
+        let logs = URL(fileURLWithPath: w.container).appendingPathComponent("blobs/\(store)/logs/\(id)")
+        var damaged = 0
+        for case let url as URL in FileManager.default.enumerator(at: logs, includingPropertiesForKeys: nil)! where url.pathExtension == "chlog" {
+            var bytes = try [UInt8](Data(contentsOf: url))
+            bytes[bytes.count / 2 + 8] ^= 0x5A
+            try Data(bytes).write(to: url)
+            damaged += 1
+        }
+        #expect(damaged > 0)
+        try FileManager.default.removeItem(atPath: w.device(device))
+        return (store, damaged)
+    }
+
+    /// On a synced folder (the deterministic rule), every sync its own
+    /// process and the election window a second: a device's candidacy
+    /// outlives the process that made it, one device rebuilds, and nothing
+    /// is lost.
+    @Test func onASyncedFolderSeparateRunsElectOneDeviceAcrossTheWindow() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        let flags = Self.quick + ["--synced-folder", "--election-window", "1", "--lease", "4", "--gap-timeout", "0"]
+        try w.save("c", "c0")
+        #expect(try w.run("sync", "c", flags).status == 0)
+        try w.save("a", "a1")
+        try w.save("b", "b1")
+        #expect(try w.run("sync", "b", flags).status == 0)
+        #expect(try w.run("sync", "a", flags).status == 0)
+        #expect(try w.titles("a") == ["a1", "b1", "c0"])
+        let (store, _) = try Self.damageLogsAndRemove("b", in: w)
+        try w.save("c", "c1")
+        var rounds = 0
+        while rounds < 30 {
+            rounds += 1
+            for d in ["a", "c"] { _ = try w.run("sync", d, flags) }
+            let a = try CLILifecycleTests.object(try w.run("health", "a", ["--json", "--synced-folder"]).stdout)
+            let c = try CLILifecycleTests.object(try w.run("health", "c", ["--json", "--synced-folder"]).stdout)
+            if a["status"] as? String == "healthy", c["status"] as? String == "healthy", let s = a["store"] as? String, s != store, c["store"] as? String == s {
+                break
+            }
+            Thread.sleep(forTimeInterval: 0.5)
+        }
+        #expect(rounds < 30, "the devices did not end healthy on a rebuilt store")
+        for d in ["a", "c"] {
+            #expect(try w.titles(d) == ["a1", "b1", "c0", "c1"], "every acknowledged save on \(d)")
+            let h = try CLILifecycleTests.object(try w.run("health", d, ["--json", "--synced-folder"]).stdout)
+            #expect((h["history"] as? [Any])?.count == 1, "one rebuild: \(h)")
+        }
+        #expect(try w.stateHash("a") == (try w.stateHash("c")))
+    }
+
     @Test func aDamagedLogWhoseOwnerIsGoneIsRebuiltOnceAndNothingIsLost() throws {
         let w = try Workspace()
         defer { try? FileManager.default.removeItem(at: w.root) }
@@ -324,19 +381,7 @@ struct CLIHealthTests {
         #expect(try w.titles("a") == ["a1", "b1", "b2", "c0"], "a imported everything")
 
         // b's logs are damaged and b's folder is gone: nobody can put them back.
-        let b = try CLILifecycleTests.object(try CLILifecycleTests.run(w, "cloud", "b", "status", ["--json"]).stdout)
-        let bDevice = try #require(b["device"] as? String)
-        let store = try #require(b["store"] as? String)
-        let logs = URL(fileURLWithPath: w.container).appendingPathComponent("blobs/\(store)/logs/\(bDevice)")
-        var damaged = 0
-        for case let url as URL in FileManager.default.enumerator(at: logs, includingPropertiesForKeys: nil)! where url.pathExtension == "chlog" {
-            var bytes = try [UInt8](Data(contentsOf: url))
-            bytes[bytes.count / 2 + 8] ^= 0x5A
-            try Data(bytes).write(to: url)
-            damaged += 1
-        }
-        #expect(damaged > 0)
-        try FileManager.default.removeItem(atPath: w.device("b"))
+        let (store, damaged) = try Self.damageLogsAndRemove("b", in: w)
         try w.save("c", "c1")
 
         // c cannot import b's log, builds its copy again, fails again, marks the store.

@@ -1,0 +1,151 @@
+import Foundation
+
+/// The portable JSON form of values, for exports another program or
+/// platform reads (see `docs/portable-json.md`). Every value round-trips
+/// exactly:
+///
+/// | type | JSON |
+/// |---|---|
+/// | string, uuid, reference | a string (UUIDs and record IDs lowercase) |
+/// | int64 | a string of decimal digits (exact where JSON numbers are doubles) |
+/// | double | `{"double": n, "ieee754": "<16 hex digits>"}`; `n` is `"NaN"`, `"Infinity"` or `"-Infinity"` when JSON has no number for it; the IEEE-754 64-bit image decides |
+/// | bool | `true` or `false` |
+/// | date | `{"seconds": "<seconds since 1970, up to 6 decimals>"}` |
+/// | data | `{"base64": "…", "mimeType": "application/octet-stream"}` |
+/// | transformable | `{"base64": "…", "mimeType": "…", "typeName": "…"}` |
+/// | decimal | `{"decimal": "<digits, a point, an exponent>"}` |
+/// | null | `null` |
+extension Value {
+    /// The portable JSON form (see the table above).
+    package var portableJSON: JSONValue {
+        switch self {
+        case .null: return .null
+        case .string(let s): return .string(s)
+        case .int(let i): return .string(String(i))
+        case .double(let d):
+            let number: JSONValue
+            if d.isNaN {
+                number = .string("NaN")
+            } else if d.isInfinite {
+                number = .string(d < 0 ? "-Infinity" : "Infinity")
+            } else {
+                number = .double(d)
+            }
+            return .object(["double": number, "ieee754": .string(d.bitPattern.paddedHex)])
+        case .bool(let b): return .bool(b)
+        case .date(let t): return .object(["seconds": .string(Self.seconds(t.microsecondsSinceEpoch))])
+        case .data(let d): return .object(["base64": .string(d.base64EncodedString()), "mimeType": .string("application/octet-stream")])
+        case .decimal(let d): return .object(["decimal": .string(d.description)])
+        case .uuid(let u): return .string(u.uuidString.lowercased())
+        case .transformable(let t):
+            return .object(["base64": .string(t.data.base64EncodedString()), "mimeType": .string(t.mimeType), "typeName": .string(t.typeName)])
+        case .reference(let r): return .string(r.description)
+        }
+    }
+
+    /// Reads a value of `field` from its portable JSON form.
+    ///
+    /// - Throws: ``ChronicleError/Code/typeMismatch`` naming `path` when the
+    ///   JSON is not the form of the field's type.
+    package init(portableJSON json: JSONValue, for field: Field, path: String) throws(ChronicleError) {
+        func mismatch(_ expected: String) -> ChronicleError {
+            ChronicleError(.typeMismatch, "\(path): expected \(expected), found \(json.kindName)")
+        }
+        if case .null = json {
+            self = .null
+            return
+        }
+        switch field.kind {
+        case .reference:
+            guard case .string(let s) = json, let id = RecordID(string: s) else { throw mismatch("a record ID string") }
+            self = .reference(id)
+        case .attribute(let type):
+            switch (type, json) {
+            case (.string, .string(let s)): self = .string(s)
+            case (.int64, .string(let s)):
+                guard let i = Int64(s) else { throw mismatch("a string of decimal digits for an int64") }
+                self = .int(i)
+            case (.double, .object(let o)):
+                if case .string(let hex)? = o["ieee754"] {
+                    guard hex.count == 16, let bits = UInt64(hex, radix: 16) else { throw mismatch("\"ieee754\": 16 hex digits") }
+                    self = .double(Double(bitPattern: bits))
+                    return
+                }
+                switch o["double"] {
+                case .double(let d)?: self = .double(d)
+                case .int(let i)?: self = .double(Double(i))
+                case .string("NaN")?: self = .double(.nan)
+                case .string("Infinity")?: self = .double(.infinity)
+                case .string("-Infinity")?: self = .double(-.infinity)
+                default: throw mismatch("{\"double\": a number, \"NaN\", \"Infinity\" or \"-Infinity\", \"ieee754\": 16 hex digits}")
+                }
+            case (.bool, .bool(let b)): self = .bool(b)
+            case (.date, .object(let o)):
+                guard case .string(let s)? = o["seconds"], let micros = Self.microseconds(s) else {
+                    throw mismatch("{\"seconds\": a decimal string of seconds since 1970, at most 6 decimals}")
+                }
+                self = .date(Timestamp(microsecondsSinceEpoch: micros))
+            case (.data, .object(let o)):
+                guard case .string(let b64)? = o["base64"], let data = Data(base64Encoded: b64) else { throw mismatch("{\"base64\": data}") }
+                self = .data(data)
+            case (.transformable, .object(let o)):
+                guard case .string(let b64)? = o["base64"], let data = Data(base64Encoded: b64), case .string(let typeName)? = o["typeName"] else {
+                    throw mismatch("{\"base64\": data, \"mimeType\": type, \"typeName\": name}")
+                }
+                var mime = "application/octet-stream"
+                if case .string(let m)? = o["mimeType"] { mime = m }
+                self = .transformable(TransformableValue(typeName: typeName, mimeType: mime, data: data))
+            case (.decimal, .object(let o)):
+                guard case .string(let s)? = o["decimal"], let d = ChronicleDecimal(string: s) else {
+                    throw mismatch("{\"decimal\": a decimal string of at most 38 digits}")
+                }
+                self = .decimal(d)
+            case (.uuid, .string(let s)):
+                guard let u = UUID(uuidString: s) else { throw mismatch("a UUID string") }
+                self = .uuid(u)
+            default:
+                throw mismatch("the portable form of \(type.rawValue) (docs/portable-json.md)")
+            }
+        }
+    }
+
+    /// Microseconds since 1970 as exact decimal seconds: `-1.5`, `1700000000.000001`.
+    static func seconds(_ micros: Int64) -> String {
+        let magnitude = micros.magnitude
+        let whole = magnitude / 1_000_000, fraction = magnitude % 1_000_000
+        var text = (micros < 0 ? "-" : "") + String(whole)
+        if fraction != 0 {
+            var digits = String(fraction)
+            digits = String(repeating: "0", count: 6 - digits.count) + digits
+            while digits.hasSuffix("0") { digits.removeLast() }
+            text += "." + digits
+        }
+        return text
+    }
+
+    /// The inverse of ``seconds(_:)``; nil for more than 6 decimals or out of range.
+    static func microseconds(_ text: String) -> Int64? {
+        var rest = Substring(text)
+        let negative = rest.hasPrefix("-")
+        if negative { rest = rest.dropFirst() }
+        let parts = rest.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), !parts[0].isEmpty, parts[0].allSatisfy(\.isASCII), let whole = UInt64(parts[0]) else { return nil }
+        var fraction: UInt64 = 0
+        if parts.count == 2 {
+            let digits = parts[1]
+            guard (1...6).contains(digits.count), digits.allSatisfy({ $0.isASCII && $0.isNumber }), let f = UInt64(digits) else { return nil }
+            fraction = f
+            for _ in digits.count..<6 { fraction *= 10 }
+        }
+        let (scaled, overflow) = whole.multipliedReportingOverflow(by: 1_000_000)
+        guard !overflow else { return nil }
+        let (total, overflow2) = scaled.addingReportingOverflow(fraction)
+        guard !overflow2 else { return nil }
+        if negative {
+            guard total <= UInt64(Int64.max) + 1 else { return nil }
+            return total == UInt64(Int64.max) + 1 ? .min : -Int64(total)
+        }
+        guard total <= UInt64(Int64.max) else { return nil }
+        return Int64(total)
+    }
+}
