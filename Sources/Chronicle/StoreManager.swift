@@ -657,9 +657,25 @@ public actor StoreManager {
         do {
             return try await loadChecking()
         } catch let error as ChronicleError where error.code.isTransient {
-            guard try await loadOffline(after: error) else { throw error }
+            if try await loadOffline(after: error) { return nil }
+            // No copy of a store to work on: the fallback store, as when
+            // the container is down from the start.
+            guard error.code == .unavailable, state.cloudEnabled, state.leaving == nil, loaded == nil, try lastStore() == nil,
+                  state.health?.status != .corrupted else { throw error }
+            try await loadFallback(after: error)
+            loadError = nil
             return nil
         }
+    }
+
+    /// Nothing to work on until the container answers: works on the
+    /// fallback store (merged into the cloud store once it answers).
+    private func loadFallback(after error: ChronicleError) async throws {
+        let fallback = try await Store.open(configuration(for: .fallback))
+        loaded = (.fallback, fallback)
+        continuations.publish(.usingFallbackStore(error))
+        didLoad(.fallback, fallback)
+        await delegate?.storeManager(self, didLoad: fallback, kind: .fallback)
     }
 
     /// After the container stopped answering part-way through a load (a
@@ -818,12 +834,7 @@ public actor StoreManager {
                         }
                     }
                 } catch let error as ChronicleError where error.code == .unavailable && !hasSnapshot() {
-                    // Nothing to work on until the container answers: work on the fallback store.
-                    let fallback = try await Store.open(configuration(for: .fallback))
-                    loaded = (.fallback, fallback)
-                    continuations.publish(.usingFallbackStore(error))
-                    didLoad(.fallback, fallback)
-                    await delegate?.storeManager(self, didLoad: fallback, kind: .fallback)
+                    try await loadFallback(after: error)
                     return nil
                 }
             } else {

@@ -248,8 +248,8 @@ package struct MultiProcessSimulation: Sendable {
                 // A worker that failed (not killed) is a finding: restart it once more, and record it.
                 guard let ended = workers[j].poll(), !ended.signaled, ended.status != 0 else { continue }
                 let said = (try? String(contentsOf: Self.workerLog(j, in: root), encoding: .utf8))?
-                    .split(separator: "\n").last.map { ": \($0)" } ?? ""
-                result.violations.append("device \(j + 1) exited with status \(ended.status)\(said)")
+                    .split(separator: "\n").suffix(3).joined(separator: " | ") ?? ""
+                result.violations.append("device \(j + 1) exited with status \(ended.status)" + (said.isEmpty ? "" : ": \(said)"))
                 workers[j] = try launch(j)
             }
         }
