@@ -32,9 +32,10 @@ public enum PortableExport {
         public var unchanged = 0
         /// Records the store holds that the export does not (kept as they are).
         public var notInExport = 0
-        /// The state hash the export recorded, and the store's after the restore:
-        /// equal when the store held nothing the export does not.
+        /// The state hash the export recorded.
         public var exportedStateHash: String
+        /// The store's state hash after the restore: the export's when the
+        /// store held nothing the export does not.
         public var stateHash: String
     }
 

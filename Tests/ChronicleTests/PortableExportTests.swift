@@ -143,3 +143,40 @@ import Testing
         #expect(try await empty.stateHash() == before, "nothing was written")
     }
 }
+
+/// `chronicle export` and `chronicle import-export`, as a user runs them.
+@Suite(.enabled(if: CrashSafetyTests.binary != nil, "needs the chronicle binary: swift build --build-tests"))
+struct CLIPortableExportTests {
+    @Test func anExportImportedOnAnotherContainerGivesTheSameStateHash() throws {
+        let w = try CLIDataSafetyTests.Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("a", "one")
+        try w.save("a", "two")
+        let file = w.root.appendingPathComponent("export.json").path
+        let exported = try w.run("export", "a", ["--output", file])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: file))) as? [String: Any])
+        #expect(document["format"] as? String == "chronicle-export")
+        #expect(document["stateHash"] as? String == (try w.stateHash("a")))
+
+        // Another container, a new device.
+        let other = w.root.appendingPathComponent("other").path
+        #expect(try CLIErrorTests.run(["init", "--container", other]).status == 0)
+        let into = ["--device-dir", w.device("b"), "--container", other, "--schema", w.schema]
+        let imported = try CLIErrorTests.run(["import-export", file, "--json"] + into)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let report = try CLILifecycleTests.object(String(decoding: imported.stdout, as: UTF8.self))
+        #expect(report["inserted"] as? Int == 2 && report["stateHashMatches"] as? Bool == true, "\(report)")
+        #expect(try w.stateHash("b") == (try w.stateHash("a")))
+        // To standard output too, byte for byte the same.
+        let printed = try w.run("export", "a")
+        #expect(printed.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+                == String(decoding: try Data(contentsOf: URL(fileURLWithPath: file)), as: UTF8.self))
+
+        // A file that is not an export: a clear error, nothing written.
+        let junk = w.root.appendingPathComponent("junk.json")
+        try Data(#"{"format": "something"}"#.utf8).write(to: junk)
+        let refused = try CLIErrorTests.run(["import-export", junk.path] + into)
+        #expect(refused.status == 1 && refused.stderr.contains("not a Chronicle export"), "\(refused.stderr)")
+    }
+}
