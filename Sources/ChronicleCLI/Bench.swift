@@ -10,7 +10,7 @@ import GRDB
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure Chronicle against its baselines, side by side in one run (build with -c release).",
-        subcommands: [ScenarioBench.self, CodecBench.self, FetchBench.self],
+        subcommands: [ScenarioBench.self, CodecBench.self, FetchBench.self, PostgresBench.self],
         defaultSubcommand: ScenarioBench.self)
 }
 

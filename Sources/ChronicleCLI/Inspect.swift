@@ -41,7 +41,8 @@ struct ContainerOptions: ParsableArguments {
     static func open(_ location: String, create: Bool = false, syncedFolder: Bool = false,
                      followRootSymlink: Bool = false) async throws -> any Container {
         if isPostgres(location) {
-            return try await PostgresContainer.connect(try PostgresContainer.Configuration(url: location), create: create, logger: CLILogging.logger)
+            return try await PostgresContainer.connect(try PostgresContainer.Configuration(url: location, environment: ProcessInfo.processInfo.environment),
+                                                       create: create, logger: CLILogging.logger)
         }
         return try DirectoryContainer(root: URL(fileURLWithPath: location), create: create, reliableExclusiveCreate: !syncedFolder,
                                       rootMayBeSymlink: followRootSymlink)

@@ -102,12 +102,23 @@ public final class PostgresContainer: Container {
         ///   `sslmode`, or with a parameter it does not know or gives twice.
         ///   The message shows the URL without its password.
         public init(url: String) throws(ChronicleError) {
+            try self.init(url: url, environment: [:])
+        }
+
+        /// A configuration from a URL, with what it leaves out taken from
+        /// libpq's environment variables, as `psql` does: `PGUSER`,
+        /// `PGPASSWORD`, `PGHOST` (a path: a socket's folder), `PGPORT`,
+        /// `PGDATABASE` and `PGSSLMODE`. `postgres://` alone takes them all,
+        /// so that no password need appear on a command line.
+        ///
+        /// - Throws: as ``init(url:)``; a bad value from a variable names it.
+        public init(url: String, environment: [String: String]) throws(ChronicleError) {
             let shown = Self.redacted(url)
             guard let parts = URLComponents(string: url), ["postgres", "postgresql"].contains(parts.scheme ?? "") else {
                 throw ChronicleError(.invalidValue, "\(shown) is not a postgres:// URL (postgres://user@host:port/database?schema=name)")
             }
-            guard let user = parts.user, !user.isEmpty else {
-                throw ChronicleError(.invalidValue, "\(shown) names no user (postgres://user@host/database)")
+            guard let user = parts.user.flatMap({ $0.isEmpty ? nil : $0 }) ?? environment["PGUSER"].flatMap({ $0.isEmpty ? nil : $0 }) else {
+                throw ChronicleError(.invalidValue, "\(shown) names no user (postgres://user@host/database, or PGUSER)")
             }
             var query: [String: String] = [:]
             let known: Set<String> = ["schema", "host", "port", "sslmode", "password"]
@@ -122,16 +133,23 @@ public final class PostgresContainer: Container {
             if let text = query["port"] {
                 guard parts.port == nil, let value = Int(text) else { throw ChronicleError(.invalidValue, "\(shown): port \(text) is not a port number") }
                 port = value
+            } else if parts.port == nil, let text = environment["PGPORT"] {
+                guard let value = Int(text) else { throw ChronicleError(.invalidValue, "PGPORT \(text) is not a port number") }
+                port = value
             }
             guard (1...65_535).contains(port) else { throw ChronicleError(.invalidValue, "\(shown): port \(port) is out of range (1 to 65535)") }
-            let password = parts.password ?? query["password"]
-            let database = parts.path.split(separator: "/").first.map(String.init)
+            let password = parts.password ?? query["password"] ?? environment["PGPASSWORD"]
+            let database = parts.path.split(separator: "/").first.map(String.init) ?? environment["PGDATABASE"].flatMap { $0.isEmpty ? nil : $0 }
+            if query["host"] == nil, parts.host.map({ $0.isEmpty }) ?? true, let host = environment["PGHOST"], !host.isEmpty {
+                query["host"] = host
+            }
+            if query["sslmode"] == nil, let mode = environment["PGSSLMODE"] { query["sslmode"] = mode }
             if let folder = query["host"], folder.hasPrefix("/") {
                 self.init(host: nil, port: port, socketPath: "\(folder)/.s.PGSQL.\(port)", username: user, password: password,
                           database: database, schema: query["schema"] ?? "chronicle")
             } else {
-                self.init(host: parts.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1", port: port, username: user,
-                          password: password, database: database, schema: query["schema"] ?? "chronicle")
+                let host = parts.host.flatMap { $0.isEmpty ? nil : $0 } ?? query["host"].flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
+                self.init(host: host, port: port, username: user, password: password, database: database, schema: query["schema"] ?? "chronicle")
             }
             if let mode = query["sslmode"] {
                 guard let tls = TLSMode(rawValue: mode) else {

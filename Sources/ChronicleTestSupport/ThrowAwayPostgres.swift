@@ -30,12 +30,17 @@ package final class ThrowAwayPostgres: @unchecked Sendable {
     private let bin: String
     private let asOwner: [String]
     private let port = 5432
+    private let fsync: Bool
 
     /// Makes the cluster and starts the server.
     ///
     /// - Throws: ``ChronicleError/Code/unavailable`` when PostgreSQL is not
     ///   installed, or `initdb` or the server fails (with its log).
-    package init() throws(ChronicleError) {
+    /// - Parameter fsync: whether the server makes its commits durable
+    ///   (a benchmark's server does; a test's does not need to: killing
+    ///   the server, not the machine, loses nothing written).
+    package init(fsync: Bool = false) throws(ChronicleError) {
+        self.fsync = fsync
         let versions = ((try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
             .filter { FileManager.default.isExecutableFile(atPath: "/usr/lib/postgresql/\($0)/bin/initdb") }
             .sorted { (Int($0) ?? 0) < (Int($1) ?? 0) }
@@ -68,7 +73,7 @@ package final class ThrowAwayPostgres: @unchecked Sendable {
 
     /// Starts the server (after ``kill()``: PostgreSQL recovers from its log).
     package func start() throws(ChronicleError) {
-        let options = "-c listen_addresses='' -c unix_socket_directories='\(folder.path)' -p \(port) -c fsync=off"
+        let options = "-c listen_addresses='' -c unix_socket_directories='\(folder.path)' -p \(port) -c fsync=\(fsync ? "on" : "off")"
         try run(bin + "/pg_ctl", ["-D", folder.appendingPathComponent("data").path, "-l", folder.appendingPathComponent("server.log").path,
                                   "-w", "-t", "60", "-o", options, "start"], what: "starting the server")
     }
@@ -95,6 +100,23 @@ package final class ThrowAwayPostgres: @unchecked Sendable {
             // Dead, and never reaped (no process reaps orphans here): its lock file is stale.
             try? FileManager.default.removeItem(atPath: pidFile)
         }
+    }
+
+    /// Runs one psql command (SQL, or a meta-command such as `\copy`) on
+    /// the `postgres` database; returns what it printed.
+    @discardableResult
+    package func psql(_ command: String) throws(ChronicleError) -> String {
+        let result: SpawnedProcess.Run
+        do {
+            result = try SpawnedProcess.run(bin + "/psql", ["-h", folder.path, "-p", String(port), "-U", "chronicle", "-d", "postgres",
+                                                            "-v", "ON_ERROR_STOP=1", "-qAt", "-c", command], timeLimitSeconds: 3_600)
+        } catch {
+            throw ChronicleError(.unavailable, "psql could not start: \(error.localizedDescription)")
+        }
+        guard result.status == 0, !result.signaled else {
+            throw ChronicleError(.io, "psql failed (status \(result.status)): \(String(decoding: result.stderr, as: UTF8.self))")
+        }
+        return String(decoding: result.stdout, as: UTF8.self)
     }
 
     /// Stops the server (immediately) and deletes its folder.

@@ -405,6 +405,29 @@ struct PostgresContainerTests {
         }
     }
 
+    /// What a URL leaves out comes from libpq's environment variables; what
+    /// it says wins over them.
+    @Test func theEnvironmentFillsWhatTheURLLeavesOut() throws {
+        let environment = ["PGUSER": "envuser", "PGPASSWORD": "SECRET", "PGHOST": "/run/pg", "PGPORT": "6543", "PGDATABASE": "envdb",
+                           "PGSSLMODE": "require"]
+        let bare = try PostgresContainer.Configuration(url: "postgres://", environment: environment)
+        #expect(bare.username == "envuser" && bare.password == "SECRET" && bare.database == "envdb")
+        #expect(bare.socketPath == "/run/pg/.s.PGSQL.6543")
+        #expect(bare.tls == .require)
+        let given = try PostgresContainer.Configuration(url: "postgres://u:pw@db.example:5433/app?sslmode=disable", environment: environment)
+        #expect(given.username == "u" && given.password == "pw" && given.host == "db.example" && given.port == 5433 && given.database == "app")
+        #expect(given.socketPath == nil && given.tls == .disable)
+        let tcp = try PostgresContainer.Configuration(url: "postgres://", environment: ["PGUSER": "u", "PGHOST": "db.example"])
+        #expect(tcp.host == "db.example" && tcp.port == 5432 && tcp.socketPath == nil)
+        #expect(throws: ChronicleError.self) { try PostgresContainer.Configuration(url: "postgres://", environment: [:]) }
+        do {
+            _ = try PostgresContainer.Configuration(url: "postgres://u@h/db", environment: ["PGPORT": "nope", "PGPASSWORD": "SECRET"])
+            Issue.record("a bad PGPORT was accepted")
+        } catch {
+            #expect(error.code == .invalidValue && error.message.contains("PGPORT") && !error.message.contains("SECRET"))
+        }
+    }
+
     /// A server that answers with a refusal is told at once, as `io` with
     /// its SQLSTATE, not as a server that does not answer.
     @Test func aRoleTheServerDoesNotKnowIsRefusedAtOnce() async throws {
