@@ -294,7 +294,10 @@ extension StoreManager {
         if now < markedAt &+ lease, let chosen = chosenBeforehand(candidacies, marks: marks, window: window, lease: lease) {
             return chosen
         }
-        let alive = candidacies.filter { now &- min($0.milliseconds, now) <= lease }
+        // Still there: refreshed within a lease, and not dated more than a
+        // lease ahead (a clock far ahead, or a hand-written file, would
+        // otherwise stand for ever).
+        let alive = candidacies.filter { now &- min($0.milliseconds, now) <= lease && $0.milliseconds <= now &+ lease }
         let early = alive.filter { $0.since < markedAt &+ window }
         return Self.first(early.isEmpty ? alive : early)
     }
@@ -702,7 +705,21 @@ extension StoreManager {
         let lease = configuration.health.leaseDuration.milliseconds
         let mine = ElectionLease(device: store.deviceID, newStore: drawStoreID(), expires: now &+ lease)
         do {
-            if let current = try await container.readMarker(name) {
+            let current: Marker?
+            do {
+                current = try await container.readMarker(name)
+            } catch let error as ChronicleError where !error.code.isTransient && error.code != .foreignEntry {
+                // A marker file cut short inside its version, or too big to
+                // be one (written by hand, or by a tool): no one holds it.
+                // It goes, and the lease is created again (exclusively, so
+                // one of the devices that do this at once gets it).
+                configuration.store.log.notice("the election lease cannot be read; removing it and taking the lease",
+                                               metadata: ["chronicle.error": "\(error)"])
+                try await container.deleteMarker(name, expected: nil)
+                _ = try await container.createMarker(name, mine)
+                return mine.newStore
+            }
+            if let current {
                 // A lease that cannot be read, or that claims longer than a
                 // lease lasts (written by hand, or by a clock far ahead), is
                 // no lease: it is taken over like an expired one.
@@ -784,8 +801,11 @@ extension StoreManager {
     static func chosenBeforehand(_ candidacies: [RebuildCandidacy], marks: [CorruptionMark], window: UInt64, lease: UInt64) -> DeviceID? {
         guard let markedAt = marks.map(\.milliseconds).min() else { return nil }
         let marked = Set(marks.filter { $0.healthy != true }.map(\.device))
+        // A candidacy refreshed more than a lease after the first mark was
+        // written by a clock far ahead, or by hand: not one to count on.
         return first(candidacies.filter { c in
             c.healthy && !marked.contains(c.device) && c.since &+ window <= markedAt && c.milliseconds &+ lease >= markedAt
+                && c.milliseconds <= markedAt &+ lease
         })
     }
 

@@ -71,7 +71,9 @@ struct CloudDisable: AsyncParsableCommand {
 
     func run() async throws {
         // A new folder starts on its local store: no cloud store is made for it.
-        try await maintaining(device, output, done: nil, cloudOnForANewFolder: false) { try await $0.setCloudEnabled(false) }
+        try await maintaining(device, output, done: nil, cloudOnForANewFolder: false, tolerating: [.cloudContentCorrupted, .unavailable]) {
+            try await $0.setCloudEnabled(false)
+        }
     }
 }
 

@@ -320,8 +320,9 @@ public struct DirectoryContainer: Container {
             let current: Marker?
             do throws(ChronicleError) {
                 current = try Self.readMarkerFile(folder, leaf, name: name)
-            } catch where expected == nil && error.code == .malformedBody {
-                // Unconditional: a marker too damaged to hold a version goes too.
+            } catch where expected == nil && (error.code == .malformedBody || error.code == .sizeOverCap) {
+                // Unconditional: a marker too damaged to hold a version, or
+                // too big to be one, goes too.
                 try folder.remove(leaf)
                 try folder.sync()
                 return

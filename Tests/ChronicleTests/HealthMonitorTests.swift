@@ -495,7 +495,8 @@ import Testing
     /// Markers written by hand do not lock an episode or fail syncs: a lease
     /// that claims longer than a lease lasts, or is not a lease, is taken
     /// over; a mark that cannot be read is passed over.
-    @Test(arguments: ["forever", "garbage"]) func aHandWrittenLeaseIsTakenOverAndAnUnreadableMarkIgnored(lease: String) async throws {
+    @Test(arguments: ["forever", "garbage", "empty", "cut short", "oversized"])
+    func aHandWrittenLeaseIsTakenOverAndAnUnreadableMarkIgnored(lease: String) async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let (a, c, old) = try await aLogOfADeviceThatIsGone()
         let container = try DirectoryContainer(root: containerURL)
@@ -506,6 +507,14 @@ import Testing
         let bytes: [UInt8] = lease == "garbage" ? Array("not json{{".utf8)
             : try ElectionLease(device: DeviceID(index: 0xAB), newStore: old, expires: UInt64.max / 2).markerBytes()
         _ = try await container.createMarker(ContainerLayout.election(store: old), bytes)
+        // A file no marker reads: cut short inside its version, or too big.
+        let file = containerURL.appendingPathComponent("markers/\(old)/election")
+        switch lease {
+        case "empty": try Data().write(to: file)
+        case "cut short": try Data([1, 0, 0]).write(to: file)
+        case "oversized": try Data(count: 3_000_000).write(to: file)
+        default: break
+        }
         try await cMarksTheStore(a, c)
         try await a.sync()
         let new = try await a.store.storeID
@@ -594,6 +603,15 @@ import Testing
         marksStaying[1].healthy = true
         #expect(StoreManager.chosenBeforehand(all, marks: marksStaying, window: window, lease: lease) == DeviceID(index: 5))
         #expect(StoreManager.chosenBeforehand(all, marks: [], window: window, lease: lease) == nil)
+    }
+
+    @Test func aCandidacyDatedFarAheadDoesNotStandForEver() {
+        let marks = [mark(9, at: 10_000)]
+        let forged = candidate(1, applied: 999_999, since: 1_000, refreshed: 32_503_680_000_000)
+        let honest = candidate(2, applied: 5, since: 2_000, refreshed: 9_500)
+        #expect(StoreManager.chosenBeforehand([forged, honest], marks: marks, window: window, lease: lease) == DeviceID(index: 2))
+        #expect(leader([forged, honest], marks, now: 25_000) == nil, "the honest one is not refreshed any more either")
+        #expect(leader([forged, candidate(2, applied: 5, since: 2_000, refreshed: 24_000)], marks, now: 25_000) == DeviceID(index: 2))
     }
 
     @Test func withNobodyChosenBeforehandThoseThatStoodWithinAWindowOfTheMarkDecide() {
