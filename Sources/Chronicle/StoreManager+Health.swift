@@ -24,13 +24,18 @@ extension StoreManager {
         /// A sync service can take a while to deliver a file.
         public var gapTimeout: Duration
         /// Where the container's exclusive create is not reliable: how long
-        /// candidates stand before each device picks the winner by the
-        /// deterministic rule (10 s by default).
+        /// before a mark a healthy device must have stood to be chosen at
+        /// once, and otherwise how long candidates stand before each device
+        /// picks the winner by the deterministic rule (10 s by default).
+        /// Make it longer than the sync service takes to deliver a file.
         public var electionWindow: Duration
         /// How long an election lease lasts (2 min by default): a lease
         /// whose rebuild has not finished by then is taken over, and an
         /// interrupted rebuild's last step (moving the active-store pointer)
-        /// is finished by another device after this long.
+        /// is finished by another device after this long. Without reliable
+        /// exclusive create, a standing candidacy is refreshed every half of
+        /// it, and the candidate chosen beforehand has this long after the
+        /// mark to rebuild before the others decide among themselves.
         public var leaseDuration: Duration
         /// Whether healthy devices stand for election and rebuild a
         /// corrupted store by themselves (the default). When false, the app
