@@ -226,7 +226,7 @@ struct Dump: AsyncParsableCommand {
     @Option(name: .customLong("file"), help: "A log file.")
     var file: String?
 
-    @Option(name: .customLong("container"), help: "The container directory.")
+    @Option(name: .customLong("container"), help: "The container: a directory, or a PostgreSQL URL.")
     var container: String?
 
     @Flag(name: .customLong("follow-root-symlink"), help: "Accept a container path that is itself a symbolic link.")
@@ -251,8 +251,14 @@ struct Dump: AsyncParsableCommand {
             if let file {
                 bytes = try DirectoryContainer.readFile(atPath: file, maxBytes: decoder.limits.maxLogBytes)
             } else {
-                let c = try DirectoryContainer(root: URL(fileURLWithPath: container!), rootMayBeSymlink: followRootSymlink)
-                bytes = try await c.get(try ContainerName(name!), maxBytes: decoder.limits.maxLogBytes)
+                let c = try await ContainerOptions.open(container!, followRootSymlink: followRootSymlink)
+                do {
+                    bytes = try await c.get(try ContainerName(name!), maxBytes: decoder.limits.maxLogBytes)
+                } catch {
+                    await c.shutdown()
+                    throw error
+                }
+                await c.shutdown()
             }
             print(JSONText.pretty(try decoder.decode(bytes).jsonValue))
         }

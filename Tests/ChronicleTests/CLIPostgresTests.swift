@@ -66,6 +66,11 @@ struct CLIPostgresTests {
         #expect(String(decoding: query.stdout, as: UTF8.self).contains("Inbox"), "\(String(decoding: query.stdout, as: UTF8.self))")
         let inspect = try CLIErrorTests.run(["inspect", "--container", container])
         #expect(inspect.status == 0, "\(inspect.stderr)")
+        // A log read back from the database.
+        let listed = try CLIContractTests.object(try CLIErrorTests.run(["inspect", "--container", container, "--logs", "--json"]).stdout)
+        let log = try #require((listed["blobs"] as? [[String: Any]])?.compactMap { $0["name"] as? String }.first { $0.hasSuffix(".chlog") })
+        let dumped = try CLIErrorTests.run(["dump", "--container", container, "--name", log])
+        #expect(dumped.status == 0 && String(decoding: dumped.stdout, as: UTF8.self).contains("Inbox"), "\(dumped.stderr)")
 
         // The store replicated to a folder, which a third device syncs from.
         let folder = root.appendingPathComponent("replica").path
