@@ -657,6 +657,10 @@ public actor StoreManager {
         do {
             return try await loadChecking()
         } catch let error as ChronicleError where error.code.isTransient {
+            // Only on the account this device's files are for: a load that
+            // was switching accounts (the app names another one) has not
+            // switched, and the store it has a copy of is the other account's.
+            guard configuration.accountToken.map({ $0 == state.account }) ?? true else { throw error }
             if try await loadOffline(after: error) { return nil }
             // No copy of a store to work on: the fallback store, as when
             // the container is down from the start.

@@ -25,6 +25,7 @@ import Testing
         (0x108, "a device leaving a deleted store did not carry a save whose log stayed damaged: the deleted store never held it"),
         (0x28b, "the checker's fresh replay ignored the baseline that covers a log damaged after every device applied it"),
         (0x7c, "the checker missed that a fallback save the container held when its store was deleted went with it, once the log was lost afterwards"),
+        (0x89, "a device switching back to its account while the container was down opened its copy of the other account's store offline: its saves went there"),
     ]
 
     /// Seeds that failed with the health monitor alone, the lifecycle's
