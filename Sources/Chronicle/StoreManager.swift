@@ -687,10 +687,13 @@ public actor StoreManager {
     /// copy of the store it last used opens that, as it does when the
     /// container is down from the start, and its next sync does the checks
     /// the load could not finish. Returns false (the load failed) when it
-    /// has no such copy, or was in the middle of leaving that store.
+    /// has no such copy, was in the middle of leaving that store, or has
+    /// local data to bring into the cloud store first.
     private func loadOffline(after error: ChronicleError) async throws -> Bool {
-        guard state.cloudEnabled, state.leaving == nil, loaded == nil, let last = try lastStore(),
-              !(state.health?.status == .corrupted && state.health?.marked?.store == last) else { return false }
+        // Not while local data waits to be merged in, or to replace the
+        // cloud's: that load must finish (a reload, once the container answers).
+        guard state.cloudEnabled, state.leaving == nil, loaded == nil, !state.mergePending, state.overwritePending != true,
+              let last = try lastStore(), !(state.health?.status == .corrupted && state.health?.marked?.store == last) else { return false }
         let store: Store
         do {
             store = try await Store.open(configuration(for: .cloud), exactly: last)
