@@ -1,5 +1,6 @@
 import ArgumentParser
 import Chronicle
+import ChronicleContainer
 import ChronicleCore
 import Foundation
 
@@ -84,6 +85,119 @@ struct ImportExport: AsyncParsableCommand {
             ]), text: "inserted \(report.inserted), updated \(report.updated), unchanged \(report.unchanged); "
                 + "\(report.notInExport) record(s) the export does not hold were kept\n"
                 + "state hash \(report.stateHash)" + (matches ? " (the export's)" : " (the export's was \(report.exportedStateHash))"))
+        }
+    }
+}
+
+/// `chronicle export-logs`: a store's logs and baselines as portable JSON.
+struct ExportLogs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export-logs",
+        abstract: "Write a store's transaction logs and baselines, from its container, as portable JSON.",
+        discussion: """
+            Where `chronicle export` writes a store's visible state, this writes its history: every log of every \
+            device (its sequences, clocks and changes) and every baseline part, with the schemas the store recorded \
+            (docs/portable-json.md has the JSON Schema). Values take the forms of `chronicle export`, each with its \
+            type's name beside it. Every log is verified first: one that does not verify stops the export (exit \
+            status 1) rather than leave it out. `chronicle import-logs` writes the logs into a container again; a \
+            device that syncs there builds the same state. Written to standard output, or with --output to a file \
+            (replaced whole). Progress goes to standard error.
+            """)
+
+    @OptionGroup var container: ContainerOptions
+
+    @Option(name: .customLong("store"), help: "The store ID to export (default: the container's active store).")
+    var store: String?
+
+    @Option(name: .shortAndLong, help: "Write the export to this file instead of standard output.")
+    var output: String?
+
+    func validate() throws {
+        if let store, StoreID(string: store) == nil { throw ValidationError("--store \(store) is not a store ID") }
+    }
+
+    func run() async throws {
+        try await reportingErrors(nil) {
+            let source = try await container.open()
+            let progress = ProgressLine("export-logs", unit: "logs")
+            let data: Data
+            do {
+                let storeID: StoreID
+                if let store {
+                    storeID = StoreID(string: store)!
+                } else if let pointer = try await source.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self) {
+                    storeID = pointer.payload.store
+                } else {
+                    throw ChronicleError(.notFound, "\(container.displayName) has no active store: name one with --store (`chronicle inspect` lists them)")
+                }
+                data = try await PortableLogs.export(store: storeID, from: source) { step in
+                    progress.update(step.processed, total: step.total, note: step.foreign.isEmpty ? "" : "\(step.foreign.count) foreign passed over")
+                }
+                progress.finish()
+            } catch {
+                progress.finish()
+                await source.shutdown()
+                throw error
+            }
+            await source.shutdown()
+            if let output {
+                do {
+                    try data.write(to: URL(fileURLWithPath: output), options: .atomic)
+                } catch {
+                    throw ChronicleError(.io, "cannot write \(output): \(error.localizedDescription)", underlying: error)
+                }
+            } else {
+                FileHandle.standardOutput.write(data + Data("\n".utf8))
+            }
+        }
+    }
+}
+
+/// `chronicle import-logs`: a log export written into a container.
+struct ImportLogs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import-logs",
+        abstract: "Write the logs and baselines of a portable log export (chronicle export-logs) into a container.",
+        discussion: """
+            Each log is encoded again and written under the name it had, with the schemas the store recorded; where \
+            the container has none, its account marker and (when the store was its container's active one) the \
+            active-store pointer are written too, so the copy is the same account. The whole document is read and \
+            checked before anything is written: a document that does not read writes nothing. Run it again after an \
+            interruption: logs the container holds with the same content are passed over. Nothing the container holds \
+            is replaced: a log there with other content, or one overlapping an imported log's sequences, is reported \
+            as a conflict and left as it is (exit status 1). The container is created if it does not exist.
+            """)
+
+    @OptionGroup var container: ContainerOptions
+    @OptionGroup var output: OutputOptions
+
+    @Argument(help: "The export file (or - for standard input).")
+    var file: String
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let bytes = try InputFile.bytes(of: file == "-" ? nil : file, what: "log export", limit: 1 << 30)
+            let destination = try await container.open(create: true)
+            let progress = ProgressLine("import-logs", unit: "items")
+            let result: PortableLogs.Progress
+            do {
+                result = try await PortableLogs.import(Data(bytes), into: destination) { step in
+                    progress.update(step.processed, total: step.total, note: "\(step.written) written")
+                }
+            } catch {
+                progress.finish()
+                await destination.shutdown()
+                throw error
+            }
+            progress.finish()
+            await destination.shutdown()
+            let outcome = result.conflicts.isEmpty
+                ? "no conflicts" : "\(result.conflicts.count) conflicts, left as they are: \(result.conflicts.joined(separator: ", "))"
+            output.print(.object([
+                "processed": .int(Int64(result.processed)), "written": .int(Int64(result.written)),
+                "alreadyThere": .int(Int64(result.alreadyThere)), "conflicts": .array(result.conflicts.map { .string($0) }),
+            ]), text: "wrote \(result.written) of \(result.total) items (\(result.alreadyThere) already there); \(outcome)")
+            if !result.conflicts.isEmpty { throw ExitCode.failure }
         }
     }
 }

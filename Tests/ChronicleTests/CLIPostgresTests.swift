@@ -86,4 +86,36 @@ struct CLIPostgresTests {
         let seen = try CLIErrorTests.run(["query", "--device-dir", root.appendingPathComponent("c").path, "SELECT name FROM Folder"])
         #expect(String(decoding: seen.stdout, as: UTF8.self).contains("Inbox"))
     }
+
+    /// A store's history carried from a folder to PostgreSQL as portable
+    /// JSON: a device that syncs there builds the same state.
+    @Test func logsExportedFromAFolderImportIntoPostgres() throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let folder = root.appendingPathComponent("folder").path
+        let onFolder = { (name: String) in
+            ["--device-dir", self.root.appendingPathComponent(name).path, "--container", folder, "--schema", self.root.appendingPathComponent("schema.json").path]
+        }
+        #expect(try CLIErrorTests.run(["init", "--container", folder]).status == 0)
+        #expect(try CLIErrorTests.run(["save"] + onFolder("a"), input: #"{"op": "insert", "entity": "Folder", "values": {"name": "Inbox"}}"#).status == 0)
+        #expect(try CLIErrorTests.run(["save"] + onFolder("b"), input: #"{"op": "insert", "entity": "Folder", "values": {"name": "Work"}}"#).status == 0)
+        for name in ["a", "b", "a"] { #expect(try CLIErrorTests.run(["sync"] + onFolder(name)).status == 0) }
+        let exportFile = root.appendingPathComponent("logs.json").path
+        let exported = try CLIErrorTests.run(["export-logs", "--container", folder, "--output", exportFile], environment: ["CHRONICLE_PROGRESS_SECONDS": "0"])
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(exported.stderr.contains("export-logs") && !exported.stderr.contains("\r"), "progress in plain lines when piped: \(exported.stderr)")
+
+        let imported = try CLIErrorTests.run(["import-logs", "--json", "--container", container, exportFile])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let report = try CLIContractTests.object(imported.stdout)
+        #expect(report["written"] as? Int == 3, "two logs and the schema record: \(report)")
+        #expect((report["conflicts"] as? [Any])?.isEmpty == true)
+        #expect(try CLIErrorTests.run(["sync"] + device("c")).status == 0)
+        let hash = { (dir: String) throws -> String in
+            String(decoding: try CLIErrorTests.run(["state-hash", "--device-dir", self.root.appendingPathComponent(dir).path]).stdout, as: UTF8.self)
+        }
+        #expect(try hash("c") == (try hash("a")) && !(try hash("a")).isEmpty)
+        // Again: nothing written twice.
+        let again = try CLIContractTests.object(try CLIErrorTests.run(["import-logs", "--json", "--container", container, exportFile]).stdout)
+        #expect(again["written"] as? Int == 0 && again["alreadyThere"] as? Int == 3)
+    }
 }

@@ -48,6 +48,45 @@ extension Value {
     /// - Throws: ``ChronicleError/Code/typeMismatch`` naming `path` when the
     ///   JSON is not the form of the field's type.
     package init(portableJSON json: JSONValue, for field: Field, path: String) throws(ChronicleError) {
+        switch field.kind {
+        case .reference: try self.init(portableJSON: json, type: nil, path: path)
+        case .attribute(let type): try self.init(portableJSON: json, type: type, path: path)
+        }
+    }
+
+    /// The name of the value's type in a portable log export: an
+    /// attribute type's name, `"reference"` or `"null"`.
+    package var portableTypeName: String {
+        switch self {
+        case .null: return "null"
+        case .reference: return "reference"
+        default: return attributeType!.rawValue
+        }
+    }
+
+    /// Reads a value whose type is named beside it (see
+    /// ``portableTypeName``), as a portable log export writes it.
+    ///
+    /// - Throws: ``ChronicleError/Code/typeMismatch`` naming `path` for an
+    ///   unknown type name, or JSON that is not the named type's form.
+    package init(portableJSON json: JSONValue, typeName: String, path: String) throws(ChronicleError) {
+        switch typeName {
+        case "null":
+            guard case .null = json else { throw ChronicleError(.typeMismatch, "\(path): a null value is written null, found \(json.kindName)") }
+            self = .null
+        case "reference":
+            try self.init(portableJSON: json, type: nil, path: path)
+        default:
+            guard let type = AttributeType(rawValue: typeName) else {
+                throw ChronicleError(.typeMismatch, "\(path): '\(typeName)' is not a value type (an attribute type, \"reference\" or \"null\")")
+            }
+            try self.init(portableJSON: json, type: type, path: path)
+            if isNull { throw ChronicleError(.typeMismatch, "\(path): a null value's type is \"null\", not \"\(typeName)\"") }
+        }
+    }
+
+    /// Reads a value of an attribute type, or a reference when `type` is nil.
+    private init(portableJSON json: JSONValue, type: AttributeType?, path: String) throws(ChronicleError) {
         func mismatch(_ expected: String) -> ChronicleError {
             ChronicleError(.typeMismatch, "\(path): expected \(expected), found \(json.kindName)")
         }
@@ -55,11 +94,11 @@ extension Value {
             self = .null
             return
         }
-        switch field.kind {
-        case .reference:
+        switch type {
+        case nil:
             guard case .string(let s) = json, let id = RecordID(string: s) else { throw mismatch("a record ID string") }
             self = .reference(id)
-        case .attribute(let type):
+        case let type?:
             switch (type, json) {
             case (.string, .string(let s)): self = .string(s)
             case (.int64, .string(let s)):

@@ -1,0 +1,515 @@
+import ChronicleContainer
+import ChronicleCore
+import Foundation
+
+/// A store's transaction logs and baselines as portable JSON, and back
+/// into a container: every save every device made, with its sequence,
+/// clock and changes, in a form another program reads without Chronicle
+/// (see `docs/portable-json.md`, which holds its JSON Schema). Values take
+/// the forms of ``PortableExport``, each with its type's name beside it,
+/// so a log reads without its schema.
+///
+/// Where ``PortableExport`` keeps a store's visible state, this keeps its
+/// history: imported into a container, the logs are encoded again under
+/// the names they had, and a device that syncs there builds the state
+/// they built (the same state hash).
+///
+/// ```swift
+/// let json = try await PortableLogs.export(store: storeID, from: folder)
+/// let report = try await PortableLogs.import(json, into: server)
+/// ```
+public enum PortableLogs {
+    /// The document's `format`.
+    public static let format = "chronicle-logs"
+    /// The document's `version`, this build's.
+    public static let version = 1
+
+    /// Where an export or an import stands: after each log, the logs
+    /// processed so far and the total; one last value with `ended` set (and
+    /// the error, if one stopped it).
+    public struct Progress: Sendable {
+        /// Logs and baseline parts (and, importing, schema records) handled so far.
+        public var processed = 0
+        /// How many there are in all.
+        public var total = 0
+        /// Importing: how many were written (the rest were there already, or conflict).
+        public var written = 0
+        /// Importing: how many the container already held, with the same content.
+        public var alreadyThere = 0
+        /// Importing: names the container holds with other content, or logs
+        /// of the container that overlap an imported log's sequences under
+        /// another name; left as they are, the imported log not written.
+        public var conflicts: [String] = []
+        /// Exporting: entries under the store's logs and baselines whose
+        /// names are not a log's or a baseline part's (the container passes
+        /// them over too); not exported.
+        public var foreign: [String] = []
+        /// Whether this is the last value.
+        public var ended = false
+        /// What stopped it, on the last value, if anything did.
+        public var error: ChronicleError?
+
+        /// Creates an empty progress.
+        public init() {}
+    }
+
+    // MARK: - Export
+
+    /// The logs and baseline parts of `store` in `container`, and the
+    /// schemas the store recorded there, as a portable JSON document
+    /// (pretty-printed, keys sorted: equal contents give equal bytes).
+    ///
+    /// Every log is verified first (header and body checksums, the body
+    /// against its schema when the container records it).
+    ///
+    /// - Throws: the decoder's error, naming the log, for a log that does
+    ///   not verify (nothing is exported: an export that left out a damaged
+    ///   log would not rebuild the store); what the container throws.
+    public static func export(store: StoreID, from container: any Container,
+                              progress: @Sendable (Progress) -> Void = { _ in }) async throws -> Data {
+        var state = Progress()
+        do {
+            let schemas = try await recordedSchemas(of: store, in: container)
+            var blobs = try await container.listAll(prefix: ContainerLayout.logsPrefix(store: store))
+            blobs += try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store))
+            state.total = blobs.count
+            progress(state)
+            var logs: [JSONValue] = []
+            let limits = DecodingLimits()
+            for blob in blobs {
+                try Task.checkCancellation()
+                defer {
+                    state.processed += 1
+                    progress(state)
+                }
+                let log = ContainerLayout.parseLog(blob.name)
+                let part = ContainerLayout.parseBaselinePart(blob.name)
+                guard log != nil || part != nil else {
+                    state.foreign.append(blob.name.rawValue)
+                    continue
+                }
+                let bytes = try await container.get(blob.name, maxBytes: limits.maxLogBytes)
+                let decoded: DecodedLog
+                do {
+                    let header = try LogDecoder(schema: nil).header(of: bytes)
+                    decoded = try LogDecoder(schema: schemas[header.schemaHash], limits: limits).decode(bytes)
+                } catch {
+                    throw ChronicleError(error.code, "\(blob.name): \(error.message)", underlying: error)
+                }
+                try checkName(blob.name, of: decoded, store: store)
+                logs.append(json(decoded, name: blob.name))
+            }
+            var root: [String: JSONValue] = [
+                "format": .string(format), "version": .int(Int64(version)), "store": .string(store.description),
+                "schemas": .array(schemas.values.sorted { $0.hash < $1.hash }.map(\.jsonValue)), "logs": .array(logs),
+            ]
+            if let account = try await container.readMarker(ContainerLayout.account, as: AccountToken.self) {
+                root["account"] = .string(account.payload.token)
+            }
+            if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self) {
+                root["active"] = .bool(pointer.payload.store == store)
+            }
+            let data = try encode(.object(root))
+            state.ended = true
+            progress(state)
+            return data
+        } catch let error as ChronicleError {
+            state.ended = true
+            state.error = error
+            progress(state)
+            throw error
+        }
+    }
+
+    /// The schemas `store` records in `container`, by hash.
+    private static func recordedSchemas(of store: StoreID, in container: any Container) async throws -> [UInt64: Schema] {
+        var schemas: [UInt64: Schema] = [:]
+        for name in try await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: store)) {
+            guard let hash = ContainerLayout.parseSchemaHash(name), let marker = try await container.readMarker(name),
+                  let schema = try? Schema(json: Data(marker.bytes)), schema.hash == hash
+            else { continue }  // A damaged record: its logs are checked without it, as devices read them.
+            schemas[hash] = schema
+        }
+        return schemas
+    }
+
+    /// Throws when a log's header says other than its name: a log that
+    /// would import under another name, or not at all.
+    private static func checkName(_ name: ContainerName, of log: DecodedLog, store: StoreID) throws(ChronicleError) {
+        let header = log.header
+        let expected: Bool
+        if let parsed = ContainerLayout.parseLog(name) {
+            expected = header.kind == .transactions && parsed.device == header.deviceID
+                && parsed.first == header.firstSequence && parsed.last == header.lastSequence
+        } else if let parsed = ContainerLayout.parseBaselinePart(name), case .baseline(_, let baseline) = log {
+            expected = parsed.device == header.deviceID && parsed.part == header.baselinePart
+                && parsed.vector == ContainerLayout.vectorDigest(baseline.vector)
+        } else {
+            expected = false
+        }
+        guard expected, header.storeID == store else {
+            throw ChronicleError(.malformedBody, "\(name): its header (\(header.kind) of store \(header.storeID), device \(header.deviceID), "
+                + "\(header.firstSequence)–\(header.lastSequence)) does not match its name")
+        }
+    }
+
+    private static func json(_ log: DecodedLog, name: ContainerName) -> JSONValue {
+        let header = log.header
+        var o: [String: JSONValue] = [
+            "name": .string(name.rawValue), "device": .string(header.deviceID.description),
+            "schemaHash": .string(header.schemaHash.paddedHex),
+        ]
+        switch log {
+        case .transactions(_, let transactions):
+            o["kind"] = .string("transactions")
+            o["transactions"] = .array(transactions.map { t in
+                .object([
+                    "sequence": .int(Int64(t.sequence)), "clock": .string(t.clock.description),
+                    "changes": .array(t.changes.map { change in
+                        var c: [String: JSONValue] = [
+                            "kind": .string(change.kind.description), "entity": .string(change.entity),
+                            "id": .string(change.recordID.description),
+                        ]
+                        if change.kind != .delete {
+                            c["values"] = .array(change.values.map { .array([.string($0.name), .string($0.value.portableTypeName), $0.value.portableJSON]) })
+                        }
+                        return .object(c)
+                    }),
+                ])
+            })
+        case .baseline(_, let baseline):
+            o["kind"] = .string("baseline")
+            o["part"] = .int(Int64(header.baselinePart))
+            o["final"] = .bool(header.isFinalBaselinePart)
+            o["vector"] = .object(Dictionary(uniqueKeysWithValues: baseline.vector.map { ($0.key.description, .int(Int64($0.value))) }))
+            o["records"] = .array(baseline.records.map { r in
+                var record: [String: JSONValue] = [
+                    "entity": .string(r.entity), "id": .string(r.recordID.description), "inserted": .bool(r.inserted),
+                    "fields": .array(r.fields.map {
+                        .array([.string($0.name), .string($0.value.portableTypeName), $0.value.portableJSON, .string($0.version.description)])
+                    }),
+                ]
+                if let deleted = r.deleteVersion { record["deleted"] = .string(deleted.description) }
+                return .object(record)
+            })
+        }
+        return .object(o)
+    }
+
+    private static func encode(_ value: JSONValue) throws(ChronicleError) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        do {
+            return try encoder.encode(value)
+        } catch {
+            throw ChronicleError(.io, "cannot write the export as JSON: \(error)", underlying: error)
+        }
+    }
+
+    // MARK: - Import
+
+    /// One log of a document, encoded again and ready to put.
+    private struct Encoded {
+        var name: ContainerName
+        var bytes: [UInt8]
+        var log: DecodedLog
+    }
+
+    /// Writes the logs and baseline parts of a portable log export into
+    /// `container`, under the names they had, with the schemas the store
+    /// recorded; and, where the container has none, its account marker and
+    /// (when the store was its container's active one) the active-store
+    /// pointer, so the copy is the same account.
+    ///
+    /// The whole document is read and every log encoded and checked before
+    /// anything is written. Resumable and idempotent: a log the container
+    /// already holds with the same content is passed over, so an import
+    /// interrupted anywhere and run again writes what is left, once.
+    /// Nothing the container holds is replaced: a log there with other
+    /// content, or one of the same device whose sequences overlap an
+    /// imported log's under another name, is reported in
+    /// ``Progress/conflicts`` and the imported log is not written.
+    ///
+    /// - Throws: ``ChronicleError/Code/malformedBody`` for a document that
+    ///   is not a log export, naming where; ``ChronicleError/Code/unsupportedVersion``
+    ///   for a later format version; ``ChronicleError/Code/typeMismatch``
+    ///   for a value not of its named type; ``ChronicleError/Code/invalidValue``
+    ///   for a log whose sequences are not consecutive; the decoder's error
+    ///   for a log that does not fit the schema it names, when the document
+    ///   holds that schema; what the container throws (after reporting it
+    ///   through `progress` with `ended` set). Nothing is written when the
+    ///   document does not read.
+    public static func `import`(_ data: Data, into container: any Container,
+                                progress: @Sendable (Progress) -> Void = { _ in }) async throws -> Progress {
+        let document = try JSONValue(parsing: data)
+        guard case .object(let root) = document else { throw ChronicleError(.malformedBody, "a log export is a JSON object, not \(document.kindName)") }
+        guard case .string(format)? = root["format"] else {
+            throw ChronicleError(.malformedBody, "not a Chronicle log export: its \"format\" is not \"\(format)\"")
+        }
+        guard case .int(let v)? = root["version"] else { throw ChronicleError(.malformedBody, "the export has no \"version\" number") }
+        guard v <= version, v >= 1 else {
+            throw ChronicleError(.unsupportedVersion, "the export is format version \(v); this build reads version \(version)")
+        }
+        guard case .string(let storeText)? = root["store"], let store = StoreID(string: storeText) else {
+            throw ChronicleError(.malformedBody, "store: expected a store ID")
+        }
+        var schemas: [UInt64: Schema] = [:]
+        guard case .array(let schemaList)? = root["schemas"] else { throw ChronicleError(.malformedBody, "schemas: expected an array") }
+        for (i, value) in schemaList.enumerated() {
+            do {
+                let schema = try Schema(json: try encode(value))
+                schemas[schema.hash] = schema
+            } catch {
+                throw ChronicleError(error.code, "schemas[\(i)]: \(error.message)", underlying: error)
+            }
+        }
+        guard case .array(let list)? = root["logs"] else { throw ChronicleError(.malformedBody, "logs: expected an array") }
+        var encoded: [Encoded] = []
+        let encoder = LogEncoder(storeID: store)
+        for (i, value) in list.enumerated() {
+            let path = "logs[\(i)]"
+            let log = try decodeLog(value, store: store, path: path)
+            let givenName: String?
+            if case .object(let o) = value, case .string(let text)? = o["name"] { givenName = text } else { givenName = nil }
+            let bytes: [UInt8]
+            let name: ContainerName
+            do {
+                switch log {
+                case .transactions(let header, let transactions):
+                    bytes = try encoder.encode(transactions)
+                    name = ContainerLayout.log(store: store, device: header.deviceID, first: header.firstSequence, last: header.lastSequence)
+                case .baseline(let header, let baseline):
+                    bytes = try encoder.encode(baseline, part: header.baselinePart, isFinal: header.isFinalBaselinePart,
+                                               deviceID: header.deviceID, schemaHash: header.schemaHash)
+                    guard let text = givenName, let given = try? ContainerName(text),
+                          let parsed = ContainerLayout.parseBaselinePart(given)
+                    else { throw ChronicleError(.malformedBody, "name: expected a baseline part's name") }
+                    name = given
+                    guard parsed.store == store, parsed.device == header.deviceID, parsed.part == header.baselinePart,
+                          parsed.vector == ContainerLayout.vectorDigest(baseline.vector)
+                    else { throw ChronicleError(.malformedBody, "name: \(given) is not the name of this baseline part (its device, part or vector differ)") }
+                }
+                if let given = givenName, given != name.rawValue {
+                    throw ChronicleError(.malformedBody, "name: the log's content names it \(name), not \(given)")
+                }
+                // The body against the schema it names, as devices will read it.
+                let decoded = try LogDecoder(schema: schemas[log.header.schemaHash]).decode(bytes)
+                encoded.append(Encoded(name: name, bytes: bytes, log: decoded))
+            } catch let error as ChronicleError {
+                throw ChronicleError(error.code, "\(path): \(error.message)", underlying: error)
+            }
+        }
+        var account: String?
+        if let value = root["account"] {
+            guard case .string(let token) = value else { throw ChronicleError(.malformedBody, "account: expected a string") }
+            account = token
+        }
+        let active: Bool
+        switch root["active"] {
+        case nil: active = false
+        case .bool(let b)?: active = b
+        case let other?: throw ChronicleError(.malformedBody, "active: expected true or false, found \(other.kindName)")
+        }
+        let names = encoded.map(\.name)
+        if Set(names).count != names.count {
+            throw ChronicleError(.malformedBody, "logs: a log appears twice")
+        }
+
+        var state = Progress()
+        state.total = schemas.count + encoded.count
+        progress(state)
+        do {
+            for schema in schemas.values.sorted(by: { $0.hash < $1.hash }) {
+                try Task.checkCancellation()
+                let name = ContainerLayout.schema(store: store, hash: schema.hash)
+                if try await container.readMarker(name) != nil {
+                    state.alreadyThere += 1
+                } else {
+                    let bytes = Array(try encode(schema.jsonValue))
+                    if bytes.count <= Marker.maxBytes, (try? await container.createMarker(name, bytes)) != nil { state.written += 1 }
+                }
+                state.processed += 1
+                progress(state)
+            }
+            var held: [ContainerName: Int] = [:]
+            for blob in try await container.listAll(prefix: ContainerLayout.logsPrefix(store: store)) { held[blob.name] = blob.size }
+            for blob in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store)) { held[blob.name] = blob.size }
+            let heldLogs = held.keys.compactMap { name in ContainerLayout.parseLog(name).map { (name, $0) } }
+            for item in encoded {
+                try Task.checkCancellation()
+                defer {
+                    state.processed += 1
+                    progress(state)
+                }
+                if held[item.name] != nil {
+                    if try await holdsSame(item, in: container) { state.alreadyThere += 1 } else { state.conflicts.append(item.name.rawValue) }
+                    continue
+                }
+                if let log = ContainerLayout.parseLog(item.name),
+                   let overlap = heldLogs.first(where: { $0.1.device == log.device && $0.1.first <= log.last && log.first <= $0.1.last }) {
+                    state.conflicts.append("\(item.name.rawValue) (overlaps \(overlap.0.rawValue))")
+                    continue
+                }
+                do {
+                    try await container.put(item.name, item.bytes)
+                    state.written += 1
+                } catch let error as ChronicleError where error.code == .blobConflict {
+                    if try await holdsSame(item, in: container) { state.alreadyThere += 1 } else { state.conflicts.append(item.name.rawValue) }
+                }
+            }
+            if let account, try await container.readMarker(ContainerLayout.account) == nil {
+                _ = try? await container.createMarker(ContainerLayout.account, AccountToken(token: account))
+            }
+            if active, try await container.readMarker(ContainerLayout.activeStore) == nil {
+                _ = try? await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store))
+            }
+        } catch let error as ChronicleError {
+            state.ended = true
+            state.error = error
+            progress(state)
+            throw error
+        }
+        state.ended = true
+        progress(state)
+        return state
+    }
+
+    /// Whether the container's blob under the item's name holds the same
+    /// log: the same bytes, or bytes that decode to the same content
+    /// (encoded by another build, compressed otherwise).
+    private static func holdsSame(_ item: Encoded, in container: any Container) async throws -> Bool {
+        let bytes = try await container.get(item.name, maxBytes: DecodingLimits().maxLogBytes)
+        if bytes == item.bytes { return true }
+        guard let held = try? LogDecoder(schema: nil).decode(bytes), let ours = try? LogDecoder(schema: nil).decode(item.bytes) else { return false }
+        switch (held, ours) {
+        case (.transactions(let a, let x), .transactions(let b, let y)): return a.schemaHash == b.schemaHash && x == y
+        case (.baseline(let a, let x), .baseline(let b, let y)):
+            return a.schemaHash == b.schemaHash && a.baselinePart == b.baselinePart && a.isFinalBaselinePart == b.isFinalBaselinePart && x == y
+        default: return false
+        }
+    }
+
+    /// One entry of `logs`, read back into a decoded log whose header holds
+    /// what the encoder needs (device, sequences or part, schema).
+    private static func decodeLog(_ value: JSONValue, store: StoreID, path: String) throws(ChronicleError) -> DecodedLog {
+        func bad(_ at: String, _ expected: String) -> ChronicleError { ChronicleError(.malformedBody, "\(path)\(at): expected \(expected)") }
+        guard case .object(let o) = value else { throw bad("", "an object") }
+        guard case .string(let deviceText)? = o["device"], let device = DeviceID(string: deviceText) else { throw bad(".device", "a device ID") }
+        guard case .string(let hashText)? = o["schemaHash"], hashText.count == 16, let schemaHash = UInt64(hashText, radix: 16) else {
+            throw bad(".schemaHash", "16 hex digits")
+        }
+        var header = LogHeader(kind: .transactions, flags: [], storeID: store, deviceID: device, firstSequence: 0, lastSequence: 0,
+                               minClock: .zero, maxClock: .zero, schemaHash: schemaHash, count: 0, dictionaryID: 0,
+                               storedBodyLength: 0, bodyLength: 0, bodyChecksum: 0)
+        switch o["kind"] {
+        case .string("transactions")?:
+            guard case .array(let list)? = o["transactions"], !list.isEmpty else { throw bad(".transactions", "a non-empty array") }
+            var transactions: [Transaction] = []
+            for (i, item) in list.enumerated() {
+                let at = "\(path).transactions[\(i)]"
+                guard case .object(let t) = item else { throw ChronicleError(.malformedBody, "\(at): expected an object") }
+                guard case .int(let sequence)? = t["sequence"], sequence >= 1 else { throw ChronicleError(.malformedBody, "\(at).sequence: expected a number from 1") }
+                guard case .string(let clockText)? = t["clock"], let clock = parseClock(clockText) else {
+                    throw ChronicleError(.malformedBody, "\(at).clock: expected a clock reading \"<milliseconds>.<counter>\"")
+                }
+                guard case .array(let changeList)? = t["changes"] else { throw ChronicleError(.malformedBody, "\(at).changes: expected an array") }
+                var changes: [Change] = []
+                for (j, c) in changeList.enumerated() {
+                    changes.append(try decodeChange(c, path: "\(at).changes[\(j)]"))
+                }
+                transactions.append(Transaction(deviceID: device, sequence: UInt64(sequence), clock: clock, schemaHash: schemaHash, changes: changes))
+            }
+            header.firstSequence = transactions[0].sequence
+            header.lastSequence = transactions[transactions.count - 1].sequence
+            return .transactions(header, transactions)
+        case .string("baseline")?:
+            guard case .int(let part)? = o["part"], part >= 1 else { throw bad(".part", "a part number from 1") }
+            guard case .bool(let isFinal)? = o["final"] else { throw bad(".final", "true or false") }
+            guard case .object(let vectorObject)? = o["vector"] else { throw bad(".vector", "an object of device IDs and sequences") }
+            var vector: [DeviceID: UInt64] = [:]
+            for (key, value) in vectorObject {
+                guard let d = DeviceID(string: key), case .int(let s) = value, s >= 0 else { throw bad(".vector.\(key)", "a device ID and a sequence") }
+                vector[d] = UInt64(s)
+            }
+            guard case .array(let list)? = o["records"] else { throw bad(".records", "an array") }
+            var records: [Baseline.Record] = []
+            for (i, item) in list.enumerated() {
+                let at = "\(path).records[\(i)]"
+                guard case .object(let r) = item, case .string(let entity)? = r["entity"],
+                      case .string(let idText)? = r["id"], let id = RecordID(string: idText), case .bool(let inserted)? = r["inserted"],
+                      case .array(let fieldList)? = r["fields"]
+                else { throw ChronicleError(.malformedBody, "\(at): expected {\"entity\", \"id\", \"inserted\", \"fields\"}") }
+                var deleteVersion: Version?
+                if let d = r["deleted"] {
+                    guard case .string(let text) = d, let v = parseVersion(text) else {
+                        throw ChronicleError(.malformedBody, "\(at).deleted: expected a version \"<milliseconds>.<counter>@<device>\"")
+                    }
+                    deleteVersion = v
+                }
+                var fields: [Baseline.VersionedValue] = []
+                for (j, f) in fieldList.enumerated() {
+                    let fat = "\(at).fields[\(j)]"
+                    guard case .array(let parts) = f, parts.count == 4, case .string(let name) = parts[0], case .string(let type) = parts[1],
+                          case .string(let versionText) = parts[3]
+                    else { throw ChronicleError(.malformedBody, "\(fat): expected [name, type, value, version]") }
+                    guard let version = parseVersion(versionText) else {
+                        throw ChronicleError(.malformedBody, "\(fat)[3]: expected a version \"<milliseconds>.<counter>@<device>\"")
+                    }
+                    fields.append(Baseline.VersionedValue(name: name, value: try Value(portableJSON: parts[2], typeName: type, path: "\(fat)[2]"),
+                                                          version: version))
+                }
+                records.append(Baseline.Record(entity: entity, recordID: id, inserted: inserted, deleteVersion: deleteVersion, fields: fields))
+            }
+            header.kind = .baseline
+            header.firstSequence = UInt64(part)
+            header.lastSequence = isFinal ? UInt64(part) : 0
+            return .baseline(header, Baseline(vector: vector, records: records))
+        default:
+            throw bad(".kind", "\"transactions\" or \"baseline\"")
+        }
+    }
+
+    private static func decodeChange(_ value: JSONValue, path: String) throws(ChronicleError) -> Change {
+        guard case .object(let c) = value, case .string(let kindText)? = c["kind"], case .string(let entity)? = c["entity"],
+              case .string(let idText)? = c["id"], let id = RecordID(string: idText)
+        else { throw ChronicleError(.malformedBody, "\(path): expected {\"kind\", \"entity\", \"id\", \"values\"}") }
+        let kind: ChangeKind
+        switch kindText {
+        case "insert": kind = .insert
+        case "update": kind = .update
+        case "delete": kind = .delete
+        default: throw ChronicleError(.malformedBody, "\(path).kind: expected insert, update or delete, found \"\(kindText)\"")
+        }
+        var values: [FieldValue] = []
+        switch c["values"] {
+        case nil: break
+        case .array(let list)?:
+            if kind == .delete && !list.isEmpty { throw ChronicleError(.malformedBody, "\(path).values: a delete has no values") }
+            for (i, item) in list.enumerated() {
+                guard case .array(let parts) = item, parts.count == 3, case .string(let name) = parts[0], case .string(let type) = parts[1] else {
+                    throw ChronicleError(.malformedBody, "\(path).values[\(i)]: expected [name, type, value]")
+                }
+                values.append(FieldValue(name, try Value(portableJSON: parts[2], typeName: type, path: "\(path).values[\(i)][2]")))
+            }
+        case let other?:
+            throw ChronicleError(.malformedBody, "\(path).values: expected an array, found \(other.kindName)")
+        }
+        return Change(kind, entity: entity, recordID: id, values: values)
+    }
+
+    /// `"<milliseconds>.<counter>"`, as ``HybridTimestamp/description`` writes it.
+    static func parseClock(_ text: String) -> HybridTimestamp? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
+              let ms = UInt64(parts[0]), ms < 1 << 48, let counter = UInt16(parts[1])
+        else { return nil }
+        return HybridTimestamp(milliseconds: ms, counter: counter)
+    }
+
+    /// `"<clock>@<device>"`, as ``Version/description`` writes it.
+    static func parseVersion(_ text: String) -> Version? {
+        let parts = text.split(separator: "@", omittingEmptySubsequences: false)
+        guard parts.count == 2, let clock = parseClock(String(parts[0])), let device = DeviceID(string: String(parts[1])) else { return nil }
+        return Version(clock: clock, device: device)
+    }
+}
