@@ -24,7 +24,7 @@ struct ScenarioBench: AsyncParsableCommand {
     @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue; more than 0, at most 100).")
     var scale: Double = 1
 
-    @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), realistic (replay of notes, folders and comments with unique keys, references and cascades), bytes, scaling, convergence, import (a bulk import with a UI reading beside it).")
+    @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), realistic (replay of notes, folders and comments with unique keys, references and cascades), bytes, scaling, history (unique-key inserts and save+upload after a long history), convergence, import (a bulk import with a UI reading beside it).")
     var only: [String] = []
 
     @Option(help: "Write the results into this markdown file, between its scenario markers.")
@@ -32,7 +32,7 @@ struct ScenarioBench: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
-    static let scenarios = ["save", "replay", "realistic", "bytes", "scaling", "convergence", "import"]
+    static let scenarios = ["save", "replay", "realistic", "bytes", "scaling", "history", "convergence", "import"]
 
     /// The text of the markdown file at `path` (empty if there is none yet):
     /// a file that cannot be read, or is not UTF-8, is refused rather than
@@ -76,6 +76,7 @@ struct ScenarioBench: AsyncParsableCommand {
                 case "save": targets += try await bench.save()
                 case "replay": targets += try await bench.replay()
                 case "realistic": targets += try await bench.realisticReplay()
+                case "history": targets += try await bench.history()
                 case "bytes": targets += try bench.bytes()
                 case "scaling": targets += try await bench.scaling()
                 case "convergence": targets += try await bench.convergence()

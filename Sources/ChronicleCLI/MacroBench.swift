@@ -69,10 +69,10 @@ struct MacroBench {
 
     final class RawSQLite {
         var db: OpaquePointer?
-        init(path: String, synchronous: String) throws {
+        init(path: String, synchronous: String, creating: Bool = true) throws {
             guard sqlite3_open(path, &db) == SQLITE_OK else { throw ChronicleError(.database, "cannot open \(path)") }
             try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = \(synchronous);")
-            try exec("CREATE TABLE Item (id BLOB PRIMARY KEY NOT NULL, name TEXT, qty INTEGER, price REAL, updated INTEGER, note TEXT)")
+            if creating { try exec("CREATE TABLE Item (id BLOB PRIMARY KEY NOT NULL, name TEXT, qty INTEGER, price REAL, updated INTEGER, note TEXT)") }
         }
         deinit { sqlite3_close(db) }
         func exec(_ sql: String) throws {

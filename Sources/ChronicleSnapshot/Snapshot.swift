@@ -156,6 +156,8 @@ import Synchronization
                     }
                     // Snapshots made before it lack the index of stored keys by record.
                     try db.execute(sql: SnapshotTables.keysByRecordIndex)
+                    // …and of the saves not uploaded yet.
+                    try db.execute(sql: SnapshotTables.outboxPendingIndex)
                     if format < Self.format {
                         let recompute = try SnapshotTables.migrate(db, schema: tablesSchema, from: format)
                         var engine = MergeEngine(db: db, schema: tablesSchema, sql: EntitySQL.make(tablesSchema), origin: .imported)

@@ -83,6 +83,10 @@ package enum SnapshotTables {
     /// entity, and saving or importing n records with unique keys takes
     /// time in n². Older snapshots get it when they are opened.
     static let keysByRecordIndex = "CREATE INDEX IF NOT EXISTS _chronicle_keys_by_record ON _chronicle_keys (entity, id)"
+    /// The saves not uploaded yet, in sequence order: what every upload
+    /// asks for. Partial, so its size is the pending saves', and the
+    /// queries for them do not scan a long history of uploaded ones.
+    static let outboxPendingIndex = "CREATE INDEX IF NOT EXISTS _chronicle_outbox_pending ON _chronicle_outbox (sequence) WHERE uploaded = 0"
 
     static func create(_ db: Database, schema: Schema) throws {
         try db.execute(sql: """
@@ -105,6 +109,7 @@ package enum SnapshotTables {
                 sequence INTEGER PRIMARY KEY NOT NULL, clock INTEGER NOT NULL, body BLOB NOT NULL,
                 log_first INTEGER, log_last INTEGER, uploaded INTEGER NOT NULL DEFAULT 0, schema_hash INTEGER, uploaded_at INTEGER
             );
+            \(outboxPendingIndex);
             CREATE TABLE _chronicle_ledger (
                 name TEXT PRIMARY KEY NOT NULL, device BLOB NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
                 bytes INTEGER NOT NULL, checksum INTEGER
