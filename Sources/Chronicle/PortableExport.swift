@@ -99,17 +99,18 @@ public enum PortableExport {
         guard v <= version, v >= 1 else {
             throw ChronicleError(.unsupportedVersion, "the export is format version \(v); this build reads version \(version)")
         }
-        guard case .string(let hash)? = root["schemaHash"], hash == schema.hashString else {
-            let theirs: String
-            if case .string(let h)? = root["schemaHash"] { theirs = h } else { theirs = "none" }
-            throw ChronicleError(.schemaMismatch, "the export was made with schema \(theirs), this store's is \(schema.hashString) (version \(schema.version)): restore it into a store of the same schema")
+        guard case .string(let hash)? = root["schemaHash"] else {
+            throw ChronicleError(.malformedBody, "the export has no \"schemaHash\" (the hash of the schema it was made with)")
+        }
+        guard hash == schema.hashString else {
+            throw ChronicleError(.schemaMismatch, "the export was made with schema \(hash.prefix(40)), this store's is \(schema.hashString) (version \(schema.version)): restore it into a store of the same schema")
         }
         guard case .string(let exportedHash)? = root["stateHash"] else { throw ChronicleError(.malformedBody, "the export has no \"stateHash\"") }
         guard case .object(let byEntity)? = root["records"] else { throw ChronicleError(.malformedBody, "the export has no \"records\" object") }
 
         var wanted: [(entity: Entity, id: RecordID, values: [String: Value])] = []
         for (name, list) in byEntity.sorted(by: { $0.key < $1.key }) {
-            guard let entity = schema.entity(named: name) else { throw ChronicleError(.malformedBody, "records.\(name): no such entity in the schema") }
+            guard let entity = schema.entity(named: name) else { throw ChronicleError(.unknownEntity, "records.\(name): no such entity in the schema") }
             guard case .array(let rows) = list else { throw ChronicleError(.malformedBody, "records.\(name): expected an array") }
             for (i, row) in rows.enumerated() {
                 let path = "records.\(name)[\(i)]"
@@ -119,7 +120,7 @@ public enum PortableExport {
                 var values: [String: Value] = [:]
                 if case .object(let given)? = o["values"] {
                     for key in given.keys where entity.field(named: key) == nil {
-                        throw ChronicleError(.malformedBody, "\(path).values.\(key): no such field in \(name)")
+                        throw ChronicleError(.unknownAttribute, "\(path).values.\(key): no such field in \(name)")
                     }
                     for field in entity.fields {
                         values[field.name] = try Value(portableJSON: given[field.name] ?? .null, for: field, path: "\(path).values.\(field.name)")

@@ -209,10 +209,19 @@ public enum PortableLogs {
     // MARK: - Import
 
     /// One log of a document, encoded again and ready to put.
-    private struct Encoded {
+    struct Encoded: Sendable {
         var name: ContainerName
         var bytes: [UInt8]
         var log: DecodedLog
+    }
+
+    /// A log export read and checked, ready to write (see ``import(_:into:progress:)``).
+    package struct Prepared: Sendable {
+        var store: StoreID
+        var schemas: [Schema]
+        var logs: [Encoded]
+        var account: String?
+        var active: Bool
     }
 
     /// Writes the logs and baseline parts of a portable log export into
@@ -233,14 +242,20 @@ public enum PortableLogs {
     /// - Throws: ``ChronicleError/Code/malformedBody`` for a document that
     ///   is not a log export, naming where; ``ChronicleError/Code/unsupportedVersion``
     ///   for a later format version; ``ChronicleError/Code/typeMismatch``
-    ///   for a value not of its named type; ``ChronicleError/Code/invalidValue``
-    ///   for a log whose sequences are not consecutive; the decoder's error
-    ///   for a log that does not fit the schema it names, when the document
-    ///   holds that schema; what the container throws (after reporting it
-    ///   through `progress` with `ended` set). Nothing is written when the
-    ///   document does not read.
+    ///   for a value not of its named type, or not of its field's type in
+    ///   the schema its log names; ``ChronicleError/Code/unknownEntity`` and
+    ///   ``ChronicleError/Code/unknownAttribute`` for names that schema
+    ///   lacks; what the container throws (after reporting it through
+    ///   `progress` with `ended` set). Nothing is written when the document
+    ///   does not read.
     public static func `import`(_ data: Data, into container: any Container,
                                 progress: @Sendable (Progress) -> Void = { _ in }) async throws -> Progress {
+        try await write(try parse(data), into: container, progress: progress)
+    }
+
+    /// Reads and checks a log export, encoding every log: all that
+    /// ``import(_:into:progress:)`` does before it writes.
+    package static func parse(_ data: Data) throws(ChronicleError) -> Prepared {
         let document = try JSONValue(parsing: data)
         guard case .object(let root) = document else { throw ChronicleError(.malformedBody, "a log export is a JSON object, not \(document.kindName)") }
         guard case .string(format)? = root["format"] else {
@@ -269,11 +284,12 @@ public enum PortableLogs {
         for (i, value) in list.enumerated() {
             let path = "logs[\(i)]"
             let log = try decodeLog(value, store: store, path: path)
+            if let schema = schemas[log.header.schemaHash] { try check(log, against: schema, path: path) }
             let givenName: String?
             if case .object(let o) = value, case .string(let text)? = o["name"] { givenName = text } else { givenName = nil }
-            let bytes: [UInt8]
-            let name: ContainerName
-            do {
+            do throws(ChronicleError) {
+                let bytes: [UInt8]
+                let name: ContainerName
                 switch log {
                 case .transactions(let header, let transactions):
                     bytes = try encoder.encode(transactions)
@@ -287,7 +303,7 @@ public enum PortableLogs {
                     name = given
                     guard parsed.store == store, parsed.device == header.deviceID, parsed.part == header.baselinePart,
                           parsed.vector == ContainerLayout.vectorDigest(baseline.vector)
-                    else { throw ChronicleError(.malformedBody, "name: \(given) is not the name of this baseline part (its device, part or vector differ)") }
+                    else { throw ChronicleError(.malformedBody, "name: \(given) is not the name of this baseline part (its store, device, part or vector differ)") }
                 }
                 if let given = givenName, given != name.rawValue {
                     throw ChronicleError(.malformedBody, "name: the log's content names it \(name), not \(given)")
@@ -295,7 +311,7 @@ public enum PortableLogs {
                 // The body against the schema it names, as devices will read it.
                 let decoded = try LogDecoder(schema: schemas[log.header.schemaHash]).decode(bytes)
                 encoded.append(Encoded(name: name, bytes: bytes, log: decoded))
-            } catch let error as ChronicleError {
+            } catch {
                 throw ChronicleError(error.code, "\(path): \(error.message)", underlying: error)
             }
         }
@@ -310,32 +326,98 @@ public enum PortableLogs {
         case .bool(let b)?: active = b
         case let other?: throw ChronicleError(.malformedBody, "active: expected true or false, found \(other.kindName)")
         }
-        let names = encoded.map(\.name)
-        if Set(names).count != names.count {
-            throw ChronicleError(.malformedBody, "logs: a log appears twice")
+        var seen: Set<ContainerName> = []
+        for (i, log) in encoded.enumerated() where !seen.insert(log.name).inserted {
+            throw ChronicleError(.malformedBody, "logs[\(i)]: \(log.name) appears twice")
         }
+        return Prepared(store: store, schemas: schemas.values.sorted { $0.hash < $1.hash }, logs: encoded, account: account, active: active)
+    }
 
+    /// Checks a log's changes or records against the schema it names, so
+    /// that a value of the wrong type or a name the schema lacks is refused
+    /// with its place in the document.
+    private static func check(_ log: DecodedLog, against schema: Schema, path: String) throws(ChronicleError) {
+        func field(_ entityName: String, _ name: String, at: String) throws(ChronicleError) -> Field {
+            guard let entity = schema.entity(named: entityName) else {
+                throw ChronicleError(.unknownEntity, "\(at): '\(entityName)' is not an entity of schema version \(schema.version) (\(schema.hashString)), which this log names")
+            }
+            guard let field = entity.field(named: name) else {
+                throw ChronicleError(.unknownAttribute, "\(at): '\(name)' is not a field of \(entityName) in schema version \(schema.version) (\(schema.hashString))")
+            }
+            return field
+        }
+        func fits(_ value: Value, _ field: Field, _ entityName: String, at: String) throws(ChronicleError) {
+            guard !value.isNull, !field.accepts(value) else { return }
+            throw ChronicleError(.typeMismatch, "\(at): \(entityName).\(field.name) is \(field.kind.withArticle); the value is a \(value.portableTypeName)")
+        }
+        switch log {
+        case .transactions(_, let transactions):
+            for (t, transaction) in transactions.enumerated() {
+                for (c, change) in transaction.changes.enumerated() {
+                    let at = "\(path).transactions[\(t)].changes[\(c)]"
+                    guard schema.entity(named: change.entity) != nil else {
+                        throw ChronicleError(.unknownEntity, "\(at).entity: '\(change.entity)' is not an entity of schema version \(schema.version) (\(schema.hashString)), which this log names")
+                    }
+                    for (v, value) in change.values.enumerated() {
+                        let f = try field(change.entity, value.name, at: "\(at).values[\(v)]")
+                        try fits(value.value, f, change.entity, at: "\(at).values[\(v)]")
+                    }
+                }
+            }
+        case .baseline(_, let baseline):
+            for (r, record) in baseline.records.enumerated() {
+                let at = "\(path).records[\(r)]"
+                guard schema.entity(named: record.entity) != nil else {
+                    throw ChronicleError(.unknownEntity, "\(at).entity: '\(record.entity)' is not an entity of schema version \(schema.version) (\(schema.hashString)), which this baseline names")
+                }
+                for (v, value) in record.fields.enumerated() {
+                    let f = try field(record.entity, value.name, at: "\(at).fields[\(v)]")
+                    try fits(value.value, f, record.entity, at: "\(at).fields[\(v)]")
+                }
+            }
+        }
+    }
+
+    /// Writes a checked log export into `container` (see ``import(_:into:progress:)``):
+    /// the account first, then the schema records and the active-store
+    /// pointer, then the logs, so that a device syncing there meanwhile
+    /// takes the copy for the same account and joins the store being
+    /// written, not one of its own.
+    package static func write(_ prepared: Prepared, into container: any Container,
+                              progress: @Sendable (Progress) -> Void = { _ in }) async throws -> Progress {
+        let store = prepared.store
         var state = Progress()
-        state.total = schemas.count + encoded.count
+        state.total = prepared.schemas.count + prepared.logs.count
         progress(state)
         do {
-            for schema in schemas.values.sorted(by: { $0.hash < $1.hash }) {
+            if let account = prepared.account {
+                if case .conflict = try await ContainerReplication.carryAccount(try AccountToken(token: account).markerBytes(), into: container) {
+                    state.conflicts.append(ContainerLayout.account.rawValue)
+                }
+            }
+            for schema in prepared.schemas {
                 try Task.checkCancellation()
                 let name = ContainerLayout.schema(store: store, hash: schema.hash)
                 if try await container.readMarker(name) != nil {
                     state.alreadyThere += 1
                 } else {
-                    let bytes = Array(try encode(schema.jsonValue))
+                    // The bytes devices write for it: compact JSON, keys sorted.
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                    let bytes = Array(try encoder.encode(schema.jsonValue))
                     if bytes.count <= Marker.maxBytes, (try? await container.createMarker(name, bytes)) != nil { state.written += 1 }
                 }
                 state.processed += 1
                 progress(state)
             }
+            if prepared.active, try await container.readMarker(ContainerLayout.activeStore) == nil {
+                _ = try? await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store))
+            }
             var held: [ContainerName: Int] = [:]
             for blob in try await container.listAll(prefix: ContainerLayout.logsPrefix(store: store)) { held[blob.name] = blob.size }
             for blob in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store)) { held[blob.name] = blob.size }
             let heldLogs = held.keys.compactMap { name in ContainerLayout.parseLog(name).map { (name, $0) } }
-            for item in encoded {
+            for item in prepared.logs {
                 try Task.checkCancellation()
                 defer {
                     state.processed += 1
@@ -356,12 +438,6 @@ public enum PortableLogs {
                 } catch let error as ChronicleError where error.code == .blobConflict {
                     if try await holdsSame(item, in: container) { state.alreadyThere += 1 } else { state.conflicts.append(item.name.rawValue) }
                 }
-            }
-            if let account, try await container.readMarker(ContainerLayout.account) == nil {
-                _ = try? await container.createMarker(ContainerLayout.account, AccountToken(token: account))
-            }
-            if active, try await container.readMarker(ContainerLayout.activeStore) == nil {
-                _ = try? await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store))
             }
         } catch let error as ChronicleError {
             state.ended = true
@@ -409,6 +485,9 @@ public enum PortableLogs {
                 let at = "\(path).transactions[\(i)]"
                 guard case .object(let t) = item else { throw ChronicleError(.malformedBody, "\(at): expected an object") }
                 guard case .int(let sequence)? = t["sequence"], sequence >= 1 else { throw ChronicleError(.malformedBody, "\(at).sequence: expected a number from 1") }
+                if let previous = transactions.last?.sequence, UInt64(sequence) != previous + 1 {
+                    throw ChronicleError(.malformedBody, "\(at).sequence: \(sequence) follows \(previous): a log's sequences are consecutive")
+                }
                 guard case .string(let clockText)? = t["clock"], let clock = parseClock(clockText) else {
                     throw ChronicleError(.malformedBody, "\(at).clock: expected a clock reading \"<milliseconds>.<counter>\"")
                 }

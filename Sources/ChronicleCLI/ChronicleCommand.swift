@@ -14,7 +14,7 @@ struct ChronicleCommand: AsyncParsableCommand {
         discussion: """
             A device keeps its snapshot in a device directory; devices share a container directory, \
             made once with `chronicle init --container DIR`.
-            Every command takes --help, and every one but `dump` (which always prints JSON) takes \
+            Every command takes --help, and every one but `dump`, `export` and `export-logs` (which always print JSON) takes \
             --json: one JSON value on standard output, an error as {"error": {"code": ..., "message": ...}} \
             (bad usage has code "usage"). docs/cli.md describes each shape.
             Exit status: 0 on success, 1 when the command found a problem (bad input data included), \
@@ -22,7 +22,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             `sync` exits 3 when something it needs is not visible in the container yet.
             Standard error carries errors only, and progress; --log-level LEVEL (any command) or \
             CHRONICLE_LOG=LEVEL logs more (trace, debug, info, notice, warning, error, critical).
-            Long runs (sync, simulate --seeds, bench) report progress with a rate on standard error: \
+            Long runs (sync, import, replicate, export-logs, import-logs, simulate --seeds, bench) report progress with a rate on standard error: \
             one line rewritten in place on a terminal, plain lines otherwise.
             """,
         subcommands: [Init.self, Save.self, Sync.self, Import.self, SampleFeed.self, PublishBaseline.self, Cloud.self, StoreMaintenance.self, Query.self, StateHash.self, Inspect.self, Verify.self, Replicate.self, Export.self, ImportExport.self, ExportLogs.self, ImportLogs.self, Dump.self, HealthCommand.self, SchemaCommand.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]

@@ -9,7 +9,8 @@ struct Export: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write a device's store as portable JSON (every record, with its ID and values).",
         discussion: """
-            The document (docs/portable-json.md has its JSON Schema) holds the store's ID, its schema, its state \
+            The export is the device's store as it stands: it does not sync first (run `chronicle sync` for what \
+            other devices saved since). The device folder must exist. The document (docs/portable-json.md has its JSON Schema) holds the store's ID, its schema, its state \
             hash and every visible record of every entity, ordered by ID. Values take forms any JSON reader keeps \
             exact: int64 as a string of digits, dates as a string of seconds since 1970, binary data as base64 with \
             a MIME type, decimals as strings, and doubles with their IEEE-754 64-bit image beside the number, so \
@@ -25,6 +26,7 @@ struct Export: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(nil) {
+            try device.requireExistingFolder()
             let opened = try await device.open()
             let data: Data
             do {
@@ -177,11 +179,13 @@ struct ImportLogs: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors(output) {
             let bytes = try InputFile.bytes(of: file == "-" ? nil : file, what: "log export", limit: 1 << 30)
+            // Read and checked before the container is opened (or made).
+            let prepared = try PortableLogs.parse(Data(bytes))
             let destination = try await container.open(create: true)
             let progress = ProgressLine("import-logs", unit: "items")
             let result: PortableLogs.Progress
             do {
-                result = try await PortableLogs.import(Data(bytes), into: destination) { step in
+                result = try await PortableLogs.write(prepared, into: destination) { step in
                     progress.update(step.processed, total: step.total, note: "\(step.written) written")
                 }
             } catch {
@@ -192,9 +196,9 @@ struct ImportLogs: AsyncParsableCommand {
             progress.finish()
             await destination.shutdown()
             let outcome = result.conflicts.isEmpty
-                ? "no conflicts" : "\(result.conflicts.count) conflicts, left as they are: \(result.conflicts.joined(separator: ", "))"
+                ? "no conflicts" : "\(result.conflicts.count) conflict(s), left as they are: \(result.conflicts.joined(separator: ", "))"
             output.print(.object([
-                "processed": .int(Int64(result.processed)), "written": .int(Int64(result.written)),
+                "processed": .int(Int64(result.processed)), "total": .int(Int64(result.total)), "written": .int(Int64(result.written)),
                 "alreadyThere": .int(Int64(result.alreadyThere)), "conflicts": .array(result.conflicts.map { .string($0) }),
             ]), text: "wrote \(result.written) of \(result.total) items (\(result.alreadyThere) already there); \(outcome)")
             if !result.conflicts.isEmpty { throw ExitCode.failure }

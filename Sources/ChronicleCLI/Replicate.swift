@@ -31,6 +31,15 @@ struct Replicate: AsyncParsableCommand {
     func validate() throws {
         if let store, StoreID(string: store) == nil { throw ValidationError("--store \(store) is not a store ID") }
         if from.isEmpty || to.isEmpty { throw ValidationError("--from and --to name containers: a directory or a postgres:// URL") }
+        if Self.sameContainer(from, to) { throw ValidationError("--from and --to name the same container: nothing to copy") }
+    }
+
+    /// Whether two locations name one container: the same URL, or folders
+    /// that resolve to the same path.
+    static func sameContainer(_ a: String, _ b: String) -> Bool {
+        if ContainerOptions.isPostgres(a) || ContainerOptions.isPostgres(b) { return a == b }
+        func resolved(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path }
+        return resolved(a) == resolved(b)
     }
 
     func run() async throws {
@@ -54,12 +63,12 @@ struct Replicate: AsyncParsableCommand {
             await destination.shutdown()
             let conflicts: [JSONValue] = result.conflicts.map { .string($0) }
             let value: JSONValue = .object([
-                "processed": .int(Int64(result.processed)), "copied": .int(Int64(result.copied)),
-                "bytes": .int(Int64(result.bytes)), "conflicts": .array(conflicts),
+                "processed": .int(Int64(result.processed)), "total": .int(Int64(result.total)), "copied": .int(Int64(result.copied)),
+                "alreadyThere": .int(Int64(result.alreadyThere)), "bytes": .int(Int64(result.bytes)), "conflicts": .array(conflicts),
             ])
             let outcome = result.conflicts.isEmpty
-                ? "no conflicts" : "\(result.conflicts.count) conflicts, left as they are: \(result.conflicts.joined(separator: ", "))"
-            output.print(value, text: "copied \(result.copied) of \(result.total) items (\(result.bytes) bytes of blobs); \(outcome)")
+                ? "no conflicts" : "\(result.conflicts.count) conflict(s), left as they are: \(result.conflicts.joined(separator: ", "))"
+            output.print(value, text: "copied \(result.copied) of \(result.total) items (\(result.bytes) bytes of blobs), \(result.alreadyThere) already there; \(outcome)")
             if !result.conflicts.isEmpty { throw ExitCode.failure }
         }
     }

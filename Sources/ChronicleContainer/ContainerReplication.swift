@@ -23,8 +23,10 @@ package struct ContainerReplication: Sendable {
         package var processed = 0
         /// Blobs and markers to examine in all.
         package var total = 0
-        /// Of those, how many were copied (the rest were there already).
+        /// Of those, how many were copied.
         package var copied = 0
+        /// Of those, how many the destination held already, the same.
+        package var alreadyThere = 0
         /// Bytes of blobs copied.
         package var bytes = 0
         /// Names the destination holds with other bytes, left as they are.
@@ -45,30 +47,67 @@ package struct ContainerReplication: Sendable {
 
     /// Copies `store` (every store the source holds if nil).
     ///
-    /// - Throws: the first error that stops it (after reporting it through
-    ///   `progress` with `ended` set); `CancellationError` between items.
+    /// The account marker goes first, then the stores' markers and the
+    /// active-store pointer, then the blobs: a device that syncs from the
+    /// destination while a copy runs (or after one was interrupted) takes
+    /// it for the same account and joins the store being copied, whose
+    /// missing logs it reads as they arrive, instead of starting a store
+    /// and an account of its own there.
+    ///
+    /// - Throws: ``ChronicleError/Code/notFound`` when `store` is given and
+    ///   the source holds nothing of it; the first error that stops it
+    ///   (after reporting it through `progress` with `ended` set);
+    ///   `CancellationError` between items.
     @discardableResult
     package func run(store: StoreID? = nil, progress: @Sendable (Progress) -> Void = { _ in }) async throws -> Progress {
         var state = Progress()
         do {
-            let prefixes: [String]
+            let stores: [StoreID]
             if let store {
-                prefixes = ["\(store)/"]
+                stores = [store]
             } else {
-                prefixes = try await source.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:))
-                    .map { "\($0)/" }
+                stores = try await source.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:))
             }
+            let prefixes = stores.map { "\($0)/" }
             var blobs: [BlobInfo] = []
             var markers: [ContainerName] = []
             for prefix in prefixes {
                 blobs += try await source.listAll(prefix: prefix)
                 markers += try await source.listMarkers(prefix: prefix)
             }
-            let pointer = ContainerLayout.activeStore
-            var containerMarkers: [ContainerName] = []
-            for name in [ContainerLayout.account, pointer] where try await source.readMarker(name) != nil { containerMarkers.append(name) }
-            state.total = blobs.count + markers.count + containerMarkers.count
+            if let store, blobs.isEmpty, markers.isEmpty {
+                throw ChronicleError(.notFound, "the source holds no store \(store) (`chronicle inspect` lists its stores)")
+            }
+            let account = try await source.readMarker(ContainerLayout.account)
+            // The pointer only when it names a store copied here.
+            var pointer: Marker?
+            if let marker = try await source.readMarker(ContainerLayout.activeStore),
+               let named = try? ActiveStorePointer(markerBytes: marker.bytes),
+               stores.contains(named.store) {
+                pointer = marker
+            }
+            state.total = blobs.count + markers.count + (account == nil ? 0 : 1) + (pointer == nil ? 0 : 1)
             progress(state)
+            if let account {
+                switch try await Self.carryAccount(account.bytes, into: destination) {
+                case .copied: state.copied += 1
+                case .alreadyThere: state.alreadyThere += 1
+                case .conflict: state.conflicts.append(ContainerLayout.account.rawValue)
+                }
+                state.processed += 1
+                progress(state)
+            }
+            for name in markers {
+                try Task.checkCancellation()
+                if let marker = try await source.readMarker(name) { try await copyMarker(name, marker, &state) }
+                state.processed += 1
+                progress(state)
+            }
+            if let pointer {
+                try await copyMarker(ContainerLayout.activeStore, pointer, &state)
+                state.processed += 1
+                progress(state)
+            }
             // What the destination holds, with sizes: a blob of another
             // size under the same name is another blob.
             var present: [ContainerName: Int] = [:]
@@ -78,7 +117,7 @@ package struct ContainerReplication: Sendable {
             for blob in blobs {
                 try Task.checkCancellation()
                 if let size = present[blob.name] {
-                    if size != blob.size { state.conflicts.append(blob.name.rawValue) }
+                    if size != blob.size { state.conflicts.append(blob.name.rawValue) } else { state.alreadyThere += 1 }
                 } else {
                     let bytes = try await source.get(blob.name, maxBytes: max(blob.size, 1))
                     do {
@@ -87,23 +126,6 @@ package struct ContainerReplication: Sendable {
                         state.bytes += bytes.count
                     } catch let error as ChronicleError where error.code == .blobConflict {
                         state.conflicts.append(blob.name.rawValue)
-                    }
-                }
-                state.processed += 1
-                progress(state)
-            }
-            for name in markers + containerMarkers {
-                try Task.checkCancellation()
-                if let marker = try await source.readMarker(name) {
-                    if let existing = try await destination.readMarker(name) {
-                        if existing.bytes != marker.bytes { state.conflicts.append(name.rawValue) }
-                    } else {
-                        do {
-                            _ = try await destination.createMarker(name, marker.bytes)
-                            state.copied += 1
-                        } catch let error as ChronicleError where error.code == .markerConflict {
-                            // Created meanwhile by another writer: theirs stays.
-                        }
                     }
                 }
                 state.processed += 1
@@ -118,5 +140,51 @@ package struct ContainerReplication: Sendable {
         state.ended = true
         progress(state)
         return state
+    }
+
+    /// Creates a marker the destination lacks; one it holds with other
+    /// bytes is a conflict, left as it is.
+    private func copyMarker(_ name: ContainerName, _ marker: Marker, _ state: inout Progress) async throws {
+        if let existing = try await destination.readMarker(name) {
+            if existing.bytes != marker.bytes { state.conflicts.append(name.rawValue) } else { state.alreadyThere += 1 }
+            return
+        }
+        do {
+            _ = try await destination.createMarker(name, marker.bytes)
+            state.copied += 1
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            // Created meanwhile by another writer: theirs stays.
+            if try await destination.readMarker(name)?.bytes != marker.bytes { state.conflicts.append(name.rawValue) } else { state.alreadyThere += 1 }
+        }
+    }
+
+    /// What ``carryAccount(_:into:)`` did.
+    package enum AccountOutcome: Sendable {
+        case copied, alreadyThere, conflict
+    }
+
+    /// Writes an account marker's `bytes` into `destination`: where it has
+    /// none, and where it holds another account but no store and no
+    /// active-store pointer (a container `chronicle init` just made: no
+    /// device has joined it, so its account was never used). A destination
+    /// that holds stores under another account keeps it: a conflict.
+    package static func carryAccount(_ bytes: [UInt8], into destination: any Container) async throws -> AccountOutcome {
+        guard let existing = try await destination.readMarker(ContainerLayout.account) else {
+            do {
+                _ = try await destination.createMarker(ContainerLayout.account, bytes)
+                return .copied
+            } catch let error as ChronicleError where error.code == .markerConflict {
+                return try await destination.readMarker(ContainerLayout.account)?.bytes == bytes ? .alreadyThere : .conflict
+            }
+        }
+        if existing.bytes == bytes { return .alreadyThere }
+        let stores = try await destination.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:))
+        guard stores.isEmpty, try await destination.readMarker(ContainerLayout.activeStore) == nil else { return .conflict }
+        do {
+            _ = try await destination.replaceMarker(ContainerLayout.account, bytes, expected: existing.version)
+            return .copied
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            return .conflict
+        }
     }
 }

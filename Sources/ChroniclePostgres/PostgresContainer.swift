@@ -347,7 +347,8 @@ public final class PostgresContainer: Container {
                            password: configuration.password, database: configuration.database, tls: tls)
         }
         direct.options.connectTimeout = .seconds(max(1, min(10, configuration.timeout.components.seconds)))
-        let what = "connecting to the PostgreSQL server"
+        let endpoint = configuration.socketPath.map { "the socket \($0)" } ?? "\(configuration.host ?? "127.0.0.1"):\(configuration.port)"
+        let what = "connecting to the PostgreSQL server at \(endpoint) as \(configuration.username)"
         do {
             let connection = try await PostgresConnection.connect(on: PostgresClient.defaultEventLoopGroup.next(), configuration: direct,
                                                                   id: 0, logger: logger).get()
@@ -759,7 +760,8 @@ public final class PostgresContainer: Container {
             }
             return ChronicleError(.io, "\(what) failed: the PostgreSQL server refused (\(state): \(message))")
         }
-        return ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer (\(error.code))")
+        let reason = error.underlying.map { ": \(String(describing: $0).prefix(200))" } ?? ""
+        return ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer (\(error.code)\(reason))")
     }
 
     private func decoding<T>(_ what: String, _ decode: () throws -> T) throws -> T {

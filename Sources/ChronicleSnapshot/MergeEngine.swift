@@ -74,7 +74,8 @@ struct MergeEngine {
     /// Statement slots: the fixed ones, then eight per entity.
     private enum Slot {
         static let selectState = 0, insertStateIfAbsent = 1, replaceState = 2, deleteRef = 3, insertRef = 4, largestStateID = 5
-        static let entityBase = 6, perEntity = 8
+        static let keyGroup = 6, storedKeys = 7, insertKey = 8, deleteKeys = 9, referrers = 10
+        static let entityBase = 11, perEntity = 8
         static func selectRow(_ entity: Int) -> Int { entityBase + perEntity * entity }
         static func deleteRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 1 }
         static func insertRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 2 }
@@ -253,7 +254,7 @@ struct MergeEngine {
             }
             if alone {
                 for (c, k) in newKeys {
-                    try db.cachedStatement(sql: "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)").execute(arguments: [entity, c, Data(k), id])
+                    try insertKey(entity, c, k, id)
                 }
                 try write(entity, id, pre, replacing: false)
                 created.remove(key)
@@ -281,9 +282,9 @@ struct MergeEngine {
         let current = created.contains(key) ? nil : try currentRow(entity, id)
         let oldKeys = first ? [:] : try storedKeys(entity, id)
         if newKeys != oldKeys {
-            try db.cachedStatement(sql: "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?").execute(arguments: [entity, id])
+            try db.run(statement(Slot.deleteKeys, "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?")) { $0.bind(entity); $0.bind(id) }
             for (c, key) in newKeys {
-                try db.cachedStatement(sql: "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)").execute(arguments: [entity, c, Data(key), id])
+                try insertKey(entity, c, key, id)
             }
         }
         if desired != current {
@@ -383,9 +384,11 @@ struct MergeEngine {
     }
 
     private mutating func scheduleReferrers(of id: RecordID) throws {
-        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT entity, id FROM _chronicle_refs WHERE target = ?"), arguments: [id])
-        for row in rows {
-            schedule(row[0], row[1])
+        let rows = try db.all(statement(Slot.referrers, "SELECT entity, id FROM _chronicle_refs WHERE target = ?"), { $0.bind(id) }) { statement in
+            (Int(sqlite3_column_int64(statement, 0)), try columnRecordID(statement, 1))
+        }
+        for (entity, referrer) in rows {
+            schedule(entity, referrer)
         }
     }
 
@@ -516,18 +519,23 @@ struct MergeEngine {
     }
 
     private func keyGroup(_ entity: Int, _ constraint: Int, _ key: [UInt8]) throws -> [RecordID] {
-        try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM _chronicle_keys WHERE entity = ? AND constraint_index = ? AND key = ?"),
-                              arguments: [entity, constraint, Data(key)])
+        try db.all(statement(Slot.keyGroup, "SELECT id FROM _chronicle_keys WHERE entity = ? AND constraint_index = ? AND key = ?"),
+                   { $0.bind(entity); $0.bind(constraint); $0.bind(key) }) { try columnRecordID($0, 0) }
     }
 
     private func storedKeys(_ entity: Int, _ id: RecordID) throws -> [Int: [UInt8]] {
         var result: [Int: [UInt8]] = [:]
         guard !schema.entities[entity].uniqueConstraints.isEmpty else { return result }
-        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT constraint_index, key FROM _chronicle_keys WHERE entity = ? AND id = ?"),
-                                    arguments: [entity, id]) {
-            result[row[0]] = [UInt8]((row[1] as Data))
-        }
+        let rows = try db.all(statement(Slot.storedKeys, "SELECT constraint_index, key FROM _chronicle_keys WHERE entity = ? AND id = ?"),
+                              { $0.bind(entity); $0.bind(id) }) { (Int(sqlite3_column_int64($0, 0)), columnBytes($0, 1)) }
+        for (constraint, key) in rows { result[constraint] = key }
         return result
+    }
+
+    private func insertKey(_ entity: Int, _ constraint: Int, _ key: [UInt8], _ id: RecordID) throws {
+        try db.run(statement(Slot.insertKey, "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)")) {
+            $0.bind(entity); $0.bind(constraint); $0.bind(key); $0.bind(id)
+        }
     }
 
     // MARK: Storage

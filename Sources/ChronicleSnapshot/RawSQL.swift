@@ -148,6 +148,25 @@ extension Database {
         }
     }
 
+    /// Runs a prepared query and hands each row to `read`.
+    func all<T>(_ statement: OpaquePointer, _ bind: (inout RawBinder) -> Void, read: (OpaquePointer) throws -> T) throws -> [T] {
+        sqlite3_reset(statement)
+        var binder = RawBinder(statement)
+        bind(&binder)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        var result: [T] = []
+        while true {
+            switch sqlite3_step(statement) {
+            case SQLITE_ROW: result.append(try read(statement))
+            case SQLITE_DONE: return result
+            case let code: throw rawError(code, statement)
+            }
+        }
+    }
+
     /// The error of a failed step of `statement`, as GRDB would report it.
     func rawError(_ code: Int32, _ statement: OpaquePointer) -> DatabaseError {
         DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),
@@ -181,6 +200,14 @@ func columnBytes(_ statement: OpaquePointer, _ index: Int32) -> [UInt8] {
     let count = Int(sqlite3_column_bytes(statement, index))
     guard count > 0, let base = sqlite3_column_blob(statement, index) else { return [] }
     return Array(UnsafeRawBufferPointer(start: base, count: count))
+}
+
+/// Reads column `index` of the current row as a record ID (a 16-byte blob).
+func columnRecordID(_ statement: OpaquePointer, _ index: Int32) throws -> RecordID {
+    guard sqlite3_column_bytes(statement, index) == 16, let base = sqlite3_column_blob(statement, index) else {
+        throw ChronicleError(.databaseCorrupt, "a record ID column holds \(sqlite3_column_bytes(statement, index)) bytes, not 16")
+    }
+    return RecordID(bytes: UnsafeRawBufferPointer(start: base, count: 16))
 }
 
 /// Reads column `index` of the current row as a snapshot value.

@@ -134,6 +134,37 @@ import Testing
         let error = await restore(badValue)
         #expect(error?.code == .typeMismatch)
         #expect(error?.message.contains("records.Item[0].values.ratio") == true, "\(error?.message ?? "")")
+        // Hand edits a reader cannot settle: the number and its image
+        // disagree, a key a double does not have, an int64 out of range,
+        // a date with nanoseconds, a field the entity lacks.
+        records = good["records"] as! [String: Any]
+        items = records["Item"] as! [[String: Any]]
+        for (field, value, expected) in [
+            ("ratio", ["double": 1.5, "ieee754": "4000000000000000"] as Any, "one of them was changed"),
+            ("ratio", ["double": 1.5, "ieee754": "3ff8000000000000", "extra": 1] as Any, "\"extra\" is not one of its keys"),
+            ("count", "9223372036854775808" as Any, "out of the int64 range"),
+            ("when", ["seconds": "1.1234567"] as Any, "at most 6 decimals"),
+        ] {
+            var edited = items
+            var v = edited[1]["values"] as! [String: Any]
+            v[field] = value
+            edited[1]["values"] = v
+            var r = records
+            r["Item"] = edited
+            var document = good
+            document["records"] = r
+            let e = await restore(document)
+            #expect(e?.code == .typeMismatch && e?.message.contains(expected) == true, "\(field): \(e?.message ?? "accepted")")
+        }
+        var unknownField = items
+        var v = unknownField[1]["values"] as! [String: Any]
+        v["colour"] = "red"
+        unknownField[1]["values"] = v
+        var r = records
+        r["Item"] = unknownField
+        var withUnknown = good
+        withUnknown["records"] = r
+        #expect(await restore(withUnknown)?.code == .unknownAttribute)
         do {
             _ = try await PortableExport.restore(Data("[1, 2".utf8), into: empty)
             Issue.record("a broken document was read")

@@ -94,7 +94,7 @@ import Testing
                                                                                    with: "\"title\",\n                  \"int64\",\n                  \"5\"")
         #expect(wrongType != String(decoding: json, as: UTF8.self))
         let mismatch = try await #require(throws: ChronicleError.self) { try await PortableLogs.import(Data(wrongType.utf8), into: target) }
-        #expect(mismatch.code == .malformedBody && mismatch.message.contains("title"), "\(mismatch.message)")
+        #expect(mismatch.code == .typeMismatch && mismatch.message.contains("Item.title is a string attribute"), "\(mismatch.message)")
         #expect(try await target.listAll(prefix: "").isEmpty)
 
         for (document, code) in [("[]", ChronicleError.Code.malformedBody), (#"{"format": "chronicle-export", "version": 1}"#, .malformedBody),

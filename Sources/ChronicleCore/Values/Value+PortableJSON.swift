@@ -102,26 +102,50 @@ extension Value {
             switch (type, json) {
             case (.string, .string(let s)): self = .string(s)
             case (.int64, .string(let s)):
-                guard let i = Int64(s) else { throw mismatch("a string of decimal digits for an int64") }
+                guard let i = Int64(s) else {
+                    let digits = s.hasPrefix("-") ? s.dropFirst() : Substring(s)
+                    if !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) {
+                        throw ChronicleError(.typeMismatch, "\(path): \(s) is out of the int64 range (\(Int64.min) to \(Int64.max))")
+                    }
+                    throw ChronicleError(.typeMismatch, "\(path): expected a string of decimal digits for an int64, found \"\(s.prefix(40))\"")
+                }
                 self = .int(i)
             case (.double, .object(let o)):
-                if case .string(let hex)? = o["ieee754"] {
-                    guard hex.count == 16, let bits = UInt64(hex, radix: 16) else { throw mismatch("\"ieee754\": 16 hex digits") }
-                    self = .double(Double(bitPattern: bits))
-                    return
+                if let extra = o.keys.sorted().first(where: { $0 != "double" && $0 != "ieee754" }) {
+                    throw ChronicleError(.typeMismatch, "\(path): a double is {\"double\", \"ieee754\"}; \"\(extra.prefix(40))\" is not one of its keys")
                 }
+                let text: Double?
                 switch o["double"] {
-                case .double(let d)?: self = .double(d)
-                case .int(let i)?: self = .double(Double(i))
-                case .string("NaN")?: self = .double(.nan)
-                case .string("Infinity")?: self = .double(.infinity)
-                case .string("-Infinity")?: self = .double(-.infinity)
+                case .double(let d)?: text = d
+                case .int(let i)?: text = Double(i)
+                case .string("NaN")?: text = .nan
+                case .string("Infinity")?: text = .infinity
+                case .string("-Infinity")?: text = -.infinity
+                case nil: text = nil
                 default: throw mismatch("{\"double\": a number, \"NaN\", \"Infinity\" or \"-Infinity\", \"ieee754\": 16 hex digits}")
                 }
+                if let image = o["ieee754"] {
+                    guard case .string(let hex) = image, hex.count == 16, let bits = UInt64(hex, radix: 16) else {
+                        throw ChronicleError(.typeMismatch, "\(path).ieee754: expected 16 hex digits, the double's IEEE-754 64-bit image")
+                    }
+                    let d = Double(bitPattern: bits)
+                    // The image decides (NaN payloads, -0.0); a number beside
+                    // it that reads as another value means one was edited.
+                    if let text, !(text.isNaN && d.isNaN), text != d {
+                        throw ChronicleError(.typeMismatch, "\(path): \"double\" is \(text) but \"ieee754\" \(hex) is \(d): one of them was changed; give the same number in both, or leave one out")
+                    }
+                    self = .double(d)
+                    return
+                }
+                guard let text else { throw mismatch("{\"double\": a number, \"NaN\", \"Infinity\" or \"-Infinity\", \"ieee754\": 16 hex digits}") }
+                self = .double(text)
             case (.bool, .bool(let b)): self = .bool(b)
             case (.date, .object(let o)):
-                guard case .string(let s)? = o["seconds"], let micros = Self.microseconds(s) else {
+                guard case .string(let s)? = o["seconds"] else {
                     throw mismatch("{\"seconds\": a decimal string of seconds since 1970, at most 6 decimals}")
+                }
+                guard let micros = Self.microseconds(s) else {
+                    throw ChronicleError(.typeMismatch, "\(path).seconds: \"\(s.prefix(40))\" is not seconds since 1970 with at most 6 decimals (Chronicle keeps microseconds), within the range of dates")
                 }
                 self = .date(Timestamp(microsecondsSinceEpoch: micros))
             case (.data, .object(let o)):

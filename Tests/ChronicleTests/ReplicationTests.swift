@@ -1,0 +1,94 @@
+import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import Foundation
+import Logging
+import Testing
+
+/// Copying a store between containers: what goes first, and what a
+/// destination that is not empty gets.
+@Suite struct ReplicationTests {
+    static let schema = try! Schema(version: 1, entities: [Entity("Note", attributes: [Attribute("title", .string)])])
+
+    func source() async throws -> TestDevices {
+        let d = try await TestDevices(2, schema: Self.schema)
+        if try await d.container.readMarker(ContainerLayout.account) == nil {
+            _ = try await d.container.createMarker(ContainerLayout.account, AccountToken(token: "the-source-account"))
+        }
+        for i in 0..<6 {
+            try await d.stores[i % 2].write { tx in _ = tx.insert("Note", ["title": Value.string("note \(i)")]) }
+            try await d.syncAll()
+        }
+        return d
+    }
+
+    func folder(_ d: TestDevices, _ name: String, create: Bool = true) throws -> DirectoryContainer {
+        try DirectoryContainer(root: d.root.appendingPathComponent(name), create: create)
+    }
+
+    func open(_ d: TestDevices, _ name: String, on container: any Container, device: UInt64) async throws -> Store {
+        try await Store.open(Store.Configuration(
+            schema: Self.schema, deviceID: DeviceID(index: device), directory: d.root.appendingPathComponent(name),
+            container: container, clock: d.clock, seed: device, logger: Logger(label: "test"), durability: .normal))
+    }
+
+    /// Interrupted at its first blob, a copy already holds the account and
+    /// the active-store pointer: a device that syncs there joins the store
+    /// being copied, under the same account, and has every save once the
+    /// copy is run again.
+    @Test func anInterruptedCopyAlreadyNamesTheAccountAndTheStore() async throws {
+        let d = try await source()
+        let destination = try folder(d, "copy")
+        let blobs = try await d.container.listAll(prefix: "").count
+        let origin = d.container
+        let interrupted = Task {
+            try await ContainerReplication(from: origin, to: destination).run { step in
+                // Every marker is handled before the first blob.
+                if step.processed == step.total - blobs + 1 { withUnsafeCurrentTask { $0?.cancel() } }
+            }
+        }
+        await #expect(throws: CancellationError.self) { try await interrupted.value }
+        #expect(try await destination.readMarker(ContainerLayout.account)?.bytes == (try await d.container.readMarker(ContainerLayout.account))?.bytes)
+        #expect(try await destination.readMarker(ContainerLayout.activeStore)?.bytes == (try await d.container.readMarker(ContainerLayout.activeStore))?.bytes)
+        #expect(try await destination.listAll(prefix: "").count == 1, "one blob copied")
+
+        let joiner = try await open(d, "joiner", on: destination, device: 9)
+        try await joiner.sync()
+        #expect(joiner.storeID == d.stores[0].storeID, "the store being copied, not one of its own")
+        let finished = try await ContainerReplication(from: d.container, to: destination).run()
+        #expect(finished.conflicts.isEmpty, "\(finished.conflicts)")
+        try await joiner.sync()
+        #expect(try await joiner.stateHash() == (try await d.stores[0].stateHash()))
+    }
+
+    /// A destination `chronicle init` made (an account marker, no store)
+    /// takes the source's account; one that holds a store keeps its own,
+    /// and the account is reported as a conflict.
+    @Test func aNewlyMadeDestinationTakesTheSourceAccount() async throws {
+        let d = try await source()
+        let fresh = try folder(d, "fresh")
+        _ = try await fresh.createMarker(ContainerLayout.account, AccountToken(token: "made-by-init"))
+        let copied = try await ContainerReplication(from: d.container, to: fresh).run()
+        #expect(copied.conflicts.isEmpty, "\(copied.conflicts)")
+        #expect(try await fresh.readMarker(ContainerLayout.account)?.bytes == (try await d.container.readMarker(ContainerLayout.account))?.bytes)
+
+        let used = try folder(d, "used")
+        _ = try await used.createMarker(ContainerLayout.account, AccountToken(token: "in-use"))
+        let other = try await open(d, "other", on: used, device: 7)
+        try await other.write { tx in _ = tx.insert("Note", ["title": Value.string("theirs")]) }
+        try await other.sync()
+        let refused = try await ContainerReplication(from: d.container, to: used).run(store: d.stores[0].storeID)
+        #expect(refused.conflicts.contains(ContainerLayout.account.rawValue), "\(refused.conflicts)")
+        #expect(try await used.readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token == "in-use", "not replaced")
+    }
+
+    @Test func aStoreTheSourceDoesNotHoldIsNotFoundAndCopiesNothing() async throws {
+        let d = try await source()
+        let destination = try folder(d, "nothing")
+        let missing = StoreID(RecordID(high: 1, low: 2))
+        let error = try await #require(throws: ChronicleError.self) { try await ContainerReplication(from: d.container, to: destination).run(store: missing) }
+        #expect(error.code == .notFound)
+        #expect(try await destination.readMarker(ContainerLayout.activeStore) == nil)
+        #expect(try await destination.readMarker(ContainerLayout.account) == nil)
+    }
+}
