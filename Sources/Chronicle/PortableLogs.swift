@@ -580,7 +580,7 @@ public enum PortableLogs {
     static func parseClock(_ text: String) -> HybridTimestamp? {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
-              let ms = UInt64(parts[0]), ms < 1 << 48, let counter = UInt16(parts[1])
+              let ms = UInt64(parts[0]), ms <= HybridTimestamp.maxMilliseconds, let counter = UInt16(parts[1])
         else { return nil }
         return HybridTimestamp(milliseconds: ms, counter: counter)
     }

@@ -15,8 +15,8 @@ struct Export: AsyncParsableCommand {
             exact: int64 as a string of digits, dates as a string of seconds since 1970, binary data as base64 with \
             a MIME type, decimals as strings, and doubles with their IEEE-754 64-bit image beside the number, so \
             NaN payloads, infinities and -0.0 come back bit for bit. `chronicle import-export` reads it into a \
-            store of the same schema. Written to standard output, or with --output to a file (replaced whole: \
-            written beside it, then renamed).
+            store of the same schema. Written to standard output, or with --output to a file (a regular file is replaced whole: \
+            written beside it, then renamed; a device, a FIFO or a link is written through).
             """)
 
     @OptionGroup var device: DeviceOptions
@@ -37,11 +37,7 @@ struct Export: AsyncParsableCommand {
                 throw error
             }
             if let output {
-                do {
-                    try data.write(to: URL(fileURLWithPath: output), options: .atomic)
-                } catch {
-                    throw ChronicleError(.io, "cannot write \(output): \(error.localizedDescription)", underlying: error)
-                }
+                try OutputFile.write(data, to: output)
             } else {
                 FileHandle.standardOutput.write(data + Data("\n".utf8))
             }
@@ -143,11 +139,7 @@ struct ExportLogs: AsyncParsableCommand {
             }
             await source.shutdown()
             if let output {
-                do {
-                    try data.write(to: URL(fileURLWithPath: output), options: .atomic)
-                } catch {
-                    throw ChronicleError(.io, "cannot write \(output): \(error.localizedDescription)", underlying: error)
-                }
+                try OutputFile.write(data, to: output)
             } else {
                 FileHandle.standardOutput.write(data + Data("\n".utf8))
             }

@@ -198,12 +198,6 @@ struct SampleFeed: AsyncParsableCommand {
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
             throw ChronicleError(.io, "cannot write \(path): it is a folder; name a file")
         }
-        do {
-            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
-        } catch {
-            let posix = ((error as? CocoaError)?.underlying as? POSIXError) ?? (error as? POSIXError)
-            let reason = posix.map { String(cString: strerror($0.code.rawValue)) } ?? "\(error)"
-            throw ChronicleError(.io, "cannot write \(path): \(reason)")
-        }
+        try OutputFile.write(data, to: path)
     }
 }

@@ -65,11 +65,19 @@ struct Replicate: AsyncParsableCommand {
             let value: JSONValue = .object([
                 "processed": .int(Int64(result.processed)), "total": .int(Int64(result.total)), "copied": .int(Int64(result.copied)),
                 "alreadyThere": .int(Int64(result.alreadyThere)), "bytes": .int(Int64(result.bytes)), "conflicts": .array(conflicts),
+                "damaged": .array(result.damaged.map { .string($0) }), "foreign": .array(result.foreign.map { .string($0) }),
             ])
-            let outcome = result.conflicts.isEmpty
-                ? "no conflicts" : "\(result.conflicts.count) conflict(s), left as they are: \(result.conflicts.joined(separator: ", "))"
-            output.print(value, text: "copied \(result.copied) of \(result.total) items (\(result.bytes) bytes of blobs), \(result.alreadyThere) already there; \(outcome)")
-            if !result.conflicts.isEmpty { throw ExitCode.failure }
+            var lines = ["copied \(result.copied) of \(result.total) items (\(result.bytes) bytes of blobs), \(result.alreadyThere) already there; "
+                + (result.conflicts.isEmpty ? "no conflicts"
+                    : "\(result.conflicts.count) conflict(s), left as they are: \(result.conflicts.joined(separator: ", "))")]
+            if !result.damaged.isEmpty {
+                lines.append("\(result.damaged.count) damaged log(s) of the source, not copied (their devices put them back at their next sync; copy again then): \(result.damaged.joined(separator: ", "))")
+            }
+            if !result.foreign.isEmpty {
+                lines.append("\(result.foreign.count) entr(ies) that are neither logs nor baseline parts, not copied: \(result.foreign.joined(separator: ", "))")
+            }
+            output.print(value, text: lines.map(oneLine).joined(separator: "\n"))
+            if !result.conflicts.isEmpty || !result.damaged.isEmpty { throw ExitCode.failure }
         }
     }
 }

@@ -6,6 +6,13 @@ import ChronicleCore
 /// where the destination has none (so the copy is the same account: its
 /// devices do not take it for another).
 ///
+/// Only logs and baseline parts are copied, each verified first (header
+/// and body checksums, the body's structure): one that does not verify, or
+/// is larger than any log, is reported in ``Progress/damaged`` and left
+/// out, and an entry that is neither is reported in ``Progress/foreign``:
+/// a copy does not spread damage. A damaged log's device puts it back in
+/// the source at its next sync; copy again then.
+///
 /// Resumable: a blob or marker the destination already holds is skipped,
 /// and a put is idempotent, so a replication interrupted anywhere (a
 /// crash, a lost connection, a cancelled task) and run again copies what
@@ -31,6 +38,12 @@ package struct ContainerReplication: Sendable {
         package var bytes = 0
         /// Names the destination holds with other bytes, left as they are.
         package var conflicts: [String] = []
+        /// Logs and baseline parts of the source that do not verify (or
+        /// are larger than any log), with why: not copied.
+        package var damaged: [String] = []
+        /// Entries under the stores' folders that are neither logs nor
+        /// baseline parts: not copied.
+        package var foreign: [String] = []
         /// Whether this is the last value.
         package var ended = false
         /// What stopped it, on the last value, if anything did.
@@ -114,12 +127,33 @@ package struct ContainerReplication: Sendable {
             for prefix in prefixes {
                 for blob in try await destination.listAll(prefix: prefix) { present[blob.name] = blob.size }
             }
+            let decoder = LogDecoder(schema: nil)
             for blob in blobs {
                 try Task.checkCancellation()
+                defer {
+                    state.processed += 1
+                    progress(state)
+                }
+                // Only logs and baseline parts, each verified: a stray
+                // entry or a damaged log is not spread to another container.
+                guard ContainerLayout.parseLog(blob.name) != nil || ContainerLayout.parseBaselinePart(blob.name) != nil else {
+                    state.foreign.append(blob.name.rawValue)
+                    continue
+                }
+                guard blob.size <= decoder.limits.maxLogBytes else {
+                    state.damaged.append("\(blob.name.rawValue) (\(blob.size) bytes: larger than any log)")
+                    continue
+                }
                 if let size = present[blob.name] {
                     if size != blob.size { state.conflicts.append(blob.name.rawValue) } else { state.alreadyThere += 1 }
                 } else {
-                    let bytes = try await source.get(blob.name, maxBytes: max(blob.size, 1))
+                    let bytes = try await source.get(blob.name, maxBytes: decoder.limits.maxLogBytes)
+                    // (A log compressed with a store dictionary verifies
+                    // where the dictionary is; its header did here.)
+                    if let problem = Self.problem(of: bytes, decoder), problem.code != .unknownDictionary {
+                        state.damaged.append("\(blob.name.rawValue) (\(problem.code): \(problem.message))")
+                        continue
+                    }
                     do {
                         try await destination.put(blob.name, bytes)
                         state.copied += 1
@@ -128,8 +162,6 @@ package struct ContainerReplication: Sendable {
                         state.conflicts.append(blob.name.rawValue)
                     }
                 }
-                state.processed += 1
-                progress(state)
             }
         } catch let error as ChronicleError {
             state.ended = true
@@ -155,6 +187,16 @@ package struct ContainerReplication: Sendable {
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Created meanwhile by another writer: theirs stays.
             if try await destination.readMarker(name)?.bytes != marker.bytes { state.conflicts.append(name.rawValue) } else { state.alreadyThere += 1 }
+        }
+    }
+
+    /// Why `bytes` do not verify as a log or baseline part, or nil.
+    private static func problem(of bytes: [UInt8], _ decoder: LogDecoder) -> ChronicleError? {
+        do {
+            _ = try decoder.open(bytes)
+            return nil
+        } catch {
+            return error
         }
     }
 

@@ -47,7 +47,7 @@ extension Snapshot {
                 let changes = try building(db)
                 guard !changes.isEmpty else { return nil }
                 let sequence = try appliedSequence(db, deviceID) + 1
-                var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0)))
+                var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0)))
                 let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
                 let version = Version(clock: clock, device: deviceID)
                 var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)

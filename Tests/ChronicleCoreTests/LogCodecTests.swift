@@ -80,6 +80,19 @@ import Testing
         expectError(.invalidValue) { _ = try encoder.encode([zero]) }
     }
 
+    /// A clock past the year 6429 is no device's: such a log is malformed,
+    /// so no snapshot adopts a reading whose packed form is past 2^63.
+    @Test func aClockPastTheLastMillisecondIsMalformed() throws {
+        var rng = SeededRandom(seed: 2)
+        var t = Samples.transaction(Samples.library, sequence: 1, changes: 1, &rng)
+        let encoder = LogEncoder(storeID: Samples.store)
+        let decoder = LogDecoder(schema: Samples.library)
+        t.clock = HybridTimestamp(milliseconds: HybridTimestamp.maxMilliseconds, counter: 7)
+        #expect(throws: Never.self) { try decoder.decode(try encoder.encode([t])) }
+        t.clock = HybridTimestamp(milliseconds: HybridTimestamp.maxMilliseconds + 1, counter: 0)
+        expectError(.malformedBody) { _ = try decoder.decode(try encoder.encode([t])) }
+    }
+
     /// An empty list is a misuse of the API, not bad data: a precondition
     /// failure with a message, as GRDB stops on misuse.
     @Test func encodingNoTransactionsIsAPreconditionFailure() async {

@@ -23,6 +23,13 @@ public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConve
     /// The zero reading, before every real one.
     public static let zero = HybridTimestamp(rawValue: 0)
 
+    /// The last millisecond a log's clock may read: 2^47 - 1, in the year
+    /// 6429. Readings stay below 2^63 in their packed form, which snapshots
+    /// store as a signed 64-bit integer; a log with a later clock is
+    /// malformed, not a reading to adopt (it would carry every device's
+    /// clock there).
+    public static let maxMilliseconds: UInt64 = (1 << 47) - 1
+
     public static func < (lhs: HybridTimestamp, rhs: HybridTimestamp) -> Bool { lhs.rawValue < rhs.rawValue }
 
     public var description: String { "\(milliseconds).\(counter)" }

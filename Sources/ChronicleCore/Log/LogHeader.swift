@@ -189,6 +189,9 @@ package struct LogHeader: Sendable, Hashable {
     /// Checks relations between fields that the checksum cannot.
     private func checkConsistency() throws(ChronicleError) {
         func bad(_ message: String) -> ChronicleError { ChronicleError(.malformedBody, "header: \(message)") }
+        guard maxClock.milliseconds <= HybridTimestamp.maxMilliseconds else {
+            throw bad("clock \(maxClock) is past \(HybridTimestamp.maxMilliseconds) ms (the year 6429): no device's clock reads that")
+        }
         if flags.contains(.dictionary) != (dictionaryID != 0) || (flags.contains(.dictionary) && !flags.contains(.lz4)) {
             throw bad("dictionary flag and dictionary ID \(dictionaryID) disagree")
         }
