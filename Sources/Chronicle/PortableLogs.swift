@@ -23,6 +23,10 @@ public enum PortableLogs {
     public static let format = "chronicle-logs"
     /// The document's `version`, this build's.
     public static let version = 1
+    /// The largest document `chronicle import-logs` reads (256 MiB): a
+    /// document is read whole, and takes about 25 times its size in memory
+    /// while it is checked.
+    public static let maxDocumentBytes = 256 << 20
 
     /// Where an export or an import stands: after each log, the logs
     /// processed so far and the total; one last value with `ended` set (and
@@ -62,7 +66,8 @@ public enum PortableLogs {
     /// Every log is verified first (header and body checksums, the body
     /// against its schema when the container records it).
     ///
-    /// - Throws: the decoder's error, naming the log, for a log that does
+    /// - Throws: ``ChronicleError/Code/notFound`` when the container holds
+    ///   nothing of `store`; the decoder's error, naming the log, for a log that does
     ///   not verify (nothing is exported: an export that left out a damaged
     ///   log would not rebuild the store); what the container throws.
     public static func export(store: StoreID, from container: any Container,
@@ -72,6 +77,9 @@ public enum PortableLogs {
             let schemas = try await recordedSchemas(of: store, in: container)
             var blobs = try await container.listAll(prefix: ContainerLayout.logsPrefix(store: store))
             blobs += try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store))
+            if blobs.isEmpty, schemas.isEmpty, try await container.listMarkers(prefix: "\(store)/", after: nil, limit: 1).isEmpty {
+                throw ChronicleError(.notFound, "the container holds no store \(store) (`chronicle inspect` lists its stores)")
+            }
             state.total = blobs.count
             progress(state)
             var logs: [JSONValue] = []
@@ -284,7 +292,10 @@ public enum PortableLogs {
         for (i, value) in list.enumerated() {
             let path = "logs[\(i)]"
             let log = try decodeLog(value, store: store, path: path)
-            if let schema = schemas[log.header.schemaHash] { try check(log, against: schema, path: path) }
+            guard let schema = schemas[log.header.schemaHash] else {
+                throw ChronicleError(.schemaMismatch, "\(path): written for schema \(log.header.schemaHash.paddedHex), which the export's \"schemas\" do not hold: its changes cannot be checked, and devices could not read it")
+            }
+            try check(log, against: schema, path: path)
             let givenName: String?
             if case .object(let o) = value, case .string(let text)? = o["name"] { givenName = text } else { givenName = nil }
             do throws(ChronicleError) {
@@ -317,7 +328,9 @@ public enum PortableLogs {
         }
         var account: String?
         if let value = root["account"] {
-            guard case .string(let token) = value else { throw ChronicleError(.malformedBody, "account: expected a string") }
+            guard case .string(let token) = value, (1...256).contains(token.utf8.count),
+                  token.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7F })
+            else { throw ChronicleError(.malformedBody, "account: expected an account token (1 to 256 printable ASCII characters)") }
             account = token
         }
         let active: Bool
@@ -330,7 +343,40 @@ public enum PortableLogs {
         for (i, log) in encoded.enumerated() where !seen.insert(log.name).inserted {
             throw ChronicleError(.malformedBody, "logs[\(i)]: \(log.name) appears twice")
         }
+        try checkSequences(encoded)
         return Prepared(store: store, schemas: schemas.values.sorted { $0.hash < $1.hash }, logs: encoded, account: account, active: active)
+    }
+
+    /// Refuses logs of one device that overlap, or that leave a gap no
+    /// baseline of the document covers: devices would meet two versions of
+    /// one save, or wait for a save that never comes (and, after a while,
+    /// take the store for damaged).
+    private static func checkSequences(_ logs: [Encoded]) throws(ChronicleError) {
+        var ranges: [DeviceID: [(first: UInt64, last: UInt64, name: ContainerName)]] = [:]
+        var covered: [DeviceID: UInt64] = [:]
+        for log in logs {
+            switch log.log {
+            case .transactions(let header, _):
+                ranges[header.deviceID, default: []].append((header.firstSequence, header.lastSequence, log.name))
+            case .baseline(_, let baseline):
+                for (device, sequence) in baseline.vector { covered[device] = max(covered[device] ?? 0, sequence) }
+            }
+        }
+        for (device, list) in ranges {
+            let sorted = list.sorted { ($0.first, $0.last) < ($1.first, $1.last) }
+            var next = 1 + (covered[device] ?? 0)
+            var furthest: (last: UInt64, name: ContainerName)?
+            for range in sorted {
+                if let furthest, range.first <= furthest.last {
+                    throw ChronicleError(.malformedBody, "logs: \(range.name) overlaps \(furthest.name) (device \(device)): two writers used one device ID; import the logs of one of them")
+                }
+                if range.first > next {
+                    throw ChronicleError(.malformedBody, "logs: device \(device) has no log of sequence \(next), which \(range.name) follows, and no baseline of the export covers it: devices would wait for it forever")
+                }
+                next = max(next, range.last + 1)
+                furthest = (range.last, range.name)
+            }
+        }
     }
 
     /// Checks a log's changes or records against the schema it names, so
@@ -390,6 +436,9 @@ public enum PortableLogs {
         state.total = prepared.schemas.count + prepared.logs.count
         progress(state)
         do {
+            if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil {
+                throw ChronicleError(.markerConflict, "the container holds store \(store) deleted on purpose (its tombstone): no device would read these logs; import them into another container, or a store that was not deleted")
+            }
             if let account = prepared.account {
                 if case .conflict = try await ContainerReplication.carryAccount(try AccountToken(token: account).markerBytes(), into: container) {
                     state.conflicts.append(ContainerLayout.account.rawValue)
@@ -410,8 +459,21 @@ public enum PortableLogs {
                 state.processed += 1
                 progress(state)
             }
-            if prepared.active, try await container.readMarker(ContainerLayout.activeStore) == nil {
-                _ = try? await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store))
+            if prepared.active {
+                let pointer = try ActiveStorePointer(store: store).markerBytes()
+                var held = try await container.readMarker(ContainerLayout.activeStore)
+                if held == nil {
+                    do {
+                        _ = try await container.createMarker(ContainerLayout.activeStore, pointer)
+                    } catch let error as ChronicleError where error.code == .markerConflict {
+                        held = try await container.readMarker(ContainerLayout.activeStore)
+                    }
+                }
+                // Another store is the container's active one: devices there
+                // would not read these logs.
+                if let held, (try? ActiveStorePointer(markerBytes: held.bytes))?.store != store {
+                    state.conflicts.append(ContainerLayout.activeStore.rawValue)
+                }
             }
             var held: [ContainerName: Int] = [:]
             for blob in try await container.listAll(prefix: ContainerLayout.logsPrefix(store: store)) { held[blob.name] = blob.size }
@@ -454,7 +516,12 @@ public enum PortableLogs {
     /// log: the same bytes, or bytes that decode to the same content
     /// (encoded by another build, compressed otherwise).
     private static func holdsSame(_ item: Encoded, in container: any Container) async throws -> Bool {
-        let bytes = try await container.get(item.name, maxBytes: DecodingLimits().maxLogBytes)
+        let bytes: [UInt8]
+        do {
+            bytes = try await container.get(item.name, maxBytes: DecodingLimits().maxLogBytes)
+        } catch let error as ChronicleError where error.code == .notFound {
+            return false  // The put was refused for another log overlapping it.
+        }
         if bytes == item.bytes { return true }
         guard let held = try? LogDecoder(schema: nil).decode(bytes), let ours = try? LogDecoder(schema: nil).decode(item.bytes) else { return false }
         switch (held, ours) {

@@ -215,6 +215,18 @@ struct OutputOptions: ParsableArguments {
     @Flag(name: .long, help: "Print machine-readable JSON instead of text.")
     var json = false
 
+    /// Reports a run Ctrl-C stopped: `value` (on standard output with
+    /// `--json`) or `text` (on standard error); then exits with status 130,
+    /// as a shell reports a run SIGINT ended.
+    func interrupted(_ value: JSONValue, text: String) throws -> Never {
+        if json {
+            Swift.print(JSONText.pretty(value))
+        } else {
+            FileHandle.standardError.write(Data("\(oneLine(text))\n".utf8))
+        }
+        throw ExitCode(130)
+    }
+
     func print(_ value: JSONValue, text: String) {
         if json {
             Swift.print(JSONText.pretty(value))

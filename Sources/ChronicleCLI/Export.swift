@@ -3,6 +3,7 @@ import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import Foundation
+import Synchronization
 
 /// `chronicle export`: a device's store as portable JSON.
 struct Export: AsyncParsableCommand {
@@ -128,13 +129,19 @@ struct ExportLogs: AsyncParsableCommand {
                 } else {
                     throw ChronicleError(.notFound, "\(container.displayName) has no active store: name one with --store (`chronicle inspect` lists them)")
                 }
-                data = try await PortableLogs.export(store: storeID, from: source) { step in
-                    progress.update(step.processed, total: step.total, note: step.foreign.isEmpty ? "" : "\(step.foreign.count) foreign passed over")
+                data = try await stoppingOnInterrupt {
+                    try await PortableLogs.export(store: storeID, from: source) { step in
+                        progress.update(step.processed, total: step.total, note: step.foreign.isEmpty ? "" : "\(step.foreign.count) foreign passed over")
+                    }
                 }
                 progress.finish()
             } catch {
                 progress.finish()
                 await source.shutdown()
+                if isInterruption(error) {
+                    FileHandle.standardError.write(Data("export-logs: interrupted; nothing was written\n".utf8))
+                    throw ExitCode(130)
+                }
                 throw error
             }
             await source.shutdown()
@@ -170,19 +177,31 @@ struct ImportLogs: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let bytes = try InputFile.bytes(of: file == "-" ? nil : file, what: "log export", limit: 1 << 30)
+            let bytes = try InputFile.bytes(of: file == "-" ? nil : file, what: "log export", limit: PortableLogs.maxDocumentBytes)
             // Read and checked before the container is opened (or made).
             let prepared = try PortableLogs.parse(Data(bytes))
-            let destination = try await container.open(create: true)
+            let destination = try await ContainerOptions.openDestination(container.container, followRootSymlink: container.followRootSymlink,
+                                                                          syncedFolder: container.syncedFolder)
             let progress = ProgressLine("import-logs", unit: "items")
+            let last = Mutex(PortableLogs.Progress())
             let result: PortableLogs.Progress
             do {
-                result = try await PortableLogs.write(prepared, into: destination) { step in
-                    progress.update(step.processed, total: step.total, note: "\(step.written) written")
+                result = try await stoppingOnInterrupt {
+                    try await PortableLogs.write(prepared, into: destination) { step in
+                        last.withLock { $0 = step }
+                        progress.update(step.processed, total: step.total, note: "\(step.written) written")
+                    }
                 }
             } catch {
                 progress.finish()
                 await destination.shutdown()
+                if isInterruption(error) {
+                    let step = last.withLock { $0 }
+                    try output.interrupted(.object([
+                        "interrupted": .bool(true), "processed": .int(Int64(step.processed)), "total": .int(Int64(step.total)),
+                        "written": .int(Int64(step.written)), "alreadyThere": .int(Int64(step.alreadyThere)),
+                    ]), text: "import-logs: interrupted after \(step.processed) of \(step.total) items (\(step.written) written, \(step.alreadyThere) already there); run the same command again to write the rest")
+                }
                 throw error
             }
             progress.finish()

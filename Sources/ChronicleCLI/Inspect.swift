@@ -37,6 +37,21 @@ struct ContainerOptions: ParsableArguments {
         try await Self.open(container, create: create, syncedFolder: syncedFolder, followRootSymlink: followRootSymlink)
     }
 
+    /// Opens the container at `location` to write into it, creating it if
+    /// it does not exist; a folder that holds other files and no container
+    /// is refused, so that a mistyped path never becomes a container.
+    static func openDestination(_ location: String, followRootSymlink: Bool = false, syncedFolder: Bool = false) async throws -> any Container {
+        if !isPostgres(location) {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: location, isDirectory: &isDirectory), isDirectory.boolValue,
+               let entries = try? FileManager.default.contentsOfDirectory(atPath: location), !entries.isEmpty,
+               !entries.contains(ContainerLayout.Directory.blobs), !entries.contains(ContainerLayout.Directory.markers) {
+                throw ChronicleError(.notFound, "\(location) is a folder that holds other files and no container: name a new or empty folder, or one `chronicle init` made")
+            }
+        }
+        return try await open(location, create: true, syncedFolder: syncedFolder, followRootSymlink: followRootSymlink)
+    }
+
     /// Opens the container at `location`, a directory or a postgres:// URL.
     static func open(_ location: String, create: Bool = false, syncedFolder: Bool = false,
                      followRootSymlink: Bool = false) async throws -> any Container {

@@ -109,3 +109,28 @@ final class ProgressLine: Sendable {
         return text + (s.note.isEmpty ? "" : ", " + s.note)
     }
 }
+
+/// Runs `work` so that the first Ctrl-C (SIGINT) cancels it instead of
+/// killing the process: the work stops between two items (a blob, a log),
+/// leaving nothing half-written, and the command says how far it got. A
+/// second Ctrl-C stops the process at once.
+func stoppingOnInterrupt<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    signal(SIGINT, SIG_IGN)
+    let task = Task { try await work() }
+    let source = DispatchSource.makeSignalSource(signal: SIGINT, queue: .global())
+    source.setEventHandler {
+        task.cancel()
+        signal(SIGINT, SIG_DFL)
+    }
+    source.resume()
+    defer {
+        source.cancel()
+        signal(SIGINT, SIG_DFL)
+    }
+    return try await task.value
+}
+
+/// Whether `error` is the cancellation ``stoppingOnInterrupt(_:)`` causes.
+func isInterruption(_ error: any Error) -> Bool {
+    error is CancellationError
+}

@@ -3,6 +3,7 @@ import Chronicle
 import ChronicleContainer
 import ChronicleCore
 import Foundation
+import Synchronization
 
 struct Replicate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,6 +27,10 @@ struct Replicate: AsyncParsableCommand {
     @Option(name: .customLong("store"), help: "The store ID to copy (default: every store of the source).")
     var store: String?
 
+    @Flag(name: .customLong("follow-root-symlink"),
+          help: "Accept a container path (--from or --to) that is itself a symbolic link (links inside a container are never followed).")
+    var followRootSymlink = false
+
     @OptionGroup var output: OutputOptions
 
     func validate() throws {
@@ -44,18 +49,30 @@ struct Replicate: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
-            let source = try await ContainerOptions.open(from)
-            let destination = try await ContainerOptions.open(to, create: true)
+            let source = try await ContainerOptions.open(from, followRootSymlink: followRootSymlink)
+            let destination = try await ContainerOptions.openDestination(to, followRootSymlink: followRootSymlink)
             let progress = ProgressLine("replicate", unit: "items")
+            let last = Mutex(ContainerReplication.Progress())
+            let storeID = store.flatMap(StoreID.init(string:))
             let result: ContainerReplication.Progress
             do {
-                result = try await ContainerReplication(from: source, to: destination).run(store: store.flatMap(StoreID.init(string:))) { step in
-                    progress.update(step.processed, total: step.total, note: "\(step.copied) copied")
+                result = try await stoppingOnInterrupt {
+                    try await ContainerReplication(from: source, to: destination).run(store: storeID) { step in
+                        last.withLock { $0 = step }
+                        progress.update(step.processed, total: step.total, note: "\(step.copied) copied")
+                    }
                 }
             } catch {
                 progress.finish()
                 await source.shutdown()
                 await destination.shutdown()
+                if isInterruption(error) {
+                    let step = last.withLock { $0 }
+                    try output.interrupted(.object([
+                        "interrupted": .bool(true), "processed": .int(Int64(step.processed)), "total": .int(Int64(step.total)),
+                        "copied": .int(Int64(step.copied)), "alreadyThere": .int(Int64(step.alreadyThere)),
+                    ]), text: "replicate: interrupted after \(step.processed) of \(step.total) items (\(step.copied) copied, \(step.alreadyThere) already there); run the same command again to copy the rest")
+                }
                 throw error
             }
             progress.finish()

@@ -48,6 +48,9 @@ package struct ContainerReplication: Sendable {
         package var ended = false
         /// What stopped it, on the last value, if anything did.
         package var error: ChronicleError?
+
+        /// Nothing done yet.
+        package init() {}
     }
 
     let source: any Container

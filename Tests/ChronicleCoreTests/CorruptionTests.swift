@@ -69,7 +69,7 @@ import Testing
     @Test func forgedBodiesGiveTypedErrors() throws {
         func forge(_ body: [UInt8], count: UInt32 = 1) -> [UInt8] {
             let header = LogHeader(kind: .transactions, flags: [], storeID: Samples.store, deviceID: Samples.device,
-                                   firstSequence: 1, lastSequence: UInt64(count), minClock: .zero, maxClock: HybridTimestamp(rawValue: .max),
+                                   firstSequence: 1, lastSequence: UInt64(count), minClock: .zero, maxClock: HybridTimestamp(milliseconds: HybridTimestamp.maxMilliseconds, counter: .max),
                                    schemaHash: Samples.library.hash, count: count, dictionaryID: 0,
                                    storedBodyLength: UInt32(body.count), bodyLength: UInt32(body.count),
                                    bodyChecksum: XXH64.hash(body))

@@ -46,11 +46,11 @@ import Testing
                     value = Samples.value(type, &rng)
                 }
                 return Baseline.VersionedValue(name: f.name, value: value,
-                                        version: Version(clock: HybridTimestamp(rawValue: rng.next()), device: devices[Int(rng.next() % 3)]))
+                                        version: Version(clock: HybridTimestamp(rawValue: rng.next() >> 17), device: devices[Int(rng.next() % 3)]))
             }
             // Every shape of state: inserted or not, deleted or not, some fields or none.
             let shape = rng.next() % 4
-            let deleteVersion = shape >= 2 ? Version(clock: HybridTimestamp(rawValue: rng.next()), device: devices[0]) : nil
+            let deleteVersion = shape >= 2 ? Version(clock: HybridTimestamp(rawValue: rng.next() >> 17), device: devices[0]) : nil
             records.append(Baseline.Record(entity: entity.name, recordID: id, inserted: shape != 1, deleteVersion: deleteVersion,
                                            fields: shape == 3 ? [] : fields))
         }

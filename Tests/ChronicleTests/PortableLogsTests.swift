@@ -104,6 +104,65 @@ import Testing
         }
     }
 
+    /// Documents devices could not use are refused before anything is
+    /// written: logs of a schema the export does not hold, a gap in a
+    /// device's sequences, overlapping logs, a clock no device reads.
+    @Test func logsDevicesCouldNotUseAreRefused() async throws {
+        let d = try await history()
+        let json = try await PortableLogs.export(store: d.stores[0].storeID, from: d.container)
+        let good = try #require(try JSONSerialization.jsonObject(with: json) as? [String: Any])
+        let logs = good["logs"] as! [[String: Any]]
+        let transactionLogs = logs.indices.filter { logs[$0]["kind"] as? String == "transactions" }
+        func attempt(_ edit: (inout [String: Any]) -> Void) async throws -> ChronicleError {
+            var document = good
+            edit(&document)
+            let target = try emptyContainer()
+            let error = try await #require(throws: ChronicleError.self) {
+                try await PortableLogs.import(try JSONSerialization.data(withJSONObject: document), into: target)
+            }
+            let blobs = try await target.listAll(prefix: "")
+            let markers = try await target.listMarkers(prefix: "")
+            #expect(blobs.isEmpty && markers.isEmpty, "nothing written: \(error)")
+            return error
+        }
+        let noSchema = try await attempt { $0["schemas"] = [] }
+        #expect(noSchema.code == .schemaMismatch && noSchema.message.contains("cannot be checked"), "\(noSchema)")
+        // Without the baseline, and without a device's first log: a gap.
+        let gap = try await attempt { document in
+            document["logs"] = logs.enumerated().filter { $0.element["kind"] as? String == "transactions" && $0.offset != transactionLogs[0] }.map(\.element)
+        }
+        #expect(gap.code == .malformedBody && gap.message.contains("has no log of sequence 1"), "\(gap)")
+        // Two writers under one device ID: the same sequences twice.
+        let overlap = try await attempt { document in
+            var copy = logs[transactionLogs[0]]
+            var transactions = copy["transactions"] as! [[String: Any]]
+            var changes = transactions[0]["changes"] as! [[String: Any]]
+            changes[0]["id"] = UUID().uuidString.lowercased()
+            transactions[0]["changes"] = changes
+            copy["transactions"] = transactions
+            copy["name"] = nil
+            copy["device"] = logs[transactionLogs[0]]["device"]
+            var all = logs
+            all.append(copy)
+            document["logs"] = all
+        }
+        #expect(overlap.code == .malformedBody && (overlap.message.contains("overlaps") || overlap.message.contains("appears twice")), "\(overlap)")
+        let future = try await attempt { document in
+            var all = logs
+            var transactions = all[transactionLogs[0]]["transactions"] as! [[String: Any]]
+            transactions[0]["clock"] = "\(HybridTimestamp.maxMilliseconds + 1).0"
+            all[transactionLogs[0]]["transactions"] = transactions
+            document["logs"] = all
+        }
+        #expect(future.code == .malformedBody && future.message.contains("clock"), "\(future)")
+
+        // A container where the store was deleted on purpose takes none of it.
+        let deleted = try emptyContainer()
+        _ = try await deleted.createMarker(ContainerLayout.tombstone(store: d.stores[0].storeID), StoreTombstone(device: DeviceID(index: 5), milliseconds: 1))
+        let refused = try await #require(throws: ChronicleError.self) { try await PortableLogs.import(json, into: deleted) }
+        #expect(refused.code == .markerConflict && refused.message.contains("deleted on purpose"))
+    }
+
     @Test func logsTheContainerHoldsOtherwiseAreConflictsLeftAsTheyAre() async throws {
         let d = try await history()
         let store = d.stores[0].storeID
