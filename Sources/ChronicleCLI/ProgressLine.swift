@@ -19,8 +19,9 @@ final class ProgressLine: Sendable {
         var note = ""
         var lastReport: ContinuousClock.Instant?
         var printed = false
-        /// The count the last report showed.
+        /// The count the last report showed, and its note.
         var shown: Int?
+        var shownNote = ""
         var finished = false
     }
 
@@ -73,9 +74,12 @@ final class ProgressLine: Sendable {
             if let total { s.total = total }
             s.note = note
             guard now - (s.lastReport ?? start) >= interval else { return nil }
+            // The same line again says nothing new.
+            if s.shown == done && s.shownNote == note { return nil }
             s.lastReport = now
             s.printed = true
             s.shown = done
+            s.shownNote = note
             return render(s, at: now)
         }
         if let text { write(terminal ? "\r" + text + "\u{1B}[K" : text + "\n") }

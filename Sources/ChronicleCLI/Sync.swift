@@ -129,6 +129,7 @@ struct Sync: AsyncParsableCommand {
                     .object(["name": .string($0.name), "code": .string($0.error.code.name), "message": .string($0.error.message),
                              "transient": .bool($0.error.code.isTransient || $0.error.code == .shortRead)])
                 }),
+                "passedOver": .array(report.imported.passedOver.map { .string($0) }),
                 "held": .array(report.imported.held.map { .object(["name": .string($0.name), "message": .string($0.error.message)]) }),
                 "migrated": migrated.map { m in .object(["from": .int(Int64(m.source.version)), "to": .int(Int64(m.target.version)),
                                                          "steps": .array(m.steps.map { .string($0.description) })]) } ?? .null,
@@ -164,6 +165,10 @@ struct Sync: AsyncParsableCommand {
         lines.append("uploaded \(report.uploadedLogs) log(s), imported \(report.imported.appliedLogs) log(s) with \(report.imported.appliedTransactions) transaction(s)"
                      + (report.repairedLogs.isEmpty ? "" : ", put back \(report.repairedLogs.count) of its own"))
         for gap in report.imported.gaps { lines.append("waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet") }
+        if !report.imported.passedOver.isEmpty {
+            lines.append("passed over \(report.imported.passedOver.count) entr(ies) among the logs that are not logs (left as they are): "
+                         + report.imported.passedOver.prefix(5).joined(separator: ", ") + (report.imported.passedOver.count > 5 ? ", …" : ""))
+        }
         if let waiting = report.imported.waitingForBaseline {
             if waiting.hasSuffix("/origin"), report.imported.held.contains(where: { $0.name.hasSuffix(ContainerLayout.baselinePartExtension) }) {
                 // The store starts from a baseline another app version wrote.

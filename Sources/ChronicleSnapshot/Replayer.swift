@@ -634,8 +634,13 @@ package struct Replayer: Sendable {
             for blob in page {
                 cursor = blob.name
                 guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device else {
-                    report.failures.append(.init(name: blob.name.rawValue, device: device,
-                                                 error: ChronicleError(.invalidName, "\(blob.name) is not a log name")))
+                    // A file someone else left among the logs (a sync
+                    // service's conflicted copy, a backup, a note): no log,
+                    // so nothing this device waits for. Passed over, and said.
+                    if !report.passedOver.contains(blob.name.rawValue) {
+                        report.passedOver.append(blob.name.rawValue)
+                        logger.warning("passed over an entry among a device's logs that is not a log", metadata: ["chronicle.entry": "\(blob.name)"])
+                    }
                     continue
                 }
                 if parsed.last <= through { continue }
@@ -805,6 +810,9 @@ public struct ImportReport: Sendable {
     public var eventCount = 0
     /// Logs that failed.
     public var failures: [Failure] = []
+    /// Entries among a device's logs that are not logs (a sync service's
+    /// conflicted copy, a backup someone left there): passed over.
+    public var passedOver: [String] = []
     /// Devices waiting for a missing log.
     public var gaps: [Gap] = []
     /// The baseline the pass started from, if it applied one.

@@ -91,4 +91,34 @@ import Testing
         #expect(try await destination.readMarker(ContainerLayout.activeStore) == nil)
         #expect(try await destination.readMarker(ContainerLayout.account) == nil)
     }
+
+    /// A file someone left among a device's logs (a sync service's
+    /// conflicted copy) is passed over and said, not a failure; a copy
+    /// leaves it out, and leaves out a log that does not verify.
+    @Test func strayEntriesArePassedOverAndDamagedLogsAreNotCopied() async throws {
+        let d = try await source()
+        let store = d.stores[0].storeID
+        let logs = try await d.container.listAll(prefix: ContainerLayout.logsPrefix(store: store)).map(\.name)
+        let first = try #require(logs.first)
+        let stray = try ContainerName(first.rawValue + ".conflicted")
+        try await d.container.put(stray, Array("a copy a sync service kept".utf8))
+        let joiner = try await open(d, "joiner", on: d.container, device: 9)
+        let report = try await joiner.sync()
+        #expect(report.status == .upToDate, "\(report.imported.failures)")
+        #expect(report.imported.passedOver == [stray.rawValue])
+        #expect(try await joiner.stateHash() == (try await d.stores[0].stateHash()))
+
+        // A damaged log in the source: not spread.
+        let damaged = try #require(logs.last)
+        let path = d.root.appendingPathComponent("container/blobs/\(damaged.rawValue)")
+        var bytes = try Data(contentsOf: path)
+        bytes[bytes.count - 1] ^= 0xFF
+        try bytes.write(to: path)
+        let destination = try folder(d, "copy")
+        let copy = try await ContainerReplication(from: d.container, to: destination).run()
+        #expect(copy.foreign == [stray.rawValue])
+        #expect(copy.damaged.count == 1 && copy.damaged[0].hasPrefix(damaged.rawValue), "\(copy.damaged)")
+        let copied = try await destination.listAll(prefix: "").map(\.name)
+        #expect(!copied.contains(damaged) && !copied.contains(stray) && copied.contains(first))
+    }
 }
