@@ -514,7 +514,7 @@ public final class PostgresContainer: Container {
     public func foreignEntries(prefix: String) async throws -> [ForeignEntry] {
         var entries: [ForeignEntry] = []
         for (table, folder) in [(blobs, ContainerLayout.Directory.blobs), (markers, ContainerLayout.Directory.markers)] {
-            let rows = try await query("looking for names outside the grammar under \(prefix)", """
+            let rows = try await query("looking for names outside the grammar under " + (prefix.isEmpty ? "the container" : prefix), """
                 SELECT name FROM \(unescaped: table) WHERE name >= \(prefix) AND starts_with(name, \(prefix)) ORDER BY name
                 """)
             for row in rows {
