@@ -163,9 +163,14 @@ public enum PortableExport {
         report.notInExport = present.reduce(0) { sum, entry in sum + entry.value.keys.filter { !exported.contains("\(entry.key)/\($0)") }.count }
         if !inserts.isEmpty || !updates.isEmpty {
             let (toInsert, toUpdate) = (inserts, updates)
-            _ = try await store.write { tx in
-                for (entity, id, values) in toInsert { _ = tx.insert(entity, values, id: id) }
-                for (entity, id, values) in toUpdate { tx.update(entity, id: id, values) }
+            do {
+                _ = try await store.write { tx in
+                    for (entity, id, values) in toInsert { _ = tx.insert(entity, values, id: id) }
+                    for (entity, id, values) in toUpdate { tx.update(entity, id: id, values) }
+                }
+            } catch let error as ChronicleError where error.code == .recordExists {
+                throw ChronicleError(.recordExists, "\(error.message): this store deleted it, and a deleted record's ID is never used again, so the export cannot bring it back here; nothing was written. Restore the export into a new store (a new device folder on a new container) to get it back",
+                                     underlying: error)
             }
         }
         report.stateHash = try await store.stateHash()

@@ -117,7 +117,9 @@ public enum PortableLogs {
             if let pointer = try await container.readMarker(ContainerLayout.activeStore, as: ActiveStorePointer.self) {
                 root["active"] = .bool(pointer.payload.store == store)
             }
+            try Task.checkCancellation()
             let data = try encode(.object(root))
+            try Task.checkCancellation()
             state.ended = true
             progress(state)
             return data
@@ -441,7 +443,7 @@ public enum PortableLogs {
             }
             if let account = prepared.account {
                 if case .conflict = try await ContainerReplication.carryAccount(try AccountToken(token: account).markerBytes(), into: container) {
-                    state.conflicts.append(ContainerLayout.account.rawValue)
+                    throw ContainerReplication.otherAccount()
                 }
             }
             for schema in prepared.schemas {
@@ -556,7 +558,7 @@ public enum PortableLogs {
                     throw ChronicleError(.malformedBody, "\(at).sequence: \(sequence) follows \(previous): a log's sequences are consecutive")
                 }
                 guard case .string(let clockText)? = t["clock"], let clock = parseClock(clockText) else {
-                    throw ChronicleError(.malformedBody, "\(at).clock: expected a clock reading \"<milliseconds>.<counter>\"")
+                    throw ChronicleError(.malformedBody, "\(at).clock: expected a clock reading \"<milliseconds>.<counter>\", milliseconds at most \(HybridTimestamp.maxMilliseconds) (the year 6429), the counter at most 65535")
                 }
                 guard case .array(let changeList)? = t["changes"] else { throw ChronicleError(.malformedBody, "\(at).changes: expected an array") }
                 var changes: [Change] = []

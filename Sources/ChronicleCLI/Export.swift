@@ -179,7 +179,23 @@ struct ImportLogs: AsyncParsableCommand {
         try await reportingErrors(output) {
             let bytes = try InputFile.bytes(of: file == "-" ? nil : file, what: "log export", limit: PortableLogs.maxDocumentBytes)
             // Read and checked before the container is opened (or made).
-            let prepared = try PortableLogs.parse(Data(bytes))
+            let document = Data(bytes)
+            let prepared: PortableLogs.Prepared
+            do {
+                prepared = try await stoppingOnInterrupt {
+                    let prepared = try PortableLogs.parse(document)
+                    try Task.checkCancellation()
+                    return prepared
+                }
+            } catch {
+                if isInterruption(error) {
+                    try output.interrupted(.object([
+                        "interrupted": .bool(true), "processed": .int(0), "total": .int(0), "written": .int(0), "alreadyThere": .int(0),
+                        "conflicts": .array([]),
+                    ]), text: "import-logs: interrupted while reading the document; nothing was written")
+                }
+                throw error
+            }
             let destination = try await ContainerOptions.openDestination(container.container, followRootSymlink: container.followRootSymlink,
                                                                           syncedFolder: container.syncedFolder)
             let progress = ProgressLine("import-logs", unit: "items")
@@ -200,6 +216,7 @@ struct ImportLogs: AsyncParsableCommand {
                     try output.interrupted(.object([
                         "interrupted": .bool(true), "processed": .int(Int64(step.processed)), "total": .int(Int64(step.total)),
                         "written": .int(Int64(step.written)), "alreadyThere": .int(Int64(step.alreadyThere)),
+                        "conflicts": .array(step.conflicts.map { .string($0) }),
                     ]), text: "import-logs: interrupted after \(step.processed) of \(step.total) items (\(step.written) written, \(step.alreadyThere) already there); run the same command again to write the rest")
                 }
                 throw error

@@ -24,6 +24,20 @@ struct ContainerOptions: ParsableArguments {
     /// Whether the container is in PostgreSQL.
     var isPostgres: Bool { Self.isPostgres(container) }
 
+    func validate() throws { try Self.validateLocation(container, option: "--container") }
+
+    /// Refuses, as bad usage, a PostgreSQL URL that does not parse (an
+    /// unknown option, a bad schema name or port): the URL is an argument.
+    static func validateLocation(_ location: String, option: String) throws {
+        if location.isEmpty { throw ValidationError("\(option) is empty: name a container folder or a postgres:// URL") }
+        guard isPostgres(location) else { return }
+        do {
+            _ = try PostgresContainer.Configuration(url: location, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            throw ValidationError("\(option): \(error.message)")
+        }
+    }
+
     /// Whether `location` names a container in PostgreSQL.
     static func isPostgres(_ location: String) -> Bool { location.hasPrefix("postgres://") || location.hasPrefix("postgresql://") }
 

@@ -14,6 +14,9 @@ struct Replicate: AsyncParsableCommand {
             does not exist. Run it again after an interruption (a crash, a lost connection, Ctrl-C): what the destination \
             holds is skipped, so nothing is copied twice. Nothing is deleted, and nothing the destination holds is \
             replaced: a name it holds with other bytes is reported as a conflict and left as it is (exit status 1). \
+            Only logs and baseline parts that verify are copied (a damaged one is reported, exit status 1). A \
+            destination of another account takes nothing (markerConflict). Ctrl-C stops between two items and says \
+            how far the copy got (exit status 130); run the command again to finish. \
             Progress goes to standard error: a line that updates in \
             a terminal, plain lines when piped.
             """)
@@ -35,7 +38,8 @@ struct Replicate: AsyncParsableCommand {
 
     func validate() throws {
         if let store, StoreID(string: store) == nil { throw ValidationError("--store \(store) is not a store ID") }
-        if from.isEmpty || to.isEmpty { throw ValidationError("--from and --to name containers: a directory or a postgres:// URL") }
+        try ContainerOptions.validateLocation(from, option: "--from")
+        try ContainerOptions.validateLocation(to, option: "--to")
         if Self.sameContainer(from, to) { throw ValidationError("--from and --to name the same container: nothing to copy") }
     }
 
@@ -70,7 +74,9 @@ struct Replicate: AsyncParsableCommand {
                     let step = last.withLock { $0 }
                     try output.interrupted(.object([
                         "interrupted": .bool(true), "processed": .int(Int64(step.processed)), "total": .int(Int64(step.total)),
-                        "copied": .int(Int64(step.copied)), "alreadyThere": .int(Int64(step.alreadyThere)),
+                        "copied": .int(Int64(step.copied)), "alreadyThere": .int(Int64(step.alreadyThere)), "bytes": .int(Int64(step.bytes)),
+                        "conflicts": .array(step.conflicts.map { .string($0) }), "damaged": .array(step.damaged.map { .string($0) }),
+                        "foreign": .array(step.foreign.map { .string($0) }),
                     ]), text: "replicate: interrupted after \(step.processed) of \(step.total) items (\(step.copied) copied, \(step.alreadyThere) already there); run the same command again to copy the rest")
                 }
                 throw error

@@ -13,6 +13,9 @@ import ChronicleCore
 /// a copy does not spread damage. A damaged log's device puts it back in
 /// the source at its next sync; copy again then.
 ///
+/// A destination that belongs to another account (another account marker,
+/// and stores) takes nothing: ``ChronicleError/Code/markerConflict``.
+///
 /// Resumable: a blob or marker the destination already holds is skipped,
 /// and a put is idempotent, so a replication interrupted anywhere (a
 /// crash, a lost connection, a cancelled task) and run again copies what
@@ -108,7 +111,7 @@ package struct ContainerReplication: Sendable {
                 switch try await Self.carryAccount(account.bytes, into: destination) {
                 case .copied: state.copied += 1
                 case .alreadyThere: state.alreadyThere += 1
-                case .conflict: state.conflicts.append(ContainerLayout.account.rawValue)
+                case .conflict: throw Self.otherAccount()
                 }
                 state.processed += 1
                 progress(state)
@@ -148,7 +151,16 @@ package struct ContainerReplication: Sendable {
                     continue
                 }
                 if let size = present[blob.name] {
-                    if size != blob.size { state.conflicts.append(blob.name.rawValue) } else { state.alreadyThere += 1 }
+                    // The same name: the same bytes, or a conflict (a size
+                    // tells most apart without reading either).
+                    if size != blob.size {
+                        state.conflicts.append(blob.name.rawValue)
+                    } else if try await source.get(blob.name, maxBytes: decoder.limits.maxLogBytes)
+                                == destination.get(blob.name, maxBytes: decoder.limits.maxLogBytes) {
+                        state.alreadyThere += 1
+                    } else {
+                        state.conflicts.append(blob.name.rawValue)
+                    }
                 } else {
                     let bytes = try await source.get(blob.name, maxBytes: decoder.limits.maxLogBytes)
                     // (A log compressed with a store dictionary verifies
@@ -201,6 +213,12 @@ package struct ContainerReplication: Sendable {
         } catch {
             return error
         }
+    }
+
+    /// The error of a destination that belongs to another account: nothing
+    /// is copied into it (its devices would take the store for theirs).
+    package static func otherAccount() -> ChronicleError {
+        ChronicleError(.markerConflict, "the destination belongs to another account (its account marker differs, and it holds stores): nothing was copied; copy into a new or empty container, or one `chronicle init` just made")
     }
 
     /// What ``carryAccount(_:into:)`` did.

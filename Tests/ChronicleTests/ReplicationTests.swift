@@ -77,9 +77,24 @@ import Testing
         let other = try await open(d, "other", on: used, device: 7)
         try await other.write { tx in _ = tx.insert("Note", ["title": Value.string("theirs")]) }
         try await other.sync()
-        let refused = try await ContainerReplication(from: d.container, to: used).run(store: d.stores[0].storeID)
-        #expect(refused.conflicts.contains(ContainerLayout.account.rawValue), "\(refused.conflicts)")
+        let before = try await used.listAll(prefix: "").map(\.name)
+        let refused = try await #require(throws: ChronicleError.self) {
+            try await ContainerReplication(from: d.container, to: used).run(store: d.stores[0].storeID)
+        }
+        #expect(refused.code == .markerConflict && refused.message.contains("another account"), "\(refused)")
         #expect(try await used.readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token == "in-use", "not replaced")
+        #expect(try await used.listAll(prefix: "").map(\.name) == before, "nothing copied into another account's container")
+
+        // The same size, other bytes: a conflict, not "already there".
+        let copy = try folder(d, "same-size")
+        _ = try await ContainerReplication(from: d.container, to: copy).run()
+        let log = try #require(try await copy.listAll(prefix: ContainerLayout.logsPrefix(store: d.stores[0].storeID)).first?.name)
+        let path = d.root.appendingPathComponent("same-size/blobs/\(log.rawValue)")
+        var bytes = try Data(contentsOf: path)
+        bytes[bytes.count - 1] ^= 0x55
+        try bytes.write(to: path)
+        let again = try await ContainerReplication(from: d.container, to: copy).run()
+        #expect(again.conflicts == [log.rawValue], "\(again.conflicts)")
     }
 
     @Test func aStoreTheSourceDoesNotHoldIsNotFoundAndCopiesNothing() async throws {
