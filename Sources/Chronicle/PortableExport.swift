@@ -109,6 +109,7 @@ public enum PortableExport {
         guard case .object(let byEntity)? = root["records"] else { throw ChronicleError(.malformedBody, "the export has no \"records\" object") }
 
         var wanted: [(entity: Entity, id: RecordID, values: [String: Value])] = []
+        var seen: Set<String> = []
         for (name, list) in byEntity.sorted(by: { $0.key < $1.key }) {
             guard let entity = schema.entity(named: name) else { throw ChronicleError(.unknownEntity, "records.\(name): no such entity in the schema") }
             guard case .array(let rows) = list else { throw ChronicleError(.malformedBody, "records.\(name): expected an array") }
@@ -116,6 +117,9 @@ public enum PortableExport {
                 let path = "records.\(name)[\(i)]"
                 guard case .object(let o) = row, case .string(let idText)? = o["id"], let id = RecordID(string: idText) else {
                     throw ChronicleError(.malformedBody, "\(path): expected {\"id\": a record ID, \"values\": {…}}")
+                }
+                guard seen.insert("\(name)/\(id)").inserted else {
+                    throw ChronicleError(.malformedBody, "\(path).id: \(name) \(id) appears twice in the export")
                 }
                 var values: [String: Value] = [:]
                 if case .object(let given)? = o["values"] {

@@ -265,7 +265,10 @@ public enum PortableLogs {
 
     /// Reads and checks a log export, encoding every log: all that
     /// ``import(_:into:progress:)`` does before it writes.
-    package static func parse(_ data: Data) throws(ChronicleError) -> Prepared {
+    ///
+    /// - Throws: `CancellationError` when the task is cancelled (checked
+    ///   between logs), and the errors of ``import(_:into:progress:)``.
+    package static func parse(_ data: Data) throws -> Prepared {
         let document = try JSONValue(parsing: data)
         guard case .object(let root) = document else { throw ChronicleError(.malformedBody, "a log export is a JSON object, not \(document.kindName)") }
         guard case .string(format)? = root["format"] else {
@@ -292,6 +295,7 @@ public enum PortableLogs {
         var encoded: [Encoded] = []
         let encoder = LogEncoder(storeID: store)
         for (i, value) in list.enumerated() {
+            if i % 256 == 255 { try Task.checkCancellation() }
             let path = "logs[\(i)]"
             let log = try decodeLog(value, store: store, path: path)
             guard let schema = schemas[log.header.schemaHash] else {
@@ -355,14 +359,26 @@ public enum PortableLogs {
     /// take the store for damaged).
     private static func checkSequences(_ logs: [Encoded]) throws(ChronicleError) {
         var ranges: [DeviceID: [(first: UInt64, last: UInt64, name: ContainerName)]] = [:]
-        var covered: [DeviceID: UInt64] = [:]
+        // Baselines by folder: the parts present, the final part's number, the vector.
+        var baselines: [String: (parts: Set<UInt64>, final: UInt64?, vector: [DeviceID: UInt64])] = [:]
         for log in logs {
             switch log.log {
             case .transactions(let header, _):
                 ranges[header.deviceID, default: []].append((header.firstSequence, header.lastSequence, log.name))
-            case .baseline(_, let baseline):
-                for (device, sequence) in baseline.vector { covered[device] = max(covered[device] ?? 0, sequence) }
+            case .baseline(let header, let baseline):
+                let folder = String(log.name.rawValue[..<log.name.rawValue.lastIndex(of: "/")!])
+                var entry = baselines[folder] ?? ([], nil, baseline.vector)
+                entry.parts.insert(header.baselinePart)
+                if header.isFinalBaselinePart { entry.final = header.baselinePart }
+                baselines[folder] = entry
             }
+        }
+        // Only a whole baseline (parts 1 to its final one) covers anything:
+        // devices start from no other.
+        var covered: [DeviceID: UInt64] = [:]
+        for entry in baselines.values {
+            guard let final = entry.final, entry.parts == Set(1...final) else { continue }
+            for (device, sequence) in entry.vector { covered[device] = max(covered[device] ?? 0, sequence) }
         }
         for (device, list) in ranges {
             let sorted = list.sorted { ($0.first, $0.last) < ($1.first, $1.last) }
@@ -395,6 +411,9 @@ public enum PortableLogs {
             return field
         }
         func fits(_ value: Value, _ field: Field, _ entityName: String, at: String) throws(ChronicleError) {
+            if case .string(let text) = value, text.utf8.contains(0) {
+                throw ChronicleError(.invalidValue, "\(at): \(entityName).\(field.name) holds a NUL character, which a save refuses")
+            }
             guard !value.isNull, !field.accepts(value) else { return }
             throw ChronicleError(.typeMismatch, "\(at): \(entityName).\(field.name) is \(field.kind.withArticle); the value is a \(value.portableTypeName)")
         }
@@ -406,9 +425,25 @@ public enum PortableLogs {
                     guard schema.entity(named: change.entity) != nil else {
                         throw ChronicleError(.unknownEntity, "\(at).entity: '\(change.entity)' is not an entity of schema version \(schema.version) (\(schema.hashString)), which this log names")
                     }
+                    var named: Set<String> = []
                     for (v, value) in change.values.enumerated() {
                         let f = try field(change.entity, value.name, at: "\(at).values[\(v)]")
                         try fits(value.value, f, change.entity, at: "\(at).values[\(v)]")
+                        if value.value.isNull && !f.isOptional {
+                            throw ChronicleError(.missingValue, "\(at).values[\(v)]: \(change.entity).\(f.name) is required; the log sets it to no value")
+                        }
+                        guard named.insert(value.name).inserted else {
+                            throw ChronicleError(.malformedBody, "\(at).values[\(v)]: \(value.name) is given twice")
+                        }
+                    }
+                    if change.kind == .insert, let entity = schema.entity(named: change.entity) {
+                        // What a save refuses, a log must not carry either.
+                        for f in entity.fields where !f.isOptional && f.defaultValue == nil {
+                            let value = change.values.first { $0.name == f.name }?.value ?? .null
+                            if value.isNull {
+                                throw ChronicleError(.missingValue, "\(at): an insert of \(change.entity) without its required \(f.name)")
+                            }
+                        }
                     }
                 }
             }
@@ -558,7 +593,7 @@ public enum PortableLogs {
                     throw ChronicleError(.malformedBody, "\(at).sequence: \(sequence) follows \(previous): a log's sequences are consecutive")
                 }
                 guard case .string(let clockText)? = t["clock"], let clock = parseClock(clockText) else {
-                    throw ChronicleError(.malformedBody, "\(at).clock: expected a clock reading \"<milliseconds>.<counter>\", milliseconds at most \(HybridTimestamp.maxMilliseconds) (the year 6429), the counter at most 65535")
+                    throw ChronicleError(.malformedBody, "\(at).clock: expected a clock reading \"<milliseconds>.<counter>\", milliseconds at most \(HybridTimestamp.maxMilliseconds) (the year 4199), the counter at most 65535")
                 }
                 guard case .array(let changeList)? = t["changes"] else { throw ChronicleError(.malformedBody, "\(at).changes: expected an array") }
                 var changes: [Change] = []

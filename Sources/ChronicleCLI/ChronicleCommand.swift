@@ -72,7 +72,8 @@ struct ChronicleCommand: AsyncParsableCommand {
     }
 
     /// The options, across commands, that take a path.
-    static let pathOptions: Set<String> = ["--device-dir", "--container", "--schema", "--earlier-schema", "--input", "-i", "--file", "--write-docs", "--journal"]
+    static let pathOptions: Set<String> = ["--device-dir", "--container", "--schema", "--earlier-schema", "--input", "-i", "--file", "--write-docs", "--journal",
+                                           "--output", "-o", "--from", "--to"]
 
     /// Refuses an empty path: `URL(fileURLWithPath: "")` is the current
     /// folder, so `--device-dir ""` would make it a device folder, and

@@ -54,7 +54,30 @@ struct Replicate: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors(output) {
             let source = try await ContainerOptions.open(from, followRootSymlink: followRootSymlink)
-            let destination = try await ContainerOptions.openDestination(to, followRootSymlink: followRootSymlink)
+            // A store the source does not hold is told before the
+            // destination is made.
+            if let wanted = store.flatMap(StoreID.init(string:)) {
+                let holds: Bool
+                do {
+                    let blobs = try await source.list(prefix: "\(wanted)/", after: nil, limit: 1)
+                    let markers = try await source.listMarkers(prefix: "\(wanted)/", after: nil, limit: 1)
+                    holds = !blobs.isEmpty || !markers.isEmpty
+                } catch {
+                    await source.shutdown()
+                    throw error
+                }
+                if !holds {
+                    await source.shutdown()
+                    throw ChronicleError(.notFound, "the source holds no store \(wanted) (`chronicle inspect` lists its stores)")
+                }
+            }
+            let destination: any Container
+            do {
+                destination = try await ContainerOptions.openDestination(to, followRootSymlink: followRootSymlink)
+            } catch {
+                await source.shutdown()
+                throw error
+            }
             let progress = ProgressLine("replicate", unit: "items")
             let last = Mutex(ContainerReplication.Progress())
             let storeID = store.flatMap(StoreID.init(string:))
@@ -77,7 +100,9 @@ struct Replicate: AsyncParsableCommand {
                         "copied": .int(Int64(step.copied)), "alreadyThere": .int(Int64(step.alreadyThere)), "bytes": .int(Int64(step.bytes)),
                         "conflicts": .array(step.conflicts.map { .string($0) }), "damaged": .array(step.damaged.map { .string($0) }),
                         "foreign": .array(step.foreign.map { .string($0) }),
-                    ]), text: "replicate: interrupted after \(step.processed) of \(step.total) items (\(step.copied) copied, \(step.alreadyThere) already there); run the same command again to copy the rest")
+                    ]), text: "replicate: interrupted after \(step.processed) of \(step.total) items (\(step.copied) copied, \(step.alreadyThere) already there"
+                        + (step.conflicts.isEmpty ? "" : ", \(step.conflicts.count) conflict(s)") + (step.damaged.isEmpty ? "" : ", \(step.damaged.count) damaged")
+                        + "); run the same command again to copy the rest")
                 }
                 throw error
             }
@@ -89,12 +114,16 @@ struct Replicate: AsyncParsableCommand {
                 "processed": .int(Int64(result.processed)), "total": .int(Int64(result.total)), "copied": .int(Int64(result.copied)),
                 "alreadyThere": .int(Int64(result.alreadyThere)), "bytes": .int(Int64(result.bytes)), "conflicts": .array(conflicts),
                 "damaged": .array(result.damaged.map { .string($0) }), "foreign": .array(result.foreign.map { .string($0) }),
+                "deletedInSource": .array(result.deleted.map { .string($0) }),
             ])
             var lines = ["copied \(result.copied) of \(result.total) items (\(result.bytes) bytes of blobs), \(result.alreadyThere) already there; "
                 + (result.conflicts.isEmpty ? "no conflicts"
                     : "\(result.conflicts.count) conflict(s), left as they are: \(result.conflicts.joined(separator: ", "))")]
             if !result.damaged.isEmpty {
                 lines.append("\(result.damaged.count) damaged log(s) of the source, not copied (their devices put them back at their next sync; copy again then): \(result.damaged.joined(separator: ", "))")
+            }
+            if !result.deleted.isEmpty {
+                lines.append("\(result.deleted.count) store(s) deleted on purpose in the source, not copied: \(result.deleted.joined(separator: ", "))")
             }
             if !result.foreign.isEmpty {
                 lines.append("\(result.foreign.count) entr(ies) that are neither logs nor baseline parts, not copied: \(result.foreign.joined(separator: ", "))")

@@ -97,6 +97,17 @@ struct Sync: AsyncParsableCommand {
             }
             try await manager.close()
             let healthLines = await events.lines
+            let cloudEnabled = await manager.cloudEnabled
+            if synced == nil, kind == .fallback, cloudEnabled {
+                // The cloud is on, and no cloud store could be loaded (the
+                // container away or unreadable): nothing synced; run again.
+                output.print(.object([
+                    "status": .string("fallback"), "device": .string(deviceID.description),
+                    "store": .string(store.storeID.description), "loaded": .string(kind.rawValue), "stateHash": .string(hash),
+                ]), text: "the cloud store could not be loaded (the container is away or cannot be read): this device saves into its fallback store, "
+                    + "whose saves move to the cloud store once it loads; run sync again later\nstate hash \(hash)")
+                throw ExitCode(Self.waitingExitCode)
+            }
             guard let report = synced else {
                 // The cloud is off, or the store just changed under the device.
                 let text = kind == .cloud

@@ -45,8 +45,11 @@ package struct ContainerReplication: Sendable {
         /// are larger than any log), with why: not copied.
         package var damaged: [String] = []
         /// Entries under the stores' folders that are neither logs nor
-        /// baseline parts: not copied.
+        /// baseline parts (and, copying every store, folders that are not
+        /// stores'): not copied.
         package var foreign: [String] = []
+        /// Stores deleted on purpose in the source: not copied.
+        package var deleted: [String] = []
         /// Whether this is the last value.
         package var ended = false
         /// What stopped it, on the last value, if anything did.
@@ -66,12 +69,17 @@ package struct ContainerReplication: Sendable {
 
     /// Copies `store` (every store the source holds if nil).
     ///
-    /// The account marker goes first, then the stores' markers and the
-    /// active-store pointer, then the blobs: a device that syncs from the
+    /// The account marker goes first, then the active-store pointer, then
+    /// the stores' markers, then the blobs: a device that syncs from the
     /// destination while a copy runs (or after one was interrupted) takes
     /// it for the same account and joins the store being copied, whose
     /// missing logs it reads as they arrive, instead of starting a store
     /// and an account of its own there.
+    ///
+    /// A store deleted on purpose in the source (its tombstone) is not
+    /// copied (``Progress/deleted``): its deletion must not reach a
+    /// destination where devices still use it. A destination that holds a
+    /// store's tombstone takes nothing of that store.
     ///
     /// - Throws: ``ChronicleError/Code/notFound`` when `store` is given and
     ///   the source holds nothing of it; the first error that stops it
@@ -81,12 +89,22 @@ package struct ContainerReplication: Sendable {
     package func run(store: StoreID? = nil, progress: @Sendable (Progress) -> Void = { _ in }) async throws -> Progress {
         var state = Progress()
         do {
-            let stores: [StoreID]
+            var stores: [StoreID]
             if let store {
                 stores = [store]
             } else {
-                stores = try await source.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:))
+                let children = try await source.listChildren(prefix: ContainerLayout.storesPrefix)
+                stores = children.compactMap(StoreID.init(string:))
+                state.foreign += children.filter { StoreID(string: $0) == nil }.map { "\($0)/" }
             }
+            for candidate in stores {
+                if try await source.readMarker(ContainerLayout.tombstone(store: candidate)) != nil {
+                    state.deleted.append(candidate.description)
+                } else if try await destination.readMarker(ContainerLayout.tombstone(store: candidate)) != nil {
+                    throw ChronicleError(.markerConflict, "the destination holds store \(candidate) deleted on purpose (its tombstone): no device there would read it; nothing was copied")
+                }
+            }
+            stores.removeAll { state.deleted.contains($0.description) }
             let prefixes = stores.map { "\($0)/" }
             var blobs: [BlobInfo] = []
             var markers: [ContainerName] = []
@@ -94,7 +112,7 @@ package struct ContainerReplication: Sendable {
                 blobs += try await source.listAll(prefix: prefix)
                 markers += try await source.listMarkers(prefix: prefix)
             }
-            if let store, blobs.isEmpty, markers.isEmpty {
+            if let store, blobs.isEmpty, markers.isEmpty, state.deleted.isEmpty {
                 throw ChronicleError(.notFound, "the source holds no store \(store) (`chronicle inspect` lists its stores)")
             }
             let account = try await source.readMarker(ContainerLayout.account)
@@ -116,14 +134,20 @@ package struct ContainerReplication: Sendable {
                 state.processed += 1
                 progress(state)
             }
-            for name in markers {
-                try Task.checkCancellation()
-                if let marker = try await source.readMarker(name) { try await copyMarker(name, marker, &state) }
+            if let pointer {
+                try await copyMarker(ContainerLayout.activeStore, pointer, &state)
                 state.processed += 1
                 progress(state)
             }
-            if let pointer {
-                try await copyMarker(ContainerLayout.activeStore, pointer, &state)
+            for name in markers {
+                try Task.checkCancellation()
+                do {
+                    if let marker = try await source.readMarker(name) { try await copyMarker(name, marker, &state) }
+                } catch let error as ChronicleError where !error.code.isTransient {
+                    // A marker file that does not read (too short, a link, a
+                    // folder): reported, and the copy goes on.
+                    state.damaged.append("\(name.rawValue) (\(error.code): \(error.message))")
+                }
                 state.processed += 1
                 progress(state)
             }
@@ -162,10 +186,17 @@ package struct ContainerReplication: Sendable {
                         state.conflicts.append(blob.name.rawValue)
                     }
                 } else {
-                    let bytes = try await source.get(blob.name, maxBytes: decoder.limits.maxLogBytes)
+                    let bytes: [UInt8]
+                    do {
+                        bytes = try await source.get(blob.name, maxBytes: decoder.limits.maxLogBytes)
+                    } catch let error as ChronicleError where error.code == .foreignEntry {
+                        // A link, a FIFO or a folder where a log belongs.
+                        state.foreign.append(blob.name.rawValue)
+                        continue
+                    }
                     // (A log compressed with a store dictionary verifies
                     // where the dictionary is; its header did here.)
-                    if let problem = Self.problem(of: bytes, decoder), problem.code != .unknownDictionary {
+                    if let problem = Self.problem(of: bytes, name: blob.name, decoder), problem.code != .unknownDictionary {
                         state.damaged.append("\(blob.name.rawValue) (\(problem.code): \(problem.message))")
                         continue
                     }
@@ -205,14 +236,24 @@ package struct ContainerReplication: Sendable {
         }
     }
 
-    /// Why `bytes` do not verify as a log or baseline part, or nil.
-    private static func problem(of bytes: [UInt8], _ decoder: LogDecoder) -> ChronicleError? {
+    /// Why `bytes` do not verify as the log or baseline part `name` says
+    /// they are, or nil.
+    private static func problem(of bytes: [UInt8], name: ContainerName, _ decoder: LogDecoder) -> ChronicleError? {
+        let header: LogHeader
         do {
-            _ = try decoder.open(bytes)
-            return nil
+            header = try decoder.open(bytes).header
         } catch {
             return error
         }
+        if let log = ContainerLayout.parseLog(name) {
+            guard header.kind == .transactions, header.storeID == log.store, header.deviceID == log.device,
+                  header.firstSequence == log.first, header.lastSequence == log.last
+            else { return ChronicleError(.malformedBody, "its header (\(header.kind) of store \(header.storeID), device \(header.deviceID), sequences \(header.firstSequence)...\(header.lastSequence)) is not what its name says") }
+        } else if let part = ContainerLayout.parseBaselinePart(name) {
+            guard header.kind == .baseline, header.storeID == part.store, header.deviceID == part.device, header.baselinePart == part.part
+            else { return ChronicleError(.malformedBody, "its header (\(header.kind) of store \(header.storeID), device \(header.deviceID), part \(header.baselinePart)) is not what its name says") }
+        }
+        return nil
     }
 
     /// The error of a destination that belongs to another account: nothing

@@ -80,7 +80,7 @@ import Testing
         expectError(.invalidValue) { _ = try encoder.encode([zero]) }
     }
 
-    /// A clock past the year 6429 is no device's: such a log is malformed,
+    /// A clock past the year 4199 is no device's: such a log is malformed,
     /// so no snapshot adopts a reading whose packed form is past 2^63.
     @Test func aClockPastTheLastMillisecondIsMalformed() throws {
         var rng = SeededRandom(seed: 2)

@@ -23,12 +23,14 @@ public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConve
     /// The zero reading, before every real one.
     public static let zero = HybridTimestamp(rawValue: 0)
 
-    /// The last millisecond a log's clock may read: 2^47 - 1, in the year
-    /// 6429. Readings stay below 2^63 in their packed form, which snapshots
-    /// store as a signed 64-bit integer; a log with a later clock is
-    /// malformed, not a reading to adopt (it would carry every device's
-    /// clock there).
-    public static let maxMilliseconds: UInt64 = (1 << 47) - 1
+    /// The last millisecond a clock may read: 2^46, in the year 4199. A
+    /// log with a later clock is malformed, not a reading to adopt (it would
+    /// carry every device's clock there), and a device whose own clock reads
+    /// later cannot save. Packed readings must stay below 2^63, which
+    /// snapshots store as a signed 64-bit integer; the room between 2^46 and
+    /// 2^47 milliseconds is what counters overflowing into the milliseconds
+    /// could ever use (2^62 readings past the last accepted one).
+    public static let maxMilliseconds: UInt64 = 1 << 46
 
     public static func < (lhs: HybridTimestamp, rhs: HybridTimestamp) -> Bool { lhs.rawValue < rhs.rawValue }
 

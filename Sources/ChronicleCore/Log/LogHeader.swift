@@ -190,7 +190,7 @@ package struct LogHeader: Sendable, Hashable {
     private func checkConsistency() throws(ChronicleError) {
         func bad(_ message: String) -> ChronicleError { ChronicleError(.malformedBody, "header: \(message)") }
         guard maxClock.milliseconds <= HybridTimestamp.maxMilliseconds else {
-            throw bad("clock \(maxClock) is past \(HybridTimestamp.maxMilliseconds) ms (the year 6429): no device's clock reads that")
+            throw bad("clock \(maxClock) is past \(HybridTimestamp.maxMilliseconds) ms (the year 4199): no device's clock reads that")
         }
         if flags.contains(.dictionary) != (dictionaryID != 0) || (flags.contains(.dictionary) && !flags.contains(.lz4)) {
             throw bad("dictionary flag and dictionary ID \(dictionaryID) disagree")
