@@ -387,6 +387,23 @@ public final class PostgresContainer: Container {
                 // Created only when missing: an account's role may own its
                 // schema without the right to create schemas in the database.
                 let exists = try await connection.query("SELECT 1 FROM pg_namespace WHERE nspname = \(schema)", logger: self.logger).collect()
+                if !exists.isEmpty {
+                    // A schema that holds other things is not made a
+                    // container: a container takes a schema of its own.
+                    var others: [String] = []
+                    let rows = try await connection.query("""
+                        SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE n.nspname = \(schema) AND c.relkind IN ('r', 'v', 'm', 'p', 'f', 'S')
+                        AND c.relname NOT IN ('chronicle_blobs', 'chronicle_markers') ORDER BY c.relname LIMIT 5
+                        """, logger: self.logger)
+                    for try await row in rows { others.append(try row.decode(String.self)) }
+                    if !others.isEmpty {
+                        throw ChronicleError(.notFound, "schema \(schema) holds other tables (\(others.joined(separator: ", "))) and no Chronicle container: a container takes a schema of its own; name another with ?schema=")
+                    }
+                }
+                if schema == "information_schema" || schema.hasPrefix("pg_") {
+                    throw ChronicleError(.notFound, "schema \(schema) is PostgreSQL's own: a container takes a schema of its own; name another with ?schema=")
+                }
                 if exists.isEmpty {
                     try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \"\(schema)\""), logger: self.logger)
                 }
@@ -496,7 +513,7 @@ public final class PostgresContainer: Container {
     }
 
     public func listChildren(prefix: String) async throws -> [String] {
-        let rows = try await query("listing the children of \(prefix)", """
+        let rows = try await query("listing the children of " + (prefix.isEmpty ? "the container" : prefix), """
             SELECT DISTINCT substring(substr(name, length(\(prefix)) + 1) from '^/*([^/]+)') AS child FROM \(unescaped: blobs)
             WHERE name >= \(prefix) AND starts_with(name, \(prefix)) ORDER BY child
             """)

@@ -149,7 +149,8 @@ extension Value {
                 }
                 self = .date(Timestamp(microsecondsSinceEpoch: micros))
             case (.data, .object(let o)):
-                guard case .string(let b64)? = o["base64"], let data = Data(base64Encoded: b64) else { throw mismatch("{\"base64\": data}") }
+                guard case .string(let b64)? = o["base64"] else { throw mismatch("{\"base64\": data}") }
+                guard let data = Data(base64Encoded: b64) else { throw ChronicleError(.typeMismatch, "\(path).base64: not base64") }
                 self = .data(data)
             case (.transformable, .object(let o)):
                 guard case .string(let b64)? = o["base64"], let data = Data(base64Encoded: b64), case .string(let typeName)? = o["typeName"] else {
@@ -159,8 +160,9 @@ extension Value {
                 if case .string(let m)? = o["mimeType"] { mime = m }
                 self = .transformable(TransformableValue(typeName: typeName, mimeType: mime, data: data))
             case (.decimal, .object(let o)):
-                guard case .string(let s)? = o["decimal"], let d = ChronicleDecimal(string: s) else {
-                    throw mismatch("{\"decimal\": a decimal string of at most 38 digits}")
+                guard case .string(let s)? = o["decimal"] else { throw mismatch("{\"decimal\": a decimal string of at most 38 digits}") }
+                guard let d = ChronicleDecimal(string: s) else {
+                    throw ChronicleError(.typeMismatch, "\(path).decimal: \"\(s.prefix(40))\" is not a decimal of at most 38 digits within its exponent range")
                 }
                 self = .decimal(d)
             case (.uuid, .string(let s)):
