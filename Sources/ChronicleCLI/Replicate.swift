@@ -120,7 +120,7 @@ struct Replicate: AsyncParsableCommand {
                 + (result.conflicts.isEmpty ? "no conflicts"
                     : "\(result.conflicts.count) conflict(s), left as they are: \(result.conflicts.joined(separator: ", "))")]
             if !result.damaged.isEmpty {
-                lines.append("\(result.damaged.count) damaged log(s) of the source, not copied (their devices put them back at their next sync; copy again then): \(result.damaged.joined(separator: ", "))")
+                lines.append("\(result.damaged.count) damaged or misnamed log(s) of the source, not copied (a damaged log is put back by its device at its next sync; copy again then): \(result.damaged.joined(separator: ", "))")
             }
             if !result.deleted.isEmpty {
                 lines.append("\(result.deleted.count) store(s) deleted on purpose in the source, not copied: \(result.deleted.joined(separator: ", "))")

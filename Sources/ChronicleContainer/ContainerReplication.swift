@@ -282,8 +282,10 @@ package struct ContainerReplication: Sendable {
             }
         }
         if existing.bytes == bytes { return .alreadyThere }
+        // No store, live or deleted: no blob and no marker but the account's.
         let stores = try await destination.listChildren(prefix: ContainerLayout.storesPrefix).compactMap(StoreID.init(string:))
-        guard stores.isEmpty, try await destination.readMarker(ContainerLayout.activeStore) == nil else { return .conflict }
+        let markers = try await destination.listMarkers(prefix: ContainerLayout.storesPrefix, after: nil, limit: 2)
+        guard stores.isEmpty, markers.allSatisfy({ $0 == ContainerLayout.account }) else { return .conflict }
         do {
             _ = try await destination.replaceMarker(ContainerLayout.account, bytes, expected: existing.version)
             return .copied

@@ -109,9 +109,10 @@ extension Snapshot {
         // (The HLC statements differ in text from the save path's, which
         // runs them with GRDB arguments: each cached statement has one user.)
         let hlc = try db.first("SELECT value FROM _chronicle_identity WHERE key = 'hlc' LIMIT 1", { _ in }, read: { sqlite3_column_int64($0, 0) }) ?? 0
-        if header.maxClock.rawValue > UInt64(bitPattern: hlc) {
+        let adopted = header.maxClock.adoptable
+        if adopted.rawValue > UInt64(bitPattern: hlc) {
             try db.run(db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ?1 WHERE key = 'hlc'").sqliteStatement) {
-                $0.bind(Int64(bitPattern: header.maxClock.rawValue))
+                $0.bind(Int64(bitPattern: adopted.rawValue))
             }
         }
         try db.run(db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_ledger (name, device, first, last, bytes, checksum) VALUES (?, ?, ?, ?, ?, ?)").sqliteStatement) {

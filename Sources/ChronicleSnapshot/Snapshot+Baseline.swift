@@ -282,7 +282,7 @@ extension Snapshot {
                         try setApplied(db, device, sequence: sequence, clock: maxClock)
                     }
                     try db.execute(sql: "UPDATE _chronicle_identity SET value = max(value, ?) WHERE key = 'hlc'",
-                                   arguments: [Int64(bitPattern: maxClock.rawValue)])
+                                   arguments: [Int64(bitPattern: maxClock.adoptable.rawValue)])
                 }
                 try notifyObservers(of: engine.events, db)
                 try crashInjector?.check(.importBeforeCommit)

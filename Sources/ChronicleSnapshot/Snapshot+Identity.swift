@@ -273,7 +273,7 @@ extension Snapshot {
     package func observe(_ clock: HybridTimestamp) throws {
         do {
             try pool.write { db in
-                try db.execute(sql: "UPDATE _chronicle_identity SET value = max(value, ?) WHERE key = 'hlc'", arguments: [Int64(bitPattern: clock.rawValue)])
+                try db.execute(sql: "UPDATE _chronicle_identity SET value = max(value, ?) WHERE key = 'hlc'", arguments: [Int64(bitPattern: clock.adoptable.rawValue)])
             }
         } catch {
             throw ChronicleError.sqlite(error, .database, "moving the snapshot's clock failed")

@@ -195,6 +195,26 @@ import Testing
         return try LogEncoder(storeID: store).encode(transactions)
     }
 
+    /// A log whose clock reads the last millisecond is applied, but a
+    /// device takes in no reading later than ``HybridTimestamp/latestAdopted``:
+    /// it keeps saving, and every device reads its saves.
+    @Test func aClockAtTheLastMillisecondLeavesDevicesSaving() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        let store = d.stores[0].storeID
+        try await d.stores[0].write { tx in _ = tx.insert("Folder", ["name": Value.string("first")]) }
+        try await d.syncAll()
+        let device = DeviceID(index: 77)
+        let late = Transaction(deviceID: device, sequence: 1, clock: HybridTimestamp(milliseconds: HybridTimestamp.maxMilliseconds, counter: .max),
+                               schemaHash: Self.schema.hash, changes: [Change(.insert, entity: "Folder", recordID: RecordID(UUID()), values: [FieldValue("name", .string("late"))])])
+        try await d.container.put(ContainerLayout.log(store: store, device: device, first: 1, last: 1), try LogEncoder(storeID: store).encode([late]))
+        try await d.syncAll()
+        #expect(try await d.count("SELECT count(*) FROM Folder", on: 0) == 2)
+        for i in 0..<3 { try await d.stores[0].write { tx in _ = tx.insert("Folder", ["name": Value.string("after \(i)")]) } }
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+        #expect(try await d.count("SELECT count(*) FROM Folder", on: 1) == 5)
+    }
+
     @Test func anExportStopsAtALogThatDoesNotVerify() async throws {
         let d = try await history()
         let store = d.stores[0].storeID

@@ -85,6 +85,14 @@ import Testing
         #expect(try await used.readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token == "in-use", "not replaced")
         #expect(try await used.listAll(prefix: "").map(\.name) == before, "nothing copied into another account's container")
 
+        // Another account whose stores were all deleted: still its account.
+        let emptied = try folder(d, "emptied")
+        _ = try await emptied.createMarker(ContainerLayout.account, AccountToken(token: "emptied-account"))
+        _ = try await emptied.createMarker(ContainerLayout.tombstone(store: StoreID(RecordID(high: 9, low: 9))), StoreTombstone(device: DeviceID(index: 3), milliseconds: 1))
+        let kept = try await #require(throws: ChronicleError.self) { try await ContainerReplication(from: d.container, to: emptied).run() }
+        #expect(kept.code == .markerConflict)
+        #expect(try await emptied.readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token == "emptied-account")
+
         // The same size, other bytes: a conflict, not "already there".
         let copy = try folder(d, "same-size")
         _ = try await ContainerReplication(from: d.container, to: copy).run()

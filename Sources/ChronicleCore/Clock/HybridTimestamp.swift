@@ -32,6 +32,18 @@ public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConve
     /// could ever use (2^62 readings past the last accepted one).
     public static let maxMilliseconds: UInt64 = 1 << 46
 
+    /// The latest reading a device takes in from another device's log or
+    /// baseline: 2^40 ms (about 35 years) before ``maxMilliseconds``. A log
+    /// from further in the future is applied as it is, but the device's own
+    /// clock goes no further than this, so that its later saves never reach
+    /// the last millisecond (a device that took in a clock at the very end
+    /// could not save again).
+    public static let latestAdopted = HybridTimestamp(milliseconds: maxMilliseconds - (1 << 40), counter: 0)
+
+    /// `self`, or ``latestAdopted`` if later: what a device's clock moves to
+    /// when it takes in this reading from elsewhere.
+    public var adoptable: HybridTimestamp { Swift.min(self, Self.latestAdopted) }
+
     public static func < (lhs: HybridTimestamp, rhs: HybridTimestamp) -> Bool { lhs.rawValue < rhs.rawValue }
 
     public var description: String { "\(milliseconds).\(counter)" }
