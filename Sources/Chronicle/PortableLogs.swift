@@ -462,8 +462,8 @@ public enum PortableLogs {
     }
 
     /// Writes a checked log export into `container` (see ``import(_:into:progress:)``):
-    /// the account first, then the schema records and the active-store
-    /// pointer, then the logs, so that a device syncing there meanwhile
+    /// the account first, then the active-store pointer and the schema
+    /// records, then the logs, so that a device syncing there meanwhile
     /// takes the copy for the same account and joins the store being
     /// written, not one of its own.
     package static func write(_ prepared: Prepared, into container: any Container,
@@ -481,21 +481,6 @@ public enum PortableLogs {
                     throw ContainerReplication.otherAccount()
                 }
             }
-            for schema in prepared.schemas {
-                try Task.checkCancellation()
-                let name = ContainerLayout.schema(store: store, hash: schema.hash)
-                if try await container.readMarker(name) != nil {
-                    state.alreadyThere += 1
-                } else {
-                    // The bytes devices write for it: compact JSON, keys sorted.
-                    let encoder = JSONEncoder()
-                    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-                    let bytes = Array(try encoder.encode(schema.jsonValue))
-                    if bytes.count <= Marker.maxBytes, (try? await container.createMarker(name, bytes)) != nil { state.written += 1 }
-                }
-                state.processed += 1
-                progress(state)
-            }
             if prepared.active {
                 let pointer = try ActiveStorePointer(store: store).markerBytes()
                 var held = try await container.readMarker(ContainerLayout.activeStore)
@@ -511,6 +496,21 @@ public enum PortableLogs {
                 if let held, (try? ActiveStorePointer(markerBytes: held.bytes))?.store != store {
                     state.conflicts.append(ContainerLayout.activeStore.rawValue)
                 }
+            }
+            for schema in prepared.schemas {
+                try Task.checkCancellation()
+                let name = ContainerLayout.schema(store: store, hash: schema.hash)
+                if try await container.readMarker(name) != nil {
+                    state.alreadyThere += 1
+                } else {
+                    // The bytes devices write for it: compact JSON, keys sorted.
+                    let encoder = JSONEncoder()
+                    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                    let bytes = Array(try encoder.encode(schema.jsonValue))
+                    if bytes.count <= Marker.maxBytes, (try? await container.createMarker(name, bytes)) != nil { state.written += 1 }
+                }
+                state.processed += 1
+                progress(state)
             }
             var held: [ContainerName: Int] = [:]
             for blob in try await container.listAll(prefix: ContainerLayout.logsPrefix(store: store)) { held[blob.name] = blob.size }

@@ -196,21 +196,26 @@ struct ImportLogs: AsyncParsableCommand {
                 }
                 throw error
             }
-            let destination = try await ContainerOptions.openDestination(container.container, followRootSymlink: container.followRootSymlink,
-                                                                          syncedFolder: container.syncedFolder)
             let progress = ProgressLine("import-logs", unit: "items")
             let last = Mutex(PortableLogs.Progress())
+            let (location, followRootSymlink, syncedFolder) = (container.container, container.followRootSymlink, container.syncedFolder)
+            // Made inside the interruptible run: a Ctrl-C that comes while
+            // the container is made takes effect after its account marker and
+            // active-store pointer are written, never between.
+            let opened = Mutex<(any Container)?>(nil)
             let result: PortableLogs.Progress
             do {
                 result = try await stoppingOnInterrupt {
-                    try await PortableLogs.write(prepared, into: destination) { step in
+                    let destination = try await ContainerOptions.openDestination(location, followRootSymlink: followRootSymlink, syncedFolder: syncedFolder)
+                    opened.withLock { $0 = destination }
+                    return try await PortableLogs.write(prepared, into: destination) { step in
                         last.withLock { $0 = step }
                         progress.update(step.processed, total: step.total, note: "\(step.written) written")
                     }
                 }
             } catch {
                 progress.finish()
-                await destination.shutdown()
+                if let destination = opened.withLock({ $0 }) { await destination.shutdown() }
                 if isInterruption(error) {
                     let step = last.withLock { $0 }
                     try output.interrupted(.object([
@@ -222,7 +227,7 @@ struct ImportLogs: AsyncParsableCommand {
                 throw error
             }
             progress.finish()
-            await destination.shutdown()
+            if let destination = opened.withLock({ $0 }) { await destination.shutdown() }
             let outcome = result.conflicts.isEmpty
                 ? "no conflicts" : "\(result.conflicts.count) conflict(s), left as they are: \(result.conflicts.joined(separator: ", "))"
             output.print(.object([

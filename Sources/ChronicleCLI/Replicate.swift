@@ -71,20 +71,20 @@ struct Replicate: AsyncParsableCommand {
                     throw ChronicleError(.notFound, "the source holds no store \(wanted) (`chronicle inspect` lists its stores)")
                 }
             }
-            let destination: any Container
-            do {
-                destination = try await ContainerOptions.openDestination(to, followRootSymlink: followRootSymlink)
-            } catch {
-                await source.shutdown()
-                throw error
-            }
             let progress = ProgressLine("replicate", unit: "items")
             let last = Mutex(ContainerReplication.Progress())
             let storeID = store.flatMap(StoreID.init(string:))
+            let (to, followRootSymlink) = (self.to, self.followRootSymlink)
+            // Made inside the interruptible run: a Ctrl-C that comes while
+            // the destination is made takes effect after its account marker
+            // and active-store pointer are written, never between.
+            let opened = Mutex<(any Container)?>(nil)
             let result: ContainerReplication.Progress
             do {
                 result = try await stoppingOnInterrupt {
-                    try await ContainerReplication(from: source, to: destination).run(store: storeID) { step in
+                    let destination = try await ContainerOptions.openDestination(to, followRootSymlink: followRootSymlink)
+                    opened.withLock { $0 = destination }
+                    return try await ContainerReplication(from: source, to: destination).run(store: storeID) { step in
                         last.withLock { $0 = step }
                         progress.update(step.processed, total: step.total, note: "\(step.copied) copied")
                     }
@@ -92,7 +92,7 @@ struct Replicate: AsyncParsableCommand {
             } catch {
                 progress.finish()
                 await source.shutdown()
-                await destination.shutdown()
+                if let destination = opened.withLock({ $0 }) { await destination.shutdown() }
                 if isInterruption(error) {
                     let step = last.withLock { $0 }
                     try output.interrupted(.object([
@@ -108,7 +108,7 @@ struct Replicate: AsyncParsableCommand {
             }
             progress.finish()
             await source.shutdown()
-            await destination.shutdown()
+            if let destination = opened.withLock({ $0 }) { await destination.shutdown() }
             let conflicts: [JSONValue] = result.conflicts.map { .string($0) }
             let value: JSONValue = .object([
                 "processed": .int(Int64(result.processed)), "total": .int(Int64(result.total)), "copied": .int(Int64(result.copied)),
