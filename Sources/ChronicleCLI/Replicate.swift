@@ -2,6 +2,7 @@ import ArgumentParser
 import Chronicle
 import ChronicleContainer
 import ChronicleCore
+import ChroniclePostgres
 import Foundation
 import Synchronization
 
@@ -46,7 +47,18 @@ struct Replicate: AsyncParsableCommand {
     /// Whether two locations name one container: the same URL, or folders
     /// that resolve to the same path.
     static func sameContainer(_ a: String, _ b: String) -> Bool {
-        if ContainerOptions.isPostgres(a) || ContainerOptions.isPostgres(b) { return a == b }
+        if ContainerOptions.isPostgres(a) && ContainerOptions.isPostgres(b) {
+            // The same server, database and schema, whatever the URLs' spelling.
+            let environment = ProcessInfo.processInfo.environment
+            guard let x = try? PostgresContainer.Configuration(url: a, environment: environment),
+                  let y = try? PostgresContainer.Configuration(url: b, environment: environment)
+            else { return a == b }
+            func place(_ c: PostgresContainer.Configuration) -> String {
+                (c.socketPath ?? "\(c.host ?? "127.0.0.1"):\(c.port)") + "/\(c.database ?? c.username)/\(c.schema)"
+            }
+            return place(x) == place(y)
+        }
+        if ContainerOptions.isPostgres(a) || ContainerOptions.isPostgres(b) { return false }
         func resolved(_ path: String) -> String { URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path }
         return resolved(a) == resolved(b)
     }
