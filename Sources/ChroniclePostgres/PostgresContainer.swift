@@ -672,7 +672,7 @@ public final class PostgresContainer: Container {
             // Back already? A connection of its own says (a server that
             // restarted is used again within a second, not a timeout).
             if let unreachable = await unreachable() {
-                throw ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server did not answer within \(timeout) moments ago, and cannot be reached now: \(unreachable.message)")
+                throw ChronicleError(.unavailable, "\(what) failed: the PostgreSQL server could not be reached or did not answer moments ago, and cannot be reached now: \(unreachable.message)")
             }
             unansweredSince.close()
         }
