@@ -90,15 +90,7 @@ public enum PortableExport {
     ///   key another record holds, say): then nothing is written.
     public static func restore(_ data: Data, into store: Store) async throws -> Report {
         let schema = store.configuration.schema
-        let document = try JSONValue(parsing: data)
-        guard case .object(let root) = document else { throw ChronicleError(.malformedBody, "an export is a JSON object, not \(document.kindName)") }
-        guard case .string(format)? = root["format"] else {
-            throw ChronicleError(.malformedBody, "not a Chronicle export: its \"format\" is not \"\(format)\"")
-        }
-        guard case .int(let v)? = root["version"] else { throw ChronicleError(.malformedBody, "the export has no \"version\" number") }
-        guard v <= version, v >= 1 else {
-            throw ChronicleError(.unsupportedVersion, "the export is format version \(v); this build reads version \(version)")
-        }
+        let root = try documentRoot(data, format: format, version: version, what: "export")
         guard case .string(let hash)? = root["schemaHash"] else {
             throw ChronicleError(.malformedBody, "the export has no \"schemaHash\" (the hash of the schema it was made with)")
         }
@@ -179,6 +171,21 @@ public enum PortableExport {
         }
         report.stateHash = try await store.stateHash()
         return report
+    }
+
+    /// The top-level object of a portable document, once its `format` is
+    /// `format` and its `version` one this build reads (1 to `version`).
+    static func documentRoot(_ data: Data, format: String, version: Int, what: String) throws(ChronicleError) -> [String: JSONValue] {
+        let document = try JSONValue(parsing: data)
+        guard case .object(let root) = document else { throw ChronicleError(.malformedBody, "a Chronicle \(what) is a JSON object, not \(document.kindName)") }
+        guard case .string(format)? = root["format"] else {
+            throw ChronicleError(.malformedBody, "not a Chronicle \(what): its \"format\" is not \"\(format)\"")
+        }
+        guard case .int(let v)? = root["version"] else { throw ChronicleError(.malformedBody, "the \(what) has no \"version\" number") }
+        guard v <= version, v >= 1 else {
+            throw ChronicleError(.unsupportedVersion, "the \(what) is format version \(v); this build reads version \(version)")
+        }
+        return root
     }
 
     /// Whether two values are the same, doubles by their bits.

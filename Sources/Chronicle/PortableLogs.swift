@@ -269,15 +269,7 @@ public enum PortableLogs {
     /// - Throws: `CancellationError` when the task is cancelled (checked
     ///   between logs), and the errors of ``import(_:into:progress:)``.
     package static func parse(_ data: Data) throws -> Prepared {
-        let document = try JSONValue(parsing: data)
-        guard case .object(let root) = document else { throw ChronicleError(.malformedBody, "a log export is a JSON object, not \(document.kindName)") }
-        guard case .string(format)? = root["format"] else {
-            throw ChronicleError(.malformedBody, "not a Chronicle log export: its \"format\" is not \"\(format)\"")
-        }
-        guard case .int(let v)? = root["version"] else { throw ChronicleError(.malformedBody, "the export has no \"version\" number") }
-        guard v <= version, v >= 1 else {
-            throw ChronicleError(.unsupportedVersion, "the export is format version \(v); this build reads version \(version)")
-        }
+        let root = try PortableExport.documentRoot(data, format: format, version: version, what: "log export")
         guard case .string(let storeText)? = root["store"], let store = StoreID(string: storeText) else {
             throw ChronicleError(.malformedBody, "store: expected a store ID")
         }

@@ -37,11 +37,7 @@ struct Export: AsyncParsableCommand {
                 try? await opened.manager.close()
                 throw error
             }
-            if let output {
-                try OutputFile.write(data, to: output)
-            } else {
-                FileHandle.standardOutput.write(data + Data("\n".utf8))
-            }
+            try OutputFile.write(data, to: output)
         }
     }
 }
@@ -145,11 +141,7 @@ struct ExportLogs: AsyncParsableCommand {
                 throw error
             }
             await source.shutdown()
-            if let output {
-                try OutputFile.write(data, to: output)
-            } else {
-                FileHandle.standardOutput.write(data + Data("\n".utf8))
-            }
+            try OutputFile.write(data, to: output)
         }
     }
 }

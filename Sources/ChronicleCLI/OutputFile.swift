@@ -14,6 +14,16 @@ import Glibc
 /// replaced: a device (`/dev/stdout`, `/dev/null`), a FIFO, a symbolic link
 /// (its target is written, the link stays).
 enum OutputFile {
+    /// A JSON document to `path`, or (nil) to standard output with a line
+    /// break after it.
+    static func write(_ data: Data, to path: String?) throws(ChronicleError) {
+        guard let path else {
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            return
+        }
+        try write(data, to: path)
+    }
+
     static func write(_ data: Data, to path: String) throws(ChronicleError) {
         var status = stat()
         let exists = lstat(path, &status) == 0
