@@ -398,7 +398,12 @@ extension Simulation {
         let note = Workload.schema.entities.firstIndex { $0.name == "Note" }!
         return try await store.read { db in
             try folders.flatMap { folder in
-                try RecordID.fetchAll(db, sql: "SELECT id FROM _chronicle_refs WHERE target = ? AND entity = ?", arguments: [folder, note])
+                // Notes whose state is compact in their row (see
+                // `docs/merge.md`) show their raw folder there.
+                try RecordID.fetchAll(db, sql: """
+                    SELECT id FROM _chronicle_refs WHERE target = ? AND entity = ?
+                    UNION SELECT id FROM \(SnapshotTables.rows("Note").quotedDatabaseIdentifier) WHERE folder = ? AND _chronicle_version IS NOT NULL
+                    """, arguments: [folder, note, folder])
             }
         } + deleted
     }

@@ -6,18 +6,21 @@ import GRDB
 /// since, kept in its own row instead of `_chronicle_records`.
 ///
 /// Most records of most stores are exactly that, and a replay of a million
-/// of them paid one B-tree write for the state and another for the row. For
-/// an *independent* entity (no references, no unique constraints, nothing
-/// refers to it; see `EntitySQL.isIndependent`) the row of a live record is
-/// its values, so such a state is fully described by the row plus the one
-/// version that wrote every field: the entity table's
+/// of them paid one B-tree write for the state and another for the row
+/// (and, with unique keys or references, more for `_chronicle_keys` and
+/// `_chronicle_refs`). While a record's row shows exactly its values (it is
+/// visible, each reference shows its raw target, no duplicate's value shows
+/// instead of its own), its state is fully described by the row plus the
+/// one version that wrote every field: the entity table's
 /// `_chronicle_version` column holds that version (24 bytes: clock, device),
-/// and is NULL for every other row.
+/// and is NULL for every other row. Its keys and references are read from
+/// the row (see `MergeEngine.keyGroup` and `scheduleReferrers`).
 ///
 /// A record has its state in exactly one place: `_chronicle_records`, or a
-/// row whose `_chronicle_version` is set. The first change after the insert
-/// moves the state to `_chronicle_records` and clears the column (see
-/// `MergeEngine.saveState`), so nothing but a first insert uses this form.
+/// row whose `_chronicle_version` is set. A change that would make the row
+/// differ from the state first moves the state out (see
+/// `MergeEngine.materialize` and `expandIndexes`), so nothing but a first
+/// insert uses this form. See `docs/merge.md`.
 enum CompactState {
     /// The column that holds the version in every entity table.
     static let column = "_chronicle_version"
@@ -50,7 +53,11 @@ enum CompactState {
     /// column. Decimals and transformable values are stored as text whose
     /// spelling may differ from the value's, so they keep the full state.
     static func readsBackExactly(_ value: Value, _ field: Field) -> Bool {
-        guard case .attribute(let type) = field.kind else { return false }
+        guard case .attribute(let type) = field.kind else {
+            // A reference's raw target: the row shows it as long as the
+            // target is visible (see `MergeEngine.compactRow`).
+            switch value { case .null, .reference: return true; default: return false }
+        }
         switch (value, type) {
         case (.null, _), (.string, .string), (.int, .int64), (.double, .double), (.bool, .bool), (.date, .date),
              (.data, .data), (.uuid, .uuid):

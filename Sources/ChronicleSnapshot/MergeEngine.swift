@@ -51,6 +51,15 @@ struct MergeEngine {
     /// compact insert can skip looking for a state. States this engine
     /// writes need no bound: `apply` finds them in `stateCache` first.
     private var largestStateID: [Int: RecordID] = [:]
+    /// Per entity, the largest ID of any row when this engine first looked,
+    /// raised by the compact rows it writes: with `largestStateID`, what
+    /// tells that a record of an entity with keys or references is new
+    /// without looking it up.
+    private var largestRowID: [Int: RecordID] = [:]
+    /// New records of entities with keys or references whose state is in
+    /// `stateCache` only: their first refresh stores it, compact in their
+    /// row when it can be (see `refresh`), in `_chronicle_records` otherwise.
+    private var deferred: Set<RecordKey> = []
 
     /// The most records one apply may recompute: a bound, not an expectation.
     static let maxRefreshes = 10_000_000
@@ -68,14 +77,60 @@ struct MergeEngine {
         self.schema = schema
         self.sql = sql
         self.origin = origin
-        self.statements = StatementSlots(count: Slot.entityBase + Slot.perEntity * sql.count)
+        var next = Slot.entityBase + Slot.perEntity * sql.count
+        var keyGroupSlot: [Int] = [], clashSlot: [Int] = [], referrerSlot: [Int] = []
+        for entity in sql {
+            keyGroupSlot.append(next)
+            next += entity.compactKeyGroup.count
+            clashSlot.append(next)
+            next += entity.clashing.count
+            referrerSlot.append(next)
+            next += entity.compactReferrers.count
+        }
+        self.keyGroupSlot = keyGroupSlot
+        self.clashSlot = clashSlot
+        self.referrerSlot = referrerSlot
+        // An entity is on a cycle if its references lead back to it.
+        let edges = schema.entities.map { e in
+            e.fields.compactMap { field -> Int? in
+                if case .reference(let destination, _) = field.kind { return schema.entityIndex(named: destination) } else { return nil }
+            }
+        }
+        self.referenceTargets = schema.entities.map { e in
+            e.fields.map { field -> Int? in
+                if case .reference(let destination, _) = field.kind { return schema.entityIndex(named: destination) } else { return nil }
+            }
+        }
+        self.onCycle = schema.entities.indices.map { start in
+            var seen = Set<Int>(), stack = edges[start]
+            while let next = stack.popLast() {
+                if next == start { return true }
+                if seen.insert(next).inserted { stack += edges[next] }
+            }
+            return false
+        }
+        self.statements = StatementSlots(count: next)
     }
 
-    /// Statement slots: the fixed ones, then eight per entity.
+    /// Per entity, the first slot of its `compactKeyGroup` statements and
+    /// of its `compactReferrers` statements.
+    private let keyGroupSlot: [Int]
+    private let clashSlot: [Int]
+    private let referrerSlot: [Int]
+    /// Per entity, whether its references can lead back to it. What a
+    /// reference to a record of such an entity resolves to depends on the
+    /// record the resolution started from (a reference back into it
+    /// resolves to nothing), so `resolve` takes no shortcut for them.
+    private let onCycle: [Bool]
+    /// Per entity, per field: the entity a reference field points at.
+    private let referenceTargets: [[Int?]]
+
+    /// Statement slots: the fixed ones, then ten per entity, then each
+    /// entity's per-constraint and per-referrer ones.
     private enum Slot {
-        static let selectState = 0, insertStateIfAbsent = 1, replaceState = 2, deleteRef = 3, insertRef = 4, largestStateID = 5
+        static let selectState = 0, replaceState = 2, deleteRef = 3, insertRef = 4, largestStateID = 5
         static let keyGroup = 6, storedKeys = 7, insertKey = 8, deleteKeys = 9, referrers = 10
-        static let entityBase = 11, perEntity = 8
+        static let entityBase = 11, perEntity = 10
         static func selectRow(_ entity: Int) -> Int { entityBase + perEntity * entity }
         static func deleteRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 1 }
         static func insertRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 2 }
@@ -84,6 +139,8 @@ struct MergeEngine {
         static func clearCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 5 }
         static func insertCompactFresh(_ entity: Int) -> Int { entityBase + perEntity * entity + 6 }
         static func exists(_ entity: Int) -> Int { entityBase + perEntity * entity + 7 }
+        static func insertRowCompact(_ entity: Int) -> Int { entityBase + perEntity * entity + 8 }
+        static func largestRowID(_ entity: Int) -> Int { entityBase + perEntity * entity + 9 }
     }
 
     private func statement(_ slot: Int, _ sql: @autoclosure () -> String) throws -> OpaquePointer {
@@ -111,6 +168,13 @@ struct MergeEngine {
             return state
         }
         var loaded = stateCache[key]
+        if let state = loaded, deferred.contains(key) {
+            // A new record whose state is still only in memory: its
+            // refresh, still pending, stores what it ends as.
+            stateCache[key] = merged(state)
+            schedule(entity, id)
+            return
+        }
         if loaded == nil && kind == .insert {
             if sql[entity].isIndependent {
                 // An independent record's row is its values: a new record
@@ -121,31 +185,60 @@ struct MergeEngine {
                    try insertCompact(entity, id, version, { binder in for v in values { binder.bind(v.value) } }) {
                     return
                 }
-            } else {
-                // An insert almost always creates its record: try writing its
-                // state outright, which saves the lookup; only if a state
-                // exists already (a re-sent insert) fall back to merging into it.
-                let state = merged(RecordState())
-                if try insertStateIfAbsent(entity, id, state) {
-                    created.insert(key)
-                    untouched.insert(key)
-                    stateCache[key] = state
-                    schedule(entity, id)
-                    return
-                }
+            } else if try isNew(entity, id) {
+                // An insert almost always creates its record (IDs are
+                // time-ordered, so no lookup tells): its refresh decides
+                // where its state goes.
+                deferNew(entity, id, merged(RecordState()))
+                return
             }
         }
-        if loaded == nil { loaded = try loadState(entity, id) }
+        var wasCompact = false
+        if loaded == nil { (loaded, wasCompact) = try loadStateAndForm(entity, id) }
         if loaded == nil {
+            if !sql[entity].isIndependent {
+                let state = merged(RecordState())
+                if state != RecordState() { deferNew(entity, id, state) }
+                return
+            }
             created.insert(key)
             untouched.insert(key)
         }
         let before = loaded ?? RecordState()
         let state = merged(before)
         guard state != before else { return }
+        if wasCompact { try expandIndexes(entity, id, before, row: nil) }
         try saveState(entity, id, state, previous: before)
         stateCache[key] = state
         schedule(entity, id)
+    }
+
+    /// Keeps a new record's state in memory until its refresh (see `deferred`).
+    private mutating func deferNew(_ entity: Int, _ id: RecordID, _ state: RecordState) {
+        let key = RecordKey(entity: entity, id: id)
+        created.insert(key)
+        untouched.insert(key)
+        deferred.insert(key)
+        stateCache[key] = state
+        schedule(entity, id)
+    }
+
+    /// Whether no record of `entity` has `id` yet (the caller checked
+    /// `stateCache`): it is above every ID holding a state and every row's
+    /// (IDs are time-ordered: most new records' are), or neither
+    /// `_chronicle_records` nor the entity's rows hold it.
+    private mutating func isNew(_ entity: Int, _ id: RecordID) throws -> Bool {
+        let largest: RecordID
+        if let known = largestRowID[entity] {
+            largest = known
+        } else {
+            largest = try largestID(statement(Slot.largestRowID(entity), sql[entity].largestRowID), bind: { _ in })
+            largestRowID[entity] = largest
+        }
+        if try id > largestStateID(entity), id > largest { return true }
+        let hasState = try db.first(statement(Slot.selectState, "SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?"),
+                                    { $0.bind(entity); $0.bind(id) }, read: { _ in true }) ?? false
+        return try !hasState && !isVisible(entity, id)
     }
 
     /// Joins a whole record state (a baseline's) into the record's state and
@@ -155,6 +248,12 @@ struct MergeEngine {
     mutating func merge(_ incoming: RecordState, entity: Int, id: RecordID) throws {
         let key = RecordKey(entity: entity, id: id)
         var loaded = stateCache[key]
+        if var state = loaded, deferred.contains(key) {
+            state.join(incoming)
+            stateCache[key] = state
+            schedule(entity, id)
+            return
+        }
         if loaded == nil, sql[entity].isIndependent, let version = incoming.soleVersion {
             let values = incoming.fields.entries.map { (field: $0.index, value: $0.value) }
             if CompactState.holds(insert: values, schema.entities[entity]),
@@ -162,8 +261,15 @@ struct MergeEngine {
                 return
             }
         }
-        if loaded == nil { loaded = try loadState(entity, id) }
+        var wasCompact = false
+        if loaded == nil { (loaded, wasCompact) = try loadStateAndForm(entity, id) }
         if loaded == nil {
+            if !sql[entity].isIndependent {
+                var state = RecordState()
+                state.join(incoming)
+                if state != RecordState() { deferNew(entity, id, state) }
+                return
+            }
             created.insert(key)
             untouched.insert(key)
         }
@@ -171,6 +277,7 @@ struct MergeEngine {
         var state = before
         state.join(incoming)
         guard state != before else { return }
+        if wasCompact { try expandIndexes(entity, id, before, row: nil) }
         try saveState(entity, id, state, previous: before)
         stateCache[key] = state
         schedule(entity, id)
@@ -183,10 +290,55 @@ struct MergeEngine {
     /// Returns false, writing nothing, if the record has a state or the
     /// insert has no compact form: then `apply` it.
     mutating func insertCompact(entity: Int, id: RecordID, raw: [(field: Int, value: RawValue)], version: Version) throws -> Bool {
-        guard sql[entity].isIndependent, stateCache[RecordKey(entity: entity, id: id)] == nil,
-              CompactState.holds(insert: raw, schema.entities[entity])
-        else { return false }
+        guard stateCache[RecordKey(entity: entity, id: id)] == nil else { return false }
+        guard sql[entity].isIndependent else { return try insertNew(entity, id, raw: raw, version) }
+        guard CompactState.holds(insert: raw, schema.entities[entity]) else { return false }
         return try insertCompact(entity, id, version) { binder in for v in raw { binder.bind(v.value) } }
+    }
+
+    /// `insertCompact` for an entity with unique keys or references: the
+    /// first refresh of a new record done at once, from the log body,
+    /// in the case nearly every insert of a replay is in. The record is new
+    /// (its ID above every stored one), the insert writes every field with
+    /// values their columns give back exactly, each reference points at a
+    /// record that has a row (visible: `resolve`'s shortcut; its entity on
+    /// no reference cycle), and no record holds any of its keys. Then its
+    /// row shows exactly its values and is its state (compact), and only
+    /// the records that referred to it before it existed need a refresh.
+    /// Anything else returns false, writing nothing: then `apply` it.
+    ///
+    /// Done before the log's other changes settle, this is a refresh in
+    /// another order: what it read (rows, keys) is what a refresh reads,
+    /// and whoever changes those later schedules the records that read them.
+    private mutating func insertNew(_ entity: Int, _ id: RecordID, raw: [(field: Int, value: RawValue)], _ version: Version) throws -> Bool {
+        let targets = referenceTargets[entity]
+        guard raw.count == targets.count, try isNew(entity, id) else { return false }
+        for (i, v) in raw.enumerated() {
+            guard v.field == i else { return false }
+            switch v.value.tag {
+            case 8, 10: return false  // decimals and transformables are stored as text
+            case 11:
+                guard let target = targets[i], !onCycle[target], v.value.payload.count == 16,
+                      try isVisible(target, RecordID(bytes: v.value.payload)) else { return false }
+            default: break
+            }
+        }
+        for (c, fields) in sql[entity].constraintFields.enumerated() {
+            let values = fields.map { raw[$0].value.value.databaseValue }
+            guard !values.contains(where: \.isNull) else { continue }
+            guard try keyGroup(entity, c, keyBytes(values), values: values).isEmpty else { return false }
+        }
+        let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
+        CompactState.write(version, to: versionBytes)
+        try db.run(statement(Slot.insertRowCompact(entity), sql[entity].insertRowCompact)) { binder in
+            binder.bind(id)
+            for v in raw { binder.bind(v.value) }
+            binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
+        }
+        if let largest = largestRowID[entity], id > largest { largestRowID[entity] = id }
+        events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
+        if sql[entity].isReferenced { try scheduleReferrers(entity, id) }
+        return true
     }
 
     /// Recomputes every scheduled record and what depends on it.
@@ -209,7 +361,11 @@ struct MergeEngine {
     /// from the same states.
     mutating func recomputeView(entities: [Int]? = nil, batch: Int = 100_000) throws {
         for entity in entities ?? sql.indices.filter({ !sql[$0].isIndependent }) {
-            let ids = try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM _chronicle_records WHERE entity = ? ORDER BY id"), arguments: [entity])
+            let ids = try RecordID.fetchAll(db.cachedStatement(sql: """
+                SELECT id FROM _chronicle_records WHERE entity = ?
+                UNION SELECT id FROM \(quoted(SnapshotTables.rows(schema.entities[entity].name))) WHERE \(CompactState.column) IS NOT NULL
+                ORDER BY id
+                """), arguments: [entity])
             for start in stride(from: 0, to: ids.count, by: batch) {
                 for id in ids[start..<min(ids.count, start + batch)] { schedule(entity, id) }
                 try settle()
@@ -243,8 +399,9 @@ struct MergeEngine {
         // and a dependents scan.
         let first = untouched.remove(key) != nil
         let checked = alone.remove(key) != nil
+        let isDeferred = deferred.remove(key) != nil
         if first, let pre {
-            let newKeys = keys(of: e, row: pre)
+            let newKeys = keys(of: entity, row: pre)
             var alone = true
             if !checked {
                 for (c, k) in newKeys where !(try keyGroup(entity, c, k).isEmpty) {
@@ -253,17 +410,34 @@ struct MergeEngine {
                 }
             }
             if alone {
+                // A row that shows exactly what one insert wrote (every
+                // reference resolving to its own target) is the state: keep
+                // it there, with the version, and write nothing else. Its
+                // keys and references are read from the row (`keyGroup`,
+                // `scheduleReferrers`) until a change moves the state out.
+                if isDeferred, let version = compactVersion(entity, stateCache[key]!, row: pre) {
+                    try insertRowCompact(entity, id, pre, version)
+                    // The row holds the state now; later reads find it there.
+                    stateCache[key] = nil
+                    if largestRowID[entity].map({ id > $0 }) ?? false { largestRowID[entity] = id }
+                    created.remove(key)
+                    events.append(RecordEvent(entity: e.name, recordID: id, kind: .inserted, origin: origin))
+                    if sql[entity].isReferenced { try scheduleReferrers(entity, id) }
+                    return
+                }
+                if isDeferred { try storeDeferred(entity, id) }
                 for (c, k) in newKeys {
                     try insertKey(entity, c, k, id)
                 }
                 try write(entity, id, pre, replacing: false)
                 created.remove(key)
                 events.append(RecordEvent(entity: e.name, recordID: id, kind: .inserted, origin: origin))
-                if sql[entity].isReferenced { try scheduleReferrers(of: id) }
+                if sql[entity].isReferenced { try scheduleReferrers(entity, id) }
                 return
             }
         }
-        let newKeys = pre.map { keys(of: e, row: $0) } ?? [:]
+        if isDeferred { try storeDeferred(entity, id) }
+        let newKeys = pre.map { keys(of: entity, row: $0) } ?? [:]
         var desired = try pre.flatMap { try survivor(entity, id, row: $0) == id ? $0 : nil }
         if var row = desired, !e.uniqueConstraints.isEmpty {
             try takeNewerValuesOfDuplicates(entity, id, keys: newKeys, into: &row)
@@ -279,8 +453,15 @@ struct MergeEngine {
         }
         // A record first seen in this transaction has no row yet, unless an
         // earlier refresh in it wrote one.
-        let current = created.contains(key) ? nil : try currentRow(entity, id)
-        let oldKeys = first ? [:] : try storedKeys(entity, id)
+        let stored = created.contains(key) ? nil : try currentRow(entity, id)
+        let current = stored?.row
+        // A compact state's keys are its row's.
+        let oldKeys = first ? [:] : stored?.compact == true ? keys(of: entity, row: current!) : try keysInTable(entity, id)
+        if let current, stored?.compact == true, newKeys != oldKeys || desired != current {
+            // The row is about to stop showing exactly the state: move the
+            // state out of it first.
+            try materialize(entity, id, row: current)
+        }
         if newKeys != oldKeys {
             try db.run(statement(Slot.deleteKeys, "DELETE FROM _chronicle_keys WHERE entity = ? AND id = ?")) { $0.bind(entity); $0.bind(id) }
             for (c, key) in newKeys {
@@ -288,7 +469,7 @@ struct MergeEngine {
             }
         }
         if desired != current {
-            if let desired, !e.uniqueConstraints.isEmpty { try evictClashes(entity, id, row: desired) }
+            if let desired, !e.uniqueConstraints.isEmpty { try evictClashes(entity, id, row: desired, current: current) }
             try write(entity, id, desired, replacing: current != nil)
             if desired != nil { created.remove(key) }
             let kind: RecordEvent.Kind = desired == nil ? .deleted : (current == nil ? .inserted : .updated)
@@ -348,10 +529,10 @@ struct MergeEngine {
         for (c, key) in groups {
             for other in try keyGroup(entity, c, key) where other != id {
                 schedule(entity, other)
-                if sql[entity].isReferenced { try scheduleReferrers(of: other) }
+                if sql[entity].isReferenced { try scheduleReferrers(entity, other) }
             }
         }
-        if sql[entity].isReferenced { try scheduleReferrers(of: id) }
+        if sql[entity].isReferenced { try scheduleReferrers(entity, id) }
     }
 
     /// Removes visible rows that share a unique key with the row about to be
@@ -359,22 +540,19 @@ struct MergeEngine {
     /// still pending (a smaller visible one would have hidden this record),
     /// so they are duplicates now: hide them, so the unique index never sees
     /// two of them, and schedule them and what read their visibility.
-    private mutating func evictClashes(_ entity: Int, _ id: RecordID, row: [DatabaseValue]) throws {
+    /// `current` is the record's row now: a key it shows already clashes
+    /// with nothing (the unique index holds it).
+    private mutating func evictClashes(_ entity: Int, _ id: RecordID, row: [DatabaseValue], current: [DatabaseValue]?) throws {
         let e = schema.entities[entity]
-        for constraint in e.uniqueConstraints {
-            var conditions: [String] = []
-            var arguments: [DatabaseValue] = []
-            for name in constraint {
-                let value = row[e.fieldIndex(named: name)!]
-                if value.isNull { conditions = []; break }
-                conditions.append("\(quoted(name)) = ?")
-                arguments.append(value)
-            }
-            guard !conditions.isEmpty else { continue }
-            arguments.append(id.databaseValue)
-            let clashing = try RecordID.fetchAll(db.cachedStatement(sql: "SELECT id FROM \(quoted(e.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ?"),
-                                                 arguments: StatementArguments(arguments))
+        for (c, fields) in sql[entity].constraintFields.enumerated() {
+            guard !fields.contains(where: { row[$0].isNull }) else { continue }
+            if let current, fields.allSatisfy({ row[$0] == current[$0] }) { continue }
+            let clashing = try db.all(statement(clashSlot[entity] + c, sql[entity].clashing[c]), { binder in
+                for i in fields { binder.bind(row[i]) }
+                binder.bind(id)
+            }) { try columnRecordID($0, 0) }
             for other in clashing {
+                if let stored = try currentRow(entity, other), stored.compact { try materialize(entity, other, row: stored.row) }
                 try db.run(statement(Slot.deleteRow(entity), sql[entity].deleteRow)) { $0.bind(other) }
                 events.append(RecordEvent(entity: e.name, recordID: other, kind: .deleted, origin: origin))
                 schedule(entity, other)
@@ -383,12 +561,20 @@ struct MergeEngine {
         }
     }
 
-    private mutating func scheduleReferrers(of id: RecordID) throws {
+    /// Schedules the records referring to `id` (a record of `entity`):
+    /// those whose references `_chronicle_refs` holds, and compact ones,
+    /// whose row shows their raw target.
+    private mutating func scheduleReferrers(_ entity: Int, _ id: RecordID) throws {
         let rows = try db.all(statement(Slot.referrers, "SELECT entity, id FROM _chronicle_refs WHERE target = ?"), { $0.bind(id) }) { statement in
             (Int(sqlite3_column_int64(statement, 0)), try columnRecordID(statement, 1))
         }
         for (entity, referrer) in rows {
             schedule(entity, referrer)
+        }
+        for (i, referrers) in sql[entity].compactReferrers.enumerated() {
+            for referrer in try db.all(statement(referrerSlot[entity] + i, referrers.sql), { $0.bind(id) }, read: { try columnRecordID($0, 0) }) {
+                schedule(referrers.entity, referrer)
+            }
         }
     }
 
@@ -429,7 +615,14 @@ struct MergeEngine {
 
     /// What a reference to `id` points at: the record itself if visible, the
     /// survivor it was merged into if it is a duplicate, or nil.
+    ///
+    /// A record with a row is visible, so its own survivor: its row tells,
+    /// without recomputing it. A row still to be refreshed may be out of
+    /// date, but only until its refresh, which schedules every record that
+    /// read its visibility if that changes (so the fixpoint is the same).
+    /// Not for entities on a reference cycle (see `onCycle`).
     private func resolve(_ entity: Int, _ id: RecordID, _ visiting: inout Set<RecordKey>) throws -> RecordID? {
+        if !onCycle[entity], try isVisible(entity, id) { return id }
         guard let row = try preShadowRow(entity, id, &visiting) else { return nil }
         return try survivor(entity, id, row: row)
     }
@@ -443,7 +636,7 @@ struct MergeEngine {
         let e = schema.entities[entity]
         guard !e.uniqueConstraints.isEmpty else { return id }
         var best = id
-        for (c, key) in keys(of: e, row: row) {
+        for (c, key) in keys(of: entity, row: row) {
             for other in try keyGroup(entity, c, key) where other < best {
                 if try isVisible(entity, other) { best = other }
             }
@@ -478,25 +671,29 @@ struct MergeEngine {
 
     /// Unique-key values per constraint; constraints with a NULL are skipped
     /// (as SQL does).
-    private func keys(of e: Entity, row: [DatabaseValue]) -> [Int: [UInt8]] {
+    private func keys(of entity: Int, row: [DatabaseValue]) -> [Int: [UInt8]] {
         var result: [Int: [UInt8]] = [:]
-        for (c, constraint) in e.uniqueConstraints.enumerated() {
-            var w = ByteWriter()
-            var hasNull = false
-            for name in constraint {
-                let value = row[e.fieldIndex(named: name)!]
-                if value.isNull { hasNull = true; break }
-                switch value.storage {
-                case .int64(let i): w.writeUInt8(1); w.writeSignedVarint(i)
-                case .double(let d): w.writeUInt8(2); w.writeUInt64(d.bitPattern)
-                case .string(let s): w.writeUInt8(3); w.writeString(s)
-                case .blob(let b): w.writeUInt8(4); w.writeLengthPrefixed(b)
-                case .null: break
-                }
-            }
-            if !hasNull { result[c] = w.bytes }
+        for (c, fields) in sql[entity].constraintFields.enumerated() {
+            guard !fields.contains(where: { row[$0].isNull }) else { continue }
+            result[c] = keyBytes(fields.lazy.map { row[$0] })
         }
         return result
+    }
+
+    /// A key's stored form: each value's kind and bytes (`keyValues`
+    /// reads it back).
+    private func keyBytes(_ values: some Sequence<DatabaseValue>) -> [UInt8] {
+        var w = ByteWriter()
+        for value in values {
+            switch value.storage {
+            case .int64(let i): w.writeUInt8(1); w.writeSignedVarint(i)
+            case .double(let d): w.writeUInt8(2); w.writeUInt64(d.bitPattern)
+            case .string(let s): w.writeUInt8(3); w.writeString(s)
+            case .blob(let b): w.writeUInt8(4); w.writeLengthPrefixed(b)
+            case .null: break
+            }
+        }
+        return w.bytes
     }
 
     /// Whether no record holds any unique key of a new record with these
@@ -505,7 +702,7 @@ struct MergeEngine {
     func keysAreFree(entity: Int, values: [(field: Int, value: Value)]) throws -> Bool {
         let e = schema.entities[entity]
         guard values.count == e.fields.count else { return false }
-        for (c, k) in keys(of: e, row: values.map(\.value.databaseValue)) where !(try keyGroup(entity, c, k).isEmpty) {
+        for (c, k) in keys(of: entity, row: values.map(\.value.databaseValue)) where !(try keyGroup(entity, c, k).isEmpty) {
             return false
         }
         return true
@@ -518,12 +715,46 @@ struct MergeEngine {
         alone.insert(RecordKey(entity: entity, id: id))
     }
 
-    private func keyGroup(_ entity: Int, _ constraint: Int, _ key: [UInt8]) throws -> [RecordID] {
-        try db.all(statement(Slot.keyGroup, "SELECT id FROM _chronicle_keys WHERE entity = ? AND constraint_index = ? AND key = ?"),
-                   { $0.bind(entity); $0.bind(constraint); $0.bind(key) }) { try columnRecordID($0, 0) }
+    /// The records holding a key: those whose keys `_chronicle_keys` holds,
+    /// and compact ones, whose keys are their row's.
+    private func keyGroup(_ entity: Int, _ constraint: Int, _ key: [UInt8], values known: [DatabaseValue]? = nil) throws -> [RecordID] {
+        var ids = try db.all(statement(Slot.keyGroup, "SELECT id FROM _chronicle_keys WHERE entity = ? AND constraint_index = ? AND key = ?"),
+                             { $0.bind(entity); $0.bind(constraint); $0.bind(key) }) { try columnRecordID($0, 0) }
+        let values = try known ?? keyValues(key)
+        ids += try db.all(statement(keyGroupSlot[entity] + constraint, sql[entity].compactKeyGroup[constraint]),
+                          { binder in for value in values { binder.bind(value) } }) { try columnRecordID($0, 0) }
+        return ids
     }
 
+    /// The column values a key was made of (`keys(of:row:)`).
+    private func keyValues(_ key: [UInt8]) throws -> [DatabaseValue] {
+        try key.withBytes { raw throws(ChronicleError) -> [DatabaseValue] in
+            var r = ByteReader(raw, errorCode: .databaseCorrupt, context: "stored unique key")
+            var values: [DatabaseValue] = []
+            while !r.isAtEnd {
+                switch try r.readUInt8() {
+                case 1: values.append(try r.readSignedVarint().databaseValue)
+                case 2: values.append(Double(bitPattern: try r.readUInt64()).databaseValue)
+                case 3: values.append(try r.readString(max: raw.count, "text").databaseValue)
+                case 4: values.append(Data(try r.readLengthPrefixed(max: raw.count, "bytes")).databaseValue)
+                case let tag: throw ChronicleError(.databaseCorrupt, "a stored unique key holds a value of unknown kind \(tag)")
+                }
+            }
+            return values
+        }
+    }
+
+    /// A record's keys as its last refresh stored them: in
+    /// `_chronicle_keys`, or, for a compact state, its row's.
     private func storedKeys(_ entity: Int, _ id: RecordID) throws -> [Int: [UInt8]] {
+        let result = try keysInTable(entity, id)
+        guard result.isEmpty, !schema.entities[entity].uniqueConstraints.isEmpty,
+              let stored = try currentRow(entity, id), stored.compact else { return result }
+        return keys(of: entity, row: stored.row)
+    }
+
+    /// The keys `_chronicle_keys` holds for a record.
+    private func keysInTable(_ entity: Int, _ id: RecordID) throws -> [Int: [UInt8]] {
         var result: [Int: [UInt8]] = [:]
         guard !schema.entities[entity].uniqueConstraints.isEmpty else { return result }
         let rows = try db.all(statement(Slot.storedKeys, "SELECT constraint_index, key FROM _chronicle_keys WHERE entity = ? AND id = ?"),
@@ -541,18 +772,79 @@ struct MergeEngine {
     // MARK: Storage
 
     /// The record's state: written in this transaction, kept in
-    /// `_chronicle_records`, or (independent entities) compact in its row.
+    /// `_chronicle_records`, or compact in its row.
     func loadState(_ entity: Int, _ id: RecordID) throws -> RecordState? {
-        if let cached = stateCache[RecordKey(entity: entity, id: id)] { return cached }
+        try loadStateAndForm(entity, id).state
+    }
+
+    /// The record's state, and whether it was read from a compact row.
+    private func loadStateAndForm(_ entity: Int, _ id: RecordID) throws -> (state: RecordState?, compact: Bool) {
+        if let cached = stateCache[RecordKey(entity: entity, id: id)] { return (cached, false) }
         if let bytes = try db.first(statement(Slot.selectState, "SELECT state FROM _chronicle_records WHERE entity = ? AND id = ?"),
                                     { $0.bind(entity); $0.bind(id) }, read: { columnBytes($0, 0) }) {
-            return try RecordState(encoded: bytes)
+            return (try RecordState(encoded: bytes), false)
         }
-        guard sql[entity].isIndependent else { return nil }
         let e = schema.entities[entity]
-        return try db.first(statement(Slot.selectCompact(entity), sql[entity].selectCompact), { $0.bind(id) }) { statement in
+        let state = try db.first(statement(Slot.selectCompact(entity), sql[entity].selectCompact), { $0.bind(id) }) { statement in
             try CompactState.read(statement, e)
         }
+        return (state, state != nil)
+    }
+
+    /// The version of the compact state a new record's `row` can hold: one
+    /// insert wrote every field, each with a value its column gives back
+    /// exactly, and the row shows each reference's raw target. Nil if the
+    /// state must go to `_chronicle_records`.
+    private func compactVersion(_ entity: Int, _ state: RecordState, row: [DatabaseValue]) -> Version? {
+        let e = schema.entities[entity]
+        guard state.fields.count == e.fields.count, let version = state.soleVersion else { return nil }
+        for entry in state.fields.entries {
+            let field = e.fields[entry.index]
+            guard CompactState.readsBackExactly(entry.value, field) else { return nil }
+            if case .reference = field.kind, row[entry.index] != entry.value.databaseValue { return nil }
+        }
+        return version
+    }
+
+    /// Writes a new record's row with its compact state.
+    private func insertRowCompact(_ entity: Int, _ id: RecordID, _ row: [DatabaseValue], _ version: Version) throws {
+        let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
+        CompactState.write(version, to: versionBytes)
+        try db.run(statement(Slot.insertRowCompact(entity), sql[entity].insertRowCompact)) { binder in
+            binder.bind(id)
+            for value in row { binder.bind(value) }
+            binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
+        }
+    }
+
+    /// Stores the state of a new record that `deferred` kept in memory.
+    private func storeDeferred(_ entity: Int, _ id: RecordID) throws {
+        let state = stateCache[RecordKey(entity: entity, id: id)]!
+        try writeState(entity, id, state)
+        try updateReferences(entity, id, state, previous: RecordState())
+    }
+
+    /// Moves a compact state out of its row (`row`, what it shows) into
+    /// `_chronicle_records`, with its keys and references.
+    private func materialize(_ entity: Int, _ id: RecordID, row: [DatabaseValue]) throws {
+        guard let state = try loadState(entity, id) else {
+            throw ChronicleError(.databaseCorrupt, "\(schema.entities[entity].name) \(id) has a compact state that does not read")
+        }
+        try writeState(entity, id, state)
+        try expandIndexes(entity, id, state, row: row)
+    }
+
+    /// Writes what a compact state keeps implicit (its keys, from its row,
+    /// to `_chronicle_keys`; its references to `_chronicle_refs`) and clears
+    /// the row's version: the caller writes the state to
+    /// `_chronicle_records` in the same transaction.
+    private func expandIndexes(_ entity: Int, _ id: RecordID, _ state: RecordState, row: [DatabaseValue]?) throws {
+        try updateReferences(entity, id, state, previous: RecordState())
+        let e = schema.entities[entity]
+        if !e.uniqueConstraints.isEmpty, let row = try row ?? currentRow(entity, id)?.row {
+            for (c, k) in keys(of: entity, row: row) { try insertKey(entity, c, k, id) }
+        }
+        try db.run(statement(Slot.clearCompact(entity), sql[entity].clearCompact)) { $0.bind(id) }
     }
 
     /// Writes a new record as its row and version, unless the record has a
@@ -584,39 +876,31 @@ struct MergeEngine {
 
     private mutating func largestStateID(_ entity: Int) throws -> RecordID {
         if let id = largestStateID[entity] { return id }
-        // NULL (no state) reads as no bytes; a malformed ID (not 16 bytes)
-        // cannot be compared, so then assume any ID may have a state.
-        let bytes = try db.first(statement(Slot.largestStateID, "SELECT max(id) FROM _chronicle_records WHERE entity = ?"), { $0.bind(entity) }) {
-            columnBytes($0, 0)
-        } ?? []
-        let largest = bytes.isEmpty ? RecordID(high: 0, low: 0)
-            : bytes.count == 16 ? bytes.withUnsafeBytes { RecordID(bytes: $0) } : RecordID(high: .max, low: .max)
+        let largest = try largestID(statement(Slot.largestStateID, "SELECT max(id) FROM _chronicle_records WHERE entity = ?"), bind: { $0.bind(entity) })
         largestStateID[entity] = largest
         return largest
     }
 
-    /// Writes the state of a record that has none. Returns false, writing
-    /// nothing, if it has one.
-    private func insertStateIfAbsent(_ entity: Int, _ id: RecordID, _ state: RecordState) throws -> Bool {
-        let encoded = state.encoded()
-        try db.run(statement(Slot.insertStateIfAbsent, "INSERT OR IGNORE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)")) {
-            $0.bind(entity); $0.bind(id); $0.bind(encoded)
-        }
-        guard sqlite3_changes(db.sqliteConnection) == 1 else { return false }
-        try updateReferences(entity, id, state, previous: RecordState())
-        return true
+    /// The ID a `max(id)` query gives: zero if none (NULL reads as no
+    /// bytes); a malformed ID (not 16 bytes) cannot be compared, so then
+    /// the largest ID, as if any ID may be taken.
+    private func largestID(_ statement: OpaquePointer, bind: (inout RawBinder) -> Void) throws -> RecordID {
+        let bytes = try db.first(statement, bind) { columnBytes($0, 0) } ?? []
+        return bytes.isEmpty ? RecordID(high: 0, low: 0)
+            : bytes.count == 16 ? bytes.withUnsafeBytes { RecordID(bytes: $0) } : RecordID(high: .max, low: .max)
     }
 
-    private func saveState(_ entity: Int, _ id: RecordID, _ state: RecordState, previous: RecordState) throws {
+    private func writeState(_ entity: Int, _ id: RecordID, _ state: RecordState) throws {
         let encoded = state.encoded()
         try db.run(statement(Slot.replaceState, "INSERT OR REPLACE INTO _chronicle_records (entity, id, state) VALUES (?, ?, ?)")) {
             $0.bind(entity); $0.bind(id); $0.bind(encoded)
         }
-        if sql[entity].isIndependent {
-            // The state now lives in `_chronicle_records`: a compact one in
-            // the row no longer holds.
-            try db.run(statement(Slot.clearCompact(entity), sql[entity].clearCompact)) { $0.bind(id) }
-        }
+    }
+
+    /// Writes a state over `previous`, which `_chronicle_records` (not a
+    /// compact row: `expandIndexes` first) held or nothing did.
+    private func saveState(_ entity: Int, _ id: RecordID, _ state: RecordState, previous: RecordState) throws {
+        try writeState(entity, id, state)
         try updateReferences(entity, id, state, previous: previous)
     }
 
@@ -641,10 +925,11 @@ struct MergeEngine {
         }
     }
 
-    private func currentRow(_ entity: Int, _ id: RecordID) throws -> [DatabaseValue]? {
+    /// The record's row, and whether it holds its compact state.
+    private func currentRow(_ entity: Int, _ id: RecordID) throws -> (row: [DatabaseValue], compact: Bool)? {
         let count = Int32(schema.entities[entity].fields.count)
         return try db.first(statement(Slot.selectRow(entity), sql[entity].selectRow), { $0.bind(id) }) { statement in
-            (0..<count).map { columnValue(statement, $0) }
+            ((0..<count).map { columnValue(statement, $0) }, sqlite3_column_int64(statement, count) != 0)
         }
     }
 

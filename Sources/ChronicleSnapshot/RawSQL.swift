@@ -95,6 +95,9 @@ struct RawBinder {
             if d.isNaN || (d == 0 && d.sign == .minus) { return bind(raw.value) }
             sqlite3_bind_double(statement, index, d)
         case 4, 5: sqlite3_bind_int64(statement, index, raw.tag == 5 ? 1 : 0)
+        case 11 where raw.payload.count == 16:
+            // A reference: the 16 bytes of the record ID, as stored.
+            return bindInPlace(raw.payload)
         default:
             // UUIDs and the kinds a compact state never holds.
             return bind(raw.value)

@@ -74,11 +74,11 @@ extension Snapshot {
         private let database: DatabaseSnapshot
         private var writer: BaselineWriter
         /// Where reading resumes: `_chronicle_records` (0), then each
-        /// independent entity's compact rows (its index + 1).
+        /// entity's compact rows (its index + 1).
         private var phase = 0
         private var cursor: (entity: Int, id: RecordID)?
         private var done = false
-        private let independent: [Int]
+        private let compactEntities: [Int]
         /// Rows read per query.
         private static let page = 1024
 
@@ -91,7 +91,7 @@ extension Snapshot {
         init(_ owner: Snapshot, snapshot database: DatabaseSnapshot, partBytes: Int, store: StoreID, publisher: DeviceID) throws {
             self.owner = owner
             self.database = database
-            independent = owner.schema.entities.indices.filter { owner.entitySQL[$0].isIndependent }
+            compactEntities = Array(owner.schema.entities.indices)
             let (vector, hlc) = try database.read { db in
                 var vector: [DeviceID: UInt64] = [:]
                 for row in try Row.fetchAll(db, sql: "SELECT device, sequence FROM _chronicle_vector") {
@@ -122,7 +122,7 @@ extension Snapshot {
         /// Reads states after the cursor until a part is full or none are left.
         private func fill(_ db: Database) throws -> BaselinePart {
             let schema = owner.schema
-            while phase <= independent.count {
+            while phase <= compactEntities.count {
                 var read = 0
                 if phase == 0 {
                     let after = cursor ?? (-1, RecordID(high: 0, low: 0))
@@ -142,7 +142,7 @@ extension Snapshot {
                         }
                     }
                 } else {
-                    let index = independent[phase - 1]
+                    let index = compactEntities[phase - 1]
                     let entity = schema.entities[index]
                     let columns = entity.fields.map { quoted($0.name) + ", " }.joined()
                     let statement = try db.cachedStatement(sql: """

@@ -34,8 +34,11 @@ import Synchronization
     /// converts the dates, and recomputes the rows of entities whose unique
     /// keys include a date). Format 6: a visible record shows the newer
     /// values of the duplicates merged into it (opening an older snapshot
-    /// recomputes the rows of entities with a unique key).
-    package static let format = 6
+    /// recomputes the rows of entities with a unique key). Format 7: records
+    /// of entities with unique keys or references may keep a compact state
+    /// too, their keys and references then read from their row (nothing to
+    /// migrate: a format 6 snapshot has no such states).
+    package static let format = 7
     /// The page cache of the snapshot's writing connection, in KiB.
     package static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.

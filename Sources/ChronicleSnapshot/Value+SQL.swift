@@ -183,6 +183,7 @@ func quoted(_ identifier: String) -> String {
 
 /// The SQL the merge engine runs per entity, built once per snapshot.
 struct EntitySQL: Sendable {
+    /// The row's columns, then whether it holds a compact state.
     let selectRow: String
     let deleteRow: String
     let insertRow: String
@@ -197,6 +198,23 @@ struct EntitySQL: Sendable {
     let selectCompact: String
     /// Forgets a row's compact state once `_chronicle_records` holds its state.
     let clearCompact: String
+    /// Writes a row with its compact state (a record of an entity with
+    /// unique keys or references, whose refresh found it could be compact).
+    /// Not `OR IGNORE`: a clash with a unique index must fail, not vanish.
+    let insertRowCompact: String
+    /// The largest ID of any row.
+    let largestRowID: String
+    /// Per unique constraint: the compact rows holding a key (whose keys
+    /// are not in `_chronicle_keys`).
+    let compactKeyGroup: [String]
+    /// Per unique constraint: the visible records holding a key, but one.
+    let clashing: [String]
+    /// Per unique constraint: the field indices of its fields.
+    let constraintFields: [[Int]]
+    /// Per reference field of any entity pointing at this one: the
+    /// referring entity's index, and the query for its compact rows
+    /// pointing at a record (whose references are not in `_chronicle_refs`).
+    let compactReferrers: [(entity: Int, sql: String)]
     /// Whether any to-one relationship points at this entity.
     let isReferenced: Bool
     /// Whether a record's row is exactly its field values: the entity has no
@@ -216,7 +234,7 @@ struct EntitySQL: Sendable {
             let compactHead = "INSERT OR IGNORE INTO \(table) (id, \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column))"
             let compactValues = Array(repeating: "?", count: e.fields.count + 2).joined(separator: ", ")
             return EntitySQL(
-                selectRow: "SELECT \(columns.isEmpty ? "id" : columns) FROM \(table) WHERE id = ?",
+                selectRow: "SELECT \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column) IS NOT NULL FROM \(table) WHERE id = ?",
                 deleteRow: "DELETE FROM \(table) WHERE id = ?",
                 insertRow: "INSERT INTO \(table) (id\(columns.isEmpty ? "" : ", " + columns)) VALUES (\(Array(repeating: "?", count: e.fields.count + 1).joined(separator: ", ")))",
                 exists: "SELECT 1 FROM \(table) WHERE id = ?",
@@ -224,6 +242,21 @@ struct EntitySQL: Sendable {
                 insertCompactFresh: "\(compactHead) VALUES (\(compactValues))",
                 selectCompact: "SELECT \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column) FROM \(table) WHERE id = ? AND \(CompactState.column) IS NOT NULL",
                 clearCompact: "UPDATE \(table) SET \(CompactState.column) = NULL WHERE id = ? AND \(CompactState.column) IS NOT NULL",
+                insertRowCompact: "INSERT INTO \(table) (id, \(columns.isEmpty ? "" : columns + ", ")\(CompactState.column)) VALUES (\(compactValues))",
+                largestRowID: "SELECT max(id) FROM \(table)",
+                compactKeyGroup: e.uniqueConstraints.map { key in
+                    "SELECT id FROM \(table) WHERE \(key.map { "\(quoted($0)) = ?" }.joined(separator: " AND ")) AND \(CompactState.column) IS NOT NULL"
+                },
+                clashing: e.uniqueConstraints.map { key in
+                    "SELECT id FROM \(table) WHERE \(key.map { "\(quoted($0)) = ?" }.joined(separator: " AND ")) AND id != ?"
+                },
+                constraintFields: e.uniqueConstraints.map { key in key.map { e.fieldIndex(named: $0)! } },
+                compactReferrers: schema.entities.enumerated().flatMap { index, other in
+                    other.fields.compactMap { field -> (entity: Int, sql: String)? in
+                        guard case .reference(let destination, _) = field.kind, destination == e.name else { return nil }
+                        return (index, "SELECT id FROM \(quoted(SnapshotTables.rows(other.name))) WHERE \(quoted(field.name)) = ? AND \(CompactState.column) IS NOT NULL")
+                    }
+                },
                 isReferenced: referenced,
                 isIndependent: !referenced && e.uniqueConstraints.isEmpty
                     && !e.fields.contains { if case .reference = $0.kind { true } else { false } })
