@@ -96,6 +96,14 @@ struct MergeEngine {
                 if case .reference(let destination, _) = field.kind { return schema.entityIndex(named: destination) } else { return nil }
             }
         }
+        self.plainFields = schema.entities.map { e in
+            let keyFields = Set(e.uniqueConstraints.joined().compactMap { e.fieldIndex(named: $0) })
+            return e.fields.indices.filter { i in
+                if keyFields.contains(i) { return false }
+                if case .reference = e.fields[i].kind { return false }
+                return true
+            }
+        }
         self.referenceTargets = schema.entities.map { e in
             e.fields.map { field -> Int? in
                 if case .reference(let destination, _) = field.kind { return schema.entityIndex(named: destination) } else { return nil }
@@ -124,6 +132,10 @@ struct MergeEngine {
     private let onCycle: [Bool]
     /// Per entity, per field: the entity a reference field points at.
     private let referenceTargets: [[Int?]]
+    /// Per entity, the fields that are neither references nor part of a
+    /// unique key: those a survivor shows the newest value of among its
+    /// duplicates.
+    private let plainFields: [[Int]]
 
     /// Statement slots: the fixed ones, then ten per entity, then each
     /// entity's per-constraint and per-referrer ones.
@@ -400,14 +412,16 @@ struct MergeEngine {
         let first = untouched.remove(key) != nil
         let checked = alone.remove(key) != nil
         let isDeferred = deferred.remove(key) != nil
+        // The records holding each of its keys now, read once for the
+        // checks below (nothing this refresh writes before them changes them).
+        let newKeys = pre.map { keys(of: entity, row: $0) } ?? [:]
+        var groups: [Int: [RecordID]]?
         if first, let pre {
-            let newKeys = keys(of: entity, row: pre)
             var alone = true
             if !checked {
-                for (c, k) in newKeys where !(try keyGroup(entity, c, k).isEmpty) {
-                    alone = false
-                    break
-                }
+                let found = try keyGroups(entity, newKeys, row: pre)
+                alone = found.values.allSatisfy(\.isEmpty)
+                groups = found
             }
             if alone {
                 // A row that shows exactly what one insert wrote (every
@@ -437,16 +451,16 @@ struct MergeEngine {
             }
         }
         if isDeferred { try storeDeferred(entity, id) }
-        let newKeys = pre.map { keys(of: entity, row: $0) } ?? [:]
-        var desired = try pre.flatMap { try survivor(entity, id, row: $0) == id ? $0 : nil }
+        let members = try pre.map { try groups ?? keyGroups(entity, newKeys, row: $0) } ?? [:]
+        var desired = try pre.flatMap { try survivor(entity, id, groups: members) == id ? $0 : nil }
         if var row = desired, !e.uniqueConstraints.isEmpty {
-            try takeNewerValuesOfDuplicates(entity, id, keys: newKeys, into: &row)
+            try takeNewerValuesOfDuplicates(entity, id, groups: members, into: &row)
             desired = row
         } else if pre != nil, desired == nil {
             // A duplicate: its survivor shows its newer values, so its
             // survivor (a visible record of its key groups) reads its state.
-            for (c, k) in newKeys {
-                for other in try keyGroup(entity, c, k) where other < id {
+            for group in members.values {
+                for other in group where other < id {
                     if try isVisible(entity, other) { schedule(entity, other) }
                 }
             }
@@ -480,9 +494,9 @@ struct MergeEngine {
         guard newKeys != oldKeys || (desired == nil) != (current == nil) else { return }
         // Both the groups it left and the groups it joined (a changed key
         // of one constraint is in both).
-        var groups = oldKeys.map { ($0.key, $0.value) }
-        for (c, key) in newKeys where oldKeys[c] != key { groups.append((c, key)) }
-        try scheduleDependents(entity, id, groups: groups)
+        var touched = oldKeys.map { ($0.key, $0.value) }
+        for (c, key) in newKeys where oldKeys[c] != key { touched.append((c, key)) }
+        try scheduleDependents(entity, id, groups: touched)
     }
 
     /// A visible record and the duplicates merged into it are one record to
@@ -493,20 +507,14 @@ struct MergeEngine {
     /// hidden when the two meet. Key fields stay the survivor's (they
     /// decide the groups), and references too (what they resolve to is read
     /// by others).
-    private func takeNewerValuesOfDuplicates(_ entity: Int, _ id: RecordID, keys: [Int: [UInt8]], into row: inout [DatabaseValue]) throws {
-        let e = schema.entities[entity]
-        let keyFields = Set(e.uniqueConstraints.joined().compactMap { e.fieldIndex(named: $0) })
-        let plain = e.fields.indices.filter { i in
-            if keyFields.contains(i) { return false }
-            if case .reference = e.fields[i].kind { return false }
-            return true
-        }
+    private func takeNewerValuesOfDuplicates(_ entity: Int, _ id: RecordID, groups: [Int: [RecordID]], into row: inout [DatabaseValue]) throws {
+        let plain = plainFields[entity]
         guard !plain.isEmpty else { return }
         // Only larger records can be merged into this one: a record's
         // survivor is the smallest visible record sharing a key with it.
         var members = Set<RecordID>()
-        for (c, k) in keys {
-            for other in try keyGroup(entity, c, k) where other > id { members.insert(other) }
+        for group in groups.values {
+            for other in group where other > id { members.insert(other) }
         }
         guard !members.isEmpty, let own = try loadState(entity, id) else { return }
         var newest = plain.map { own.fields[$0]?.version }
@@ -633,15 +641,28 @@ struct MergeEngine {
     /// what earlier refreshes wrote, and whoever changes them schedules
     /// this record again.
     private func survivor(_ entity: Int, _ id: RecordID, row: [DatabaseValue]) throws -> RecordID {
-        let e = schema.entities[entity]
-        guard !e.uniqueConstraints.isEmpty else { return id }
+        guard !sql[entity].constraintFields.isEmpty else { return id }
+        return try survivor(entity, id, groups: keyGroups(entity, keys(of: entity, row: row), row: row))
+    }
+
+    /// `survivor(_:_:row:)` given the records holding each key of the row.
+    private func survivor(_ entity: Int, _ id: RecordID, groups: [Int: [RecordID]]) throws -> RecordID {
         var best = id
-        for (c, key) in keys(of: entity, row: row) {
-            for other in try keyGroup(entity, c, key) where other < best {
+        for group in groups.values {
+            for other in group where other < best {
                 if try isVisible(entity, other) { best = other }
             }
         }
         return best
+    }
+
+    /// The records holding each of `keys`, the keys of `row`.
+    private func keyGroups(_ entity: Int, _ keys: [Int: [UInt8]], row: [DatabaseValue]) throws -> [Int: [RecordID]] {
+        var groups: [Int: [RecordID]] = [:]
+        for (c, key) in keys {
+            groups[c] = try keyGroup(entity, c, key, values: sql[entity].constraintFields[c].map { row[$0] })
+        }
+        return groups
     }
 
     private func isVisible(_ entity: Int, _ id: RecordID) throws -> Bool {
