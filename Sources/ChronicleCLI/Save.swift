@@ -23,6 +23,11 @@ struct Save: AsyncParsableCommand {
             A line that means nothing is refused, with its line and column, and nothing is saved (exit 1): \
             a key given twice, a key other than op, entity, id and values, values on a delete, \
             an update without values, an id that is not a UUID string.
+            An insert without an id gets a new time-ordered UUID (version 7). Give your own id to refer \
+            to a record that the same input inserts (a note in a folder made on an earlier line); make it \
+            time-ordered too (the inserted IDs an earlier save printed show the form): when two devices \
+            make records with the same unique key apart, the one with the smallest ID stays and the \
+            others merge into it (docs/merge.md), so a random UUID can win over an older record.
             Prints the sequence the save committed as and the IDs of inserted records. \
             The save is durable when the command exits; run `chronicle sync` to upload it.
             """)
@@ -230,15 +235,23 @@ struct ParsedChange {
         do {
             return try await save()
         } catch let error as ChronicleError {
-            guard let place = firstMention(in: changes, generated, of: error.message) else { throw error }
+            // A unique violation names the record that has the key first and
+            // the one that cannot have it last: the change at fault is the latter's.
+            guard let place = firstMention(in: changes, generated, of: error.message, lastIDFirst: error.code == .uniqueViolation) else { throw error }
             throw ChronicleError(error.code, "\(place): \(error.message)", underlying: error)
         }
     }
 
     /// "line 3, column 40" where a record ID in `message` first appears in
     /// the input ("line 3, column 1" for the ID an insert got), or nil.
-    static func firstMention(in changes: [ParsedChange], _ generated: GeneratedIDs, of message: String) -> String? {
+    static func firstMention(in changes: [ParsedChange], _ generated: GeneratedIDs, of message: String, lastIDFirst: Bool = false) -> String? {
         let ids = message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) }
+        if lastIDFirst, let last = ids.last, let place = firstMention(in: changes, generated, of: [last]) { return place }
+        return firstMention(in: changes, generated, of: ids)
+    }
+
+    /// Where the input first names one of `ids`, or gave it to an insert.
+    private static func firstMention(in changes: [ParsedChange], _ generated: GeneratedIDs, of ids: [RecordID]) -> String? {
         for change in changes {
             for id in ids {
                 let text = String(decoding: change.line, as: UTF8.self)

@@ -44,6 +44,15 @@ struct SchemaDiff: AsyncParsableCommand {
         try await reportingErrors(output) {
             let source = try InputFile.schema(at: earlier), target = try InputFile.schema(at: later)
             let through = try between.map { path throws(ChronicleError) in try InputFile.schema(at: path) }
+            if source.version == target.version, source.hash != target.hash, through.isEmpty {
+                // Two schemas under one version: say what differs, as if the
+                // later one had the next version, and refuse.
+                let bumped = try Schema(version: target.version + 1, entities: target.entities)
+                let steps = (try? SchemaMigration.through([], from: source, to: bumped))?.steps ?? []
+                throw ChronicleError(.schemaMismatch, "\(earlier) and \(later) are both version \(source.version) but differ (\(source.hashString), \(target.hashString)): "
+                    + (steps.isEmpty ? "" : "\(steps.map(\.description).joined(separator: "; ")). ")
+                    + "Devices cannot tell two schemas of one version apart: give the later one version \(source.version + 1)")
+            }
             let migration = try SchemaMigration.through(through, from: source, to: target)
             let missing = Set(migration.missingAppCode)
             var lines = ["schema version \(source.version) (\(source.hashString)) to \(target.version) (\(target.hashString))"]

@@ -63,6 +63,7 @@ package struct Replayer: Sendable {
             return 0
         }
         try await register()
+        if try snapshot.pendingUploadCount() > 0 { try await checkSchemaVersion() }
         var count = 0
         var recorded = Set<UInt64>()
         // Groups stay under the cap every reader applies (a single save is
@@ -880,6 +881,27 @@ extension Replayer {
         }
     }
 
+    /// Refuses to upload the first logs of a schema that another schema of
+    /// the same version number already uses in the store: devices would
+    /// take one for the other's later or earlier version, and hold its logs
+    /// for good. A device whose schema the store records already goes on
+    /// (the newcomer is the one to change its version).
+    ///
+    /// - Throws: ``ChronicleError/Code/schemaMismatch``; the saves stay
+    ///   pending, uploaded once the app's schema has a version of its own.
+    private func checkSchemaVersion() async throws {
+        let own = snapshot.schema
+        guard let names = try? await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: snapshot.storeID)) else { return }
+        let hashes = Set(names.compactMap(ContainerLayout.parseSchemaHash))
+        guard !hashes.contains(own.hash) else { return }
+        let known = Set(snapshot.earlier.map(\.source.hash))
+        for hash in hashes where !known.contains(hash) {
+            guard let marker = try? await container.readMarker(ContainerLayout.schema(store: snapshot.storeID, hash: hash)),
+                  let other = try? Schema(json: Data(marker.bytes)), other.hash == hash, other.version == own.version else { continue }
+            throw ChronicleError(.schemaMismatch, "the store already uses another schema with version \(own.version) (\(other.hashString)); this app's schema (\(own.hashString)) differs from it under the same version, so other devices could not tell the two apart. Give the changed schema a higher version number (chronicle schema diff shows what differs); this device's saves stay pending until then")
+        }
+    }
+
     /// ``recordSchema(_:in:)`` for the schema a log of this device is
     /// written for: the current one, or an earlier one a save was made in.
     private func recordSchema(of bytes: [UInt8], _ recorded: inout Set<UInt64>) async throws {
@@ -909,8 +931,14 @@ extension Replayer {
         } catch {
             failure = error
         }
-        guard failure.code == .schemaMismatch, await learnSchema(of: bytes) else { throw failure }
-        return try read(decoder, bytes)
+        guard failure.code == .schemaMismatch else { throw failure }
+        if await learnSchema(of: bytes) { return try read(decoder, bytes) }
+        if let hash = try? decoder.header(of: bytes).schemaHash,
+           let marker = try? await container.readMarker(ContainerLayout.schema(store: snapshot.storeID, hash: hash)),
+           let other = try? Schema(json: Data(marker.bytes)), other.hash == hash, other.version == snapshot.schema.version {
+            throw ChronicleError(.schemaMismatch, "written for another schema with this app's version number \(other.version) (\(other.hashString); this app's is \(snapshot.schema.hashString)): an app changed its schema without raising the version. The log waits until one of the two schemas gets a version of its own", underlying: failure)
+        }
+        throw failure
     }
 
     /// For a log or baseline part of a schema this device does not know:
@@ -953,17 +981,20 @@ extension Replayer {
     /// listing when nothing is new.
     package func learnRecordedSchemas() async {
         let known = Set([snapshot.schema.hash] + snapshot.earlier.map(\.source.hash))
+        let others = await Self.recordedSchemas(in: container, store: snapshot.storeID, skipping: known)
         // Records the store lost (a wiped container, a person) of versions
-        // this device knows are written again, for devices that join.
+        // this device knows are written again, for devices that join; not
+        // one whose version another schema of the store already has (the
+        // upload says so: see `checkSchemaVersion`).
+        let taken = Set(others.map(\.version))
         if let names = try? await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: snapshot.storeID)) {
             let present = Set(names.compactMap(ContainerLayout.parseSchemaHash))
-            for schema in [snapshot.schema] + snapshot.earlier.map(\.source) where !present.contains(schema.hash) {
+            for schema in [snapshot.schema] + snapshot.earlier.map(\.source) where !present.contains(schema.hash) && !taken.contains(schema.version) {
                 try? await recordSchema(schema)
             }
         }
         // Latest first: an earlier version is read through the ones after it.
-        for schema in await Self.recordedSchemas(in: container, store: snapshot.storeID, skipping: known).sorted(by: { $0.version > $1.version })
-        where schema.version < snapshot.schema.version {
+        for schema in others.sorted(by: { $0.version > $1.version }) where schema.version < snapshot.schema.version {
             do {
                 _ = try snapshot.learn(schema)
             } catch {

@@ -181,10 +181,10 @@ extension Snapshot {
             values.sort { $0.field < $1.field }
             complete.values = values.map { FieldValue(entity.fields[$0.field].name, $0.value) }
         case .update:
-            guard visible else { throw ChronicleError(.recordNotFound, "no \(entity.name) with ID \(change.recordID)") }
+            guard visible else { throw try notVisible(entityIndex, change.recordID, db, engine: engine) }
             guard !values.isEmpty else { throw ChronicleError(.invalidChange, "an update of \(entity.name) \(change.recordID) changes no field") }
         case .delete:
-            guard visible else { throw ChronicleError(.recordNotFound, "no \(entity.name) with ID \(change.recordID)") }
+            guard visible else { throw try notVisible(entityIndex, change.recordID, db, engine: engine) }
             guard values.isEmpty else {
                 throw ChronicleError(.invalidChange, "a delete of \(entity.name) \(change.recordID) carries values (\(change.values.map(\.name).joined(separator: ", "))); a delete has none")
             }
@@ -196,6 +196,19 @@ extension Snapshot {
         }
         try checkUnique(entity, change, values, db)
         return (entityIndex, values, complete, false)
+    }
+
+    /// The error for a change of a record the app does not see: one merged
+    /// into another of the same unique key, deleted or hidden, or unknown.
+    private func notVisible(_ entity: Int, _ id: RecordID, _ db: Database, engine: MergeEngine) throws -> ChronicleError {
+        let name = schema.entities[entity].name
+        if let survivor = try engine.survivor(entity: entity, id: id), survivor != id {
+            return ChronicleError(.recordNotFound, "\(name) \(id) was merged into \(name) \(survivor), which has the same unique key (two devices made it apart): change \(survivor) instead")
+        }
+        if try engine.loadState(entity, id) != nil {
+            return ChronicleError(.recordNotFound, "\(name) \(id) was deleted (or is hidden with a record it refers to, under a cascade rule)")
+        }
+        return ChronicleError(.recordNotFound, "no \(name) with ID \(id)")
     }
 
     /// Whether a change of a visible record also applies to the duplicates

@@ -68,6 +68,10 @@ import Glibc
          "entities[0].attributes[0].name: is missing"),
         (#"{"version": 1, "entities": [{"name": "A", "relationships": [{"name": "b", "destination": "Nope"}]}]}"#,
          "destination 'Nope' is not an entity"),
+        // A misspelt destination on the to-one side is named, even when the
+        // to-many side is checked first.
+        (#"{"version": 1, "entities": [{"name": "Folder", "relationships": [{"name": "notes", "destination": "Note", "toMany": true, "inverse": "folder"}]}, {"name": "Note", "relationships": [{"name": "folder", "destination": "Folders", "inverse": "notes"}]}]}"#,
+         "Note.folder's destination 'Folders' is not an entity"),
         (#"{"version": 1, "entities": [{"name": "A", "attributes": [{"name": "x", "type": "int64", "default": "ten"}]}]}"#,
          "entities[0].attributes[0].default: expected int64"),
         (#"{"version": 1, "entities": [{"name": "A", "unique": [["nope"]]}]}"#,

@@ -166,6 +166,16 @@ struct CLIInputTests {
         #expect(run.stderr.contains(message), "\(run.stderr)")
     }
 
+    /// Regression: a unique key given twice in one input was blamed on the
+    /// line that had it first, not on the line that took it again.
+    @Test func aKeyTakenTwiceInOneSaveNamesTheSecondLine() throws {
+        try Data(#"{"version": 1, "entities": [{"name": "Tag", "attributes": [{"name": "name", "type": "string"}], "unique": [["name"]]}]}"#.utf8)
+            .write(to: root.appendingPathComponent("tag.json"))
+        let input = ["a", "b", "a"].map { #"{"op": "insert", "entity": "Tag", "values": {"name": "\#($0)"}}"# }.joined(separator: "\n")
+        let run = try CLIErrorTests.run(["save"] + device(schema: "tag.json"), input: input)
+        #expect(run.status == 1 && run.stderr.contains("uniqueViolation: line 3, column 1: Tag"), "\(run.stderr)")
+    }
+
     /// Regression: empty input from a file said "expected JSON lines on
     /// standard input".
     @Test func emptyInputIsRefusedNamingWhereItWasRead() throws {

@@ -123,6 +123,39 @@ struct CLISchemaTests {
         #expect(hashes[0] == hashes[1] && !hashes[0].isEmpty)
     }
 
+    /// Two apps whose schemas differ under one version number: devices could
+    /// not tell them apart, and would hold each other's logs for good. The
+    /// store keeps the first; the newcomer's saves stay pending with an error
+    /// that says what to do, and `schema diff` says what differs.
+    @Test func aSecondSchemaUnderTheSameVersionIsRefused() throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let v1 = try file("v1.json", Self.v1)
+        let other = try file("other.json", """
+            {"version": 1, "entities": [{"name": "Note", "attributes": [{"name": "title", "type": "string"}, {"name": "body", "type": "string"},
+              {"name": "color", "type": "string", "optional": true}]}]}
+            """)
+        #expect(try CLIErrorTests.run(["init", "--container", root.appendingPathComponent("shared").path]).status == 0)
+        #expect(try CLIErrorTests.run(["save"] + device("first", v1), input: #"{"op":"insert","entity":"Note","values":{"title":"a","body":"b"}}"#).status == 0)
+        #expect(try CLIErrorTests.run(["sync"] + device("first", v1)).status == 0)
+        #expect(try CLIErrorTests.run(["save"] + device("second", other), input: #"{"op":"insert","entity":"Note","values":{"title":"c","body":"d"}}"#).status == 0)
+        let refused = try CLIErrorTests.run(["sync", "--json"] + device("second", other))
+        #expect(refused.status == 1, "\(refused.stderr)")
+        let error = try #require(try json(refused)["error"] as? [String: Any])
+        #expect(error["code"] as? String == "schemaMismatch")
+        #expect((error["message"] as? String)?.contains("higher version number") == true, "\(error)")
+        // Nothing of it reached the container: the first device has nothing held.
+        let first = try CLIErrorTests.run(["sync", "--json"] + device("first", v1))
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect((try json(first)["held"] as? [Any])?.isEmpty ?? true)
+        // The saves were kept: with a version of its own, they upload.
+        let bumped = try file("bumped.json", try String(contentsOfFile: other, encoding: .utf8).replacingOccurrences(of: #""version": 1"#, with: #""version": 2"#))
+        let diff = try CLIErrorTests.run(["schema", "diff", v1, other])
+        #expect(diff.status == 1 && diff.stderr.contains("both version 1") && diff.stderr.contains("add Note.color"), "\(diff.stderr)")
+        let after = try CLIErrorTests.run(["sync", "--json"] + device("second", bumped, earlier: [other]))
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try json(after)["uploadedLogs"] as? Int == 1)
+    }
+
     /// The hash `chronicle` prints for a schema text.
     func hash(_ text: String) throws -> String {
         let url = try file("hash-\(UUID().uuidString).json", text)

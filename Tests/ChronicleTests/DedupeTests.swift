@@ -85,6 +85,14 @@ import Testing
             let color = try await s.read { db in try String.fetchOne(db, sql: "SELECT color FROM Folder") }
             #expect(color == "blue", "the duplicate's newer color shows on the record that stays")
         }
+        // The duplicate itself takes no change: the error names the record
+        // it was merged into.
+        do {
+            try await d.stores[1].write { tx in tx.update("Folder", id: f2, ["color": "pink"]) }
+            Issue.record("an update of a merged duplicate was accepted")
+        } catch let error as ChronicleError {
+            #expect(error.code == .recordNotFound && error.message.contains("was merged into Folder \(f1)"), "\(error)")
+        }
         // A later update of the record that stays wins over both.
         try await d.stores[0].write { tx in tx.update("Folder", id: f1, ["color": "green"]) }
         try await Self.expectConverged(d)

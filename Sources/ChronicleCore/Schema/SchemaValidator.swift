@@ -90,7 +90,17 @@ struct SchemaValidator {
             guard let inverse = destination.relationships.first(where: { $0.name == inverseName }),
                   !inverse.isToMany, inverse.destination == entity.name
             else {
-                throw fail(here, path + ".inverse", "inverse '\(Self.shown(inverseName))' must be a to-one from \(r.destination) to \(entity.name)")
+                let inverse = destination.relationships.first(where: { $0.name == inverseName })
+                let why = if let inverse, !inverse.isToMany, schema.entity(named: inverse.destination) == nil {
+                    ": \(r.destination).\(Self.shown(inverseName))'s destination '\(Self.shown(inverse.destination))' is not an entity"
+                } else if let inverse, !inverse.isToMany {
+                    ": \(r.destination).\(Self.shown(inverseName)) points at \(Self.shown(inverse.destination))"
+                } else if inverse != nil {
+                    ": \(r.destination).\(Self.shown(inverseName)) is a to-many"
+                } else {
+                    ": \(r.destination) has no relationship named '\(Self.shown(inverseName))'"
+                }
+                throw fail(here, path + ".inverse", "inverse '\(Self.shown(inverseName))' must be a to-one from \(r.destination) to \(entity.name)\(why)")
             }
         } else if let inverseName = r.inverse {
             guard let inverse = destination.relationships.first(where: { $0.name == inverseName }),

@@ -96,7 +96,11 @@ extension Value {
         }
         switch type {
         case nil:
-            guard case .string(let s) = json, let id = RecordID(string: s) else { throw mismatch("a record ID string") }
+            guard case .string(let s) = json else { throw mismatch("a record ID string") }
+            guard let id = RecordID(string: s) else {
+                let shown = s.count > 40 ? String(s.prefix(40)) + "…" : s
+                throw ChronicleError(.typeMismatch, "\(path): expected a record ID (a UUID such as 018bcfe5-6856-7347-bf2b-7b99f30b60ef), found the string \"\(shown)\"")
+            }
             self = .reference(id)
         case let type?:
             switch (type, json) {
