@@ -32,6 +32,10 @@ public enum PortableExport {
         public var unchanged = 0
         /// Records the store holds that the export does not (kept as they are).
         public var notInExport = 0
+        /// Records of the export the store holds merged into another record
+        /// of the same unique key (two devices made it apart): that record
+        /// stands for them, and references to them show it.
+        public var mergedIntoOthers = 0
         /// The state hash the export recorded.
         public var exportedStateHash: String
         /// The store's state hash after the restore: the export's when the
@@ -154,6 +158,14 @@ public enum PortableExport {
                 inserts.append((entity.name, id, values.filter { !$0.value.isNull }))
                 report.inserted += 1
             }
+        }
+        // A record the store holds merged into another of the same unique key
+        // is there already, as that record: it is not inserted again.
+        let merged = try store.snapshot.survivors(of: Set(inserts.map(\.1)))
+        if !merged.isEmpty {
+            inserts.removeAll { merged[$0.1] != nil }
+            report.inserted -= merged.count
+            report.mergedIntoOthers = merged.count
         }
         let exported = Set(wanted.map { "\($0.entity.name)/\($0.id)" })
         report.notInExport = present.reduce(0) { sum, entry in sum + entry.value.keys.filter { !exported.contains("\(entry.key)/\($0)") }.count }

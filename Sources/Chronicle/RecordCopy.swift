@@ -19,6 +19,12 @@ struct RecordCopy {
         case keep
         /// Give it the source's values.
         case overwrite
+        /// Give it the source's value of each field the source wrote later
+        /// than the destination did (the merge's own rule, per field): a
+        /// store merged into another carries the edits it made after the
+        /// destination got the record, and keeps the destination's newer
+        /// ones. Needs a store source (its versions).
+        case newer
     }
 
     let schema: Schema
@@ -128,6 +134,18 @@ struct RecordCopy {
                             return current[name] != value
                         }
                         if !changed.isEmpty { updates.append((schema.entities[row.entity].name, row.id, changed)) }
+                    } else if existing == .newer, case .store(let store) = source {
+                        let name = schema.entities[row.entity].name
+                        let written = try store.snapshot.recordVersions(entity: name, id: row.id)?.fields ?? [:]
+                        let held = try destination.snapshot.recordVersions(entity: name, id: row.id)?.fields ?? [:]
+                        // A newer write of the same value is carried too: it
+                        // wins over writes the destination got meanwhile.
+                        let changed = row.values.filter { field, _ in
+                            guard let source = written[field] else { return false }
+                            if let there = held[field], there >= source { return false }
+                            return true
+                        }
+                        if !changed.isEmpty { updates.append((name, row.id, changed)) }
                     }
                 case .deleted:
                     deleted.insert(row.id)

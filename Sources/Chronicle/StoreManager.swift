@@ -2320,7 +2320,10 @@ public actor StoreManager {
     ///
     /// Records keep their IDs, which makes the merge idempotent: a record
     /// the cloud store already has (from an interrupted merge, or an
-    /// earlier one), or had and deleted, is left alone. A record whose
+    /// earlier one), or had and deleted, gets only the fields the merged
+    /// store wrote later than the cloud store did (an edit made while the
+    /// cloud was away, on this folder or a copy of it), and is otherwise
+    /// left alone. A record whose
     /// unique key a visible cloud record already has is not copied, and
     /// references to it point at that record. References to records not yet
     /// copied are set by updates once their targets exist.
@@ -2336,7 +2339,7 @@ public actor StoreManager {
         }
         let local = try await Store.open(configuration(for: kind))
         do {
-            let report = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .keep)
+            let report = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .newer)
                 .run(from: local, into: cloud)
             try await local.close()
             return report

@@ -75,9 +75,10 @@ struct ImportExport: AsyncParsableCommand {
             let matches = report.stateHash == report.exportedStateHash
             output.print(.object([
                 "inserted": .int(Int64(report.inserted)), "updated": .int(Int64(report.updated)), "unchanged": .int(Int64(report.unchanged)),
-                "notInExport": .int(Int64(report.notInExport)), "stateHash": .string(report.stateHash),
+                "notInExport": .int(Int64(report.notInExport)), "mergedIntoOthers": .int(Int64(report.mergedIntoOthers)), "stateHash": .string(report.stateHash),
                 "exportedStateHash": .string(report.exportedStateHash), "stateHashMatches": .bool(matches),
             ]), text: "inserted \(report.inserted), updated \(report.updated), unchanged \(report.unchanged); "
+                + (report.mergedIntoOthers > 0 ? "\(report.mergedIntoOthers) held merged into another record of the same unique key; " : "")
                 + "\(report.notInExport) record(s) the export does not hold were kept\n"
                 + "state hash \(report.stateHash)" + (matches ? " (the export's)" : " (the export's was \(report.exportedStateHash))"))
         }

@@ -33,6 +33,7 @@ import Testing
         (0x391, "the checker looked for a fallback store's delete under the record a twin's older copy of that store was merged into"),
         (0x3ca, "the checker did not accept a twin's later update of a record as bringing back the record its original deleted"),
         (0x3e2, "the seeding device lost its -wal and with it the seed's log bodies; a wipe then took the seed from every device that had not imported it"),
+        (0x7da, "a copy of a device's folder merged its fallback store first; the original's later edit of a record both held was dropped by its own merge, which kept what the cloud had"),
     ]
 
     /// Seeds that failed on a container whose exclusive create is not

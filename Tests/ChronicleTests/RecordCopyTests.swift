@@ -59,4 +59,31 @@ import Testing
         try await source.close()
         try await destination.close()
     }
+    /// Regression: merging a store (a fallback store, the local store) into
+    /// one that already had a record kept the destination's values whole,
+    /// so an edit made in the merged store after the destination got the
+    /// record (on a copy of the device folder, say) was dropped. Each field
+    /// the source wrote later is carried; a field the destination wrote
+    /// later stays.
+    @Test func aMergeCarriesTheFieldsTheSourceWroteLater() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let folder = RecordID(UUID())
+        let destination = try await store("destination")
+        let source = try await store("source")
+        try await destination.write { tx in _ = tx.insert("Folder", ["name": .string("first")], id: folder) }
+        try await source.write { tx in _ = tx.insert("Folder", ["name": .string("first")], id: folder) }
+        try await source.write { tx in tx.update("Folder", id: folder, ["name": .string("edited in the source")]) }
+        let copy = RecordCopy(schema: Self.schema, batchSize: 500, existing: .newer)
+        let first = try await copy.run(from: source, into: destination)
+        #expect(first.alreadyPresent == 1 && first.transactions == 1, "\(first)")
+        #expect(try await destination.read { db in try String.fetchOne(db, sql: "SELECT name FROM Folder") } == "edited in the source")
+        // Run again, it carries nothing more; a later edit of the
+        // destination stays.
+        #expect(try await copy.run(from: source, into: destination).transactions == 0)
+        try await destination.write { tx in tx.update("Folder", id: folder, ["name": .string("edited in the destination")]) }
+        #expect(try await copy.run(from: source, into: destination).transactions == 0)
+        #expect(try await destination.read { db in try String.fetchOne(db, sql: "SELECT name FROM Folder") } == "edited in the destination")
+        try await source.close()
+        try await destination.close()
+    }
 }
