@@ -90,12 +90,6 @@ struct MergeEngine {
         self.keyGroupSlot = keyGroupSlot
         self.clashSlot = clashSlot
         self.referrerSlot = referrerSlot
-        // An entity is on a cycle if its references lead back to it.
-        let edges = schema.entities.map { e in
-            e.fields.compactMap { field -> Int? in
-                if case .reference(let destination, _) = field.kind { return schema.entityIndex(named: destination) } else { return nil }
-            }
-        }
         self.plainFields = schema.entities.map { e in
             let keyFields = Set(e.uniqueConstraints.joined().compactMap { e.fieldIndex(named: $0) })
             return e.fields.indices.filter { i in
@@ -109,6 +103,8 @@ struct MergeEngine {
                 if case .reference(let destination, _) = field.kind { return schema.entityIndex(named: destination) } else { return nil }
             }
         }
+        // An entity is on a cycle if its references lead back to it.
+        let edges = referenceTargets.map { $0.compactMap { $0 } }
         self.onCycle = schema.entities.indices.map { start in
             var seen = Set<Int>(), stack = edges[start]
             while let next = stack.popLast() {
@@ -120,8 +116,8 @@ struct MergeEngine {
         self.statements = StatementSlots(count: next)
     }
 
-    /// Per entity, the first slot of its `compactKeyGroup` statements and
-    /// of its `compactReferrers` statements.
+    /// Per entity, the first slot of its `compactKeyGroup`, `clashing` and
+    /// `compactReferrers` statements.
     private let keyGroupSlot: [Int]
     private let clashSlot: [Int]
     private let referrerSlot: [Int]
@@ -340,16 +336,7 @@ struct MergeEngine {
             guard !values.contains(where: \.isNull) else { continue }
             guard try keyGroup(entity, c, keyBytes(values), values: values).isEmpty else { return false }
         }
-        let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
-        CompactState.write(version, to: versionBytes)
-        try db.run(statement(Slot.insertRowCompact(entity), sql[entity].insertRowCompact)) { binder in
-            binder.bind(id)
-            for v in raw { binder.bind(v.value) }
-            binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
-        }
-        if let largest = largestRowID[entity], id > largest { largestRowID[entity] = id }
-        events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
-        if sql[entity].isReferenced { try scheduleReferrers(entity, id) }
+        try insertRowCompact(entity, id, version) { binder in for v in raw { binder.bind(v.value) } }
         return true
     }
 
@@ -430,13 +417,10 @@ struct MergeEngine {
                 // keys and references are read from the row (`keyGroup`,
                 // `scheduleReferrers`) until a change moves the state out.
                 if isDeferred, let version = compactVersion(entity, stateCache[key]!, row: pre) {
-                    try insertRowCompact(entity, id, pre, version)
                     // The row holds the state now; later reads find it there.
                     stateCache[key] = nil
-                    if largestRowID[entity].map({ id > $0 }) ?? false { largestRowID[entity] = id }
                     created.remove(key)
-                    events.append(RecordEvent(entity: e.name, recordID: id, kind: .inserted, origin: origin))
-                    if sql[entity].isReferenced { try scheduleReferrers(entity, id) }
+                    try insertRowCompact(entity, id, version) { binder in for value in pre { binder.bind(value) } }
                     return
                 }
                 if isDeferred { try storeDeferred(entity, id) }
@@ -828,14 +812,19 @@ struct MergeEngine {
     }
 
     /// Writes a new record's row with its compact state.
-    private func insertRowCompact(_ entity: Int, _ id: RecordID, _ row: [DatabaseValue], _ version: Version) throws {
+    /// Then notes the row among the largest, reports the insert, and
+    /// schedules the records that named the record before it existed.
+    private mutating func insertRowCompact(_ entity: Int, _ id: RecordID, _ version: Version, _ bindValues: (inout RawBinder) -> Void) throws {
         let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
         CompactState.write(version, to: versionBytes)
         try db.run(statement(Slot.insertRowCompact(entity), sql[entity].insertRowCompact)) { binder in
             binder.bind(id)
-            for value in row { binder.bind(value) }
+            bindValues(&binder)
             binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
         }
+        if let largest = largestRowID[entity], id > largest { largestRowID[entity] = id }
+        events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
+        if sql[entity].isReferenced { try scheduleReferrers(entity, id) }
     }
 
     /// Stores the state of a new record that `deferred` kept in memory.

@@ -891,13 +891,10 @@ extension Replayer {
     ///   pending, uploaded once the app's schema has a version of its own.
     private func checkSchemaVersion() async throws {
         let own = snapshot.schema
-        guard let names = try? await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: snapshot.storeID)) else { return }
-        let hashes = Set(names.compactMap(ContainerLayout.parseSchemaHash))
-        guard !hashes.contains(own.hash) else { return }
+        guard let names = await Self.recordedSchemaNames(in: container, store: snapshot.storeID),
+              !names.contains(where: { ContainerLayout.parseSchemaHash($0) == own.hash }) else { return }
         let known = Set(snapshot.earlier.map(\.source.hash))
-        for hash in hashes where !known.contains(hash) {
-            guard let marker = try? await container.readMarker(ContainerLayout.schema(store: snapshot.storeID, hash: hash)),
-                  let other = try? Schema(json: Data(marker.bytes)), other.hash == hash, other.version == own.version else { continue }
+        for other in await Self.recordedSchemas(named: names, in: container, skipping: known) where other.version == own.version {
             throw ChronicleError(.schemaMismatch, "the store already uses another schema with version \(own.version) (\(other.hashString)); this app's schema (\(own.hashString)) differs from it under the same version, so other devices could not tell the two apart. Give the changed schema a higher version number (chronicle schema diff shows what differs); this device's saves stay pending until then")
         }
     }
@@ -964,7 +961,17 @@ extension Replayer {
     /// hashes to their name; `skipping` those already known. Best effort:
     /// a listing or a record that fails gives nothing.
     package static func recordedSchemas(in container: any Container, store: StoreID, skipping known: Set<UInt64> = []) async -> [Schema] {
-        guard let names = try? await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: store)) else { return [] }
+        guard let names = await recordedSchemaNames(in: container, store: store) else { return [] }
+        return await recordedSchemas(named: names, in: container, skipping: known)
+    }
+
+    /// The names of the store's schema records; nil if the listing fails.
+    private static func recordedSchemaNames(in container: any Container, store: StoreID) async -> [ContainerName]? {
+        try? await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: store))
+    }
+
+    /// ``recordedSchemas(in:store:skipping:)`` for names already listed.
+    private static func recordedSchemas(named names: [ContainerName], in container: any Container, skipping known: Set<UInt64>) async -> [Schema] {
         var schemas: [Schema] = []
         for name in names {
             guard let hash = ContainerLayout.parseSchemaHash(name), !known.contains(hash),
@@ -981,17 +988,16 @@ extension Replayer {
     /// listing when nothing is new.
     package func learnRecordedSchemas() async {
         let known = Set([snapshot.schema.hash] + snapshot.earlier.map(\.source.hash))
-        let others = await Self.recordedSchemas(in: container, store: snapshot.storeID, skipping: known)
+        guard let names = await Self.recordedSchemaNames(in: container, store: snapshot.storeID) else { return }
+        let others = await Self.recordedSchemas(named: names, in: container, skipping: known)
         // Records the store lost (a wiped container, a person) of versions
         // this device knows are written again, for devices that join; not
         // one whose version another schema of the store already has (the
         // upload says so: see `checkSchemaVersion`).
         let taken = Set(others.map(\.version))
-        if let names = try? await container.listMarkers(prefix: ContainerLayout.schemasPrefix(store: snapshot.storeID)) {
-            let present = Set(names.compactMap(ContainerLayout.parseSchemaHash))
-            for schema in [snapshot.schema] + snapshot.earlier.map(\.source) where !present.contains(schema.hash) && !taken.contains(schema.version) {
-                try? await recordSchema(schema)
-            }
+        let present = Set(names.compactMap(ContainerLayout.parseSchemaHash))
+        for schema in [snapshot.schema] + snapshot.earlier.map(\.source) where !present.contains(schema.hash) && !taken.contains(schema.version) {
+            try? await recordSchema(schema)
         }
         // Latest first: an earlier version is read through the ones after it.
         for schema in others.sorted(by: { $0.version > $1.version }) where schema.version < snapshot.schema.version {
