@@ -109,6 +109,9 @@ struct RecordCopy {
         var deleted: Set<RecordID> = []
         var inserts: [SourceRow] = []
         var updates: [(entity: String, id: RecordID, values: [String: Value])] = []
+        // Records the destination holds but does not show, to which the
+        // source wrote later (``Existing/newer``).
+        var hidden: [(entity: String, id: RecordID, values: [String: Value])] = []
         var survivors = self.survivors
         if case .store(let store) = source, let only { survivors.merge(try store.snapshot.survivors(of: only)) { a, _ in a } }
         var wanted = only.map { $0.union(survivors.values) }
@@ -135,21 +138,23 @@ struct RecordCopy {
                         }
                         if !changed.isEmpty { updates.append((schema.entities[row.entity].name, row.id, changed)) }
                     } else if existing == .newer, case .store(let store) = source {
-                        let name = schema.entities[row.entity].name
-                        let written = try store.snapshot.recordVersions(entity: name, id: row.id)?.fields ?? [:]
-                        let held = try destination.snapshot.recordVersions(entity: name, id: row.id)?.fields ?? [:]
-                        // A newer write of the same value is carried too: it
-                        // wins over writes the destination got meanwhile.
-                        let changed = row.values.filter { field, _ in
-                            guard let source = written[field] else { return false }
-                            if let there = held[field], there >= source { return false }
-                            return true
-                        }
-                        if !changed.isEmpty { updates.append((name, row.id, changed)) }
+                        let changed = try newerFields(of: row, in: store, than: destination, visible: true)
+                        if !changed.isEmpty { updates.append((schema.entities[row.entity].name, row.id, changed)) }
                     }
                 case .deleted:
-                    deleted.insert(row.id)
                     report.alreadyPresent += 1
+                    // The destination does not show it (deleted, or merged
+                    // into a record of the same unique key), but the source
+                    // wrote fields after that: as a sync would, those writes
+                    // bring it back, or move it out of the key it shared.
+                    if existing == .newer, case .store(let store) = source {
+                        let changed = try newerFields(of: row, in: store, than: destination, visible: false)
+                        if !changed.isEmpty {
+                            hidden.append((schema.entities[row.entity].name, row.id, changed))
+                            continue
+                        }
+                    }
+                    deleted.insert(row.id)
                 case .sameKey(let other):
                     target[row.id] = other
                     inDestination.insert(other)
@@ -189,6 +194,35 @@ struct RecordCopy {
                 }
             }
         }
+        // Those first, so that the records copied next can refer to the
+        // ones they bring back. A save refuses changes of records it does
+        // not show, so each is kept as a sync keeps a change; references
+        // to records not copied yet are set once they are.
+        var hiddenLater: [(entity: String, id: RecordID, values: [String: Value])] = []
+        for record in hidden {
+            var values = record.values
+            var later: [String: Value] = [:]
+            resolve(&values, later: &later) { inDestination.contains($0) }
+            try Self.keep(Change(.update, entity: record.entity, recordID: record.id, values: Self.fieldValues(values)), in: destination)
+            report.transactions += 1
+            if !later.isEmpty { hiddenLater.append((record.entity, record.id, later)) }
+        }
+        let revived = hidden
+        let shown = try await destination.read { db in
+            try revived.filter { record in
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM \(record.entity.quotedDatabaseIdentifier) WHERE id = ?", arguments: [record.id]) ?? false
+            }.map(\.id)
+        }
+        for record in hidden {
+            if shown.contains(record.id) {
+                target[record.id] = record.id
+                inDestination.insert(record.id)
+            } else {
+                // Still not shown (its key is still another record's, or
+                // the delete came later for the fields it did not write).
+                deleted.insert(record.id)
+            }
+        }
         for start in stride(from: 0, to: inserts.count, by: batchSize) {
             let batch = inserts[start..<min(inserts.count, start + batchSize)]
             let batchIDs = Set(batch.map(\.id))
@@ -213,6 +247,14 @@ struct RecordCopy {
             var later: [String: Value] = [:]
             resolve(&values, later: &later) { inDestination.contains($0) }
             deferred.append((update.entity, update.id, values.merging(later) { _, l in l }))
+        }
+        for record in hiddenLater {
+            var values = record.values
+            var later: [String: Value] = [:]
+            resolve(&values, later: &later) { inDestination.contains($0) }
+            guard !values.isEmpty else { continue }
+            try Self.keep(Change(.update, entity: record.entity, recordID: record.id, values: Self.fieldValues(values)), in: destination)
+            report.transactions += 1
         }
         // Selected records the source deleted.
         var deletes: [(entity: String, id: RecordID)] = []
@@ -275,10 +317,34 @@ struct RecordCopy {
         do {
             try await destination.write { tx in tx.update(update.entity, id: update.id, update.values) }
         } catch let error as ChronicleError where error.code == .uniqueViolation {
-            try keep(Change(.update, entity: update.entity, recordID: update.id,
-                            values: update.values.sorted { $0.key < $1.key }.map { FieldValue($0.key, $0.value) }), in: destination)
+            try keep(Change(.update, entity: update.entity, recordID: update.id, values: fieldValues(update.values)), in: destination)
         }
         report.transactions += 1
+    }
+
+    private static func fieldValues(_ values: [String: Value]) -> [FieldValue] {
+        values.sorted { $0.key < $1.key }.map { FieldValue($0.key, $0.value) }
+    }
+
+    /// The source's values of the fields of `row` that the source wrote
+    /// later than the destination did (the merge's rule, per field). A newer
+    /// write of the same value counts too: it wins over writes the
+    /// destination got meanwhile. For a record the destination does not
+    /// show (`visible` false), none unless one was written after the
+    /// destination's delete of it, if any.
+    private func newerFields(of row: SourceRow, in source: Store, than destination: Store, visible: Bool) throws -> [String: Value] {
+        let name = schema.entities[row.entity].name
+        let written = try source.snapshot.recordVersions(entity: name, id: row.id)?.fields ?? [:]
+        let held = try destination.snapshot.recordVersions(entity: name, id: row.id)
+        let changed = row.values.filter { field, _ in
+            guard let source = written[field] else { return false }
+            if let there = held?.fields[field], there >= source { return false }
+            return true
+        }
+        // Written before the delete, they would not bring it back: a
+        // delete beats every earlier write.
+        guard let deleted = held?.deleteVersion, !visible else { return changed }
+        return changed.keys.contains { written[$0].map { $0 > deleted } ?? false } ? changed : [:]
     }
 
     /// Saves `change` in `destination` the way a sync applies one, without

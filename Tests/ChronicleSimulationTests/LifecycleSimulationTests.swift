@@ -34,6 +34,7 @@ import Testing
         (0x3ca, "the checker did not accept a twin's later update of a record as bringing back the record its original deleted"),
         (0x3e2, "the seeding device lost its -wal and with it the seed's log bodies; a wipe then took the seed from every device that had not imported it"),
         (0x7da, "a copy of a device's folder merged its fallback store first; the original's later edit of a record both held was dropped by its own merge, which kept what the cloud had"),
+        (0x1393, "a merge of a fallback store took a record the cloud held but did not show (merged into another of the same name) as deleted, and dropped the fallback's later edit of it"),
     ]
 
     /// Seeds that failed on a container whose exclusive create is not

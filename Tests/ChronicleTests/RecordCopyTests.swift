@@ -86,4 +86,49 @@ import Testing
         try await source.close()
         try await destination.close()
     }
+
+    /// Regression: a merge (`newer`) took a record the destination held but
+    /// did not show (deleted there, or merged into a record of the same
+    /// unique key) as deleted, and dropped what the source wrote to it
+    /// after that. A sync brings such a record back (an update made after
+    /// a delete by a device that had not seen it); a merge must too, and a
+    /// note the source put in it must keep its folder. An edit the source
+    /// made before the delete does not bring it back.
+    @Test func aMergeBringsBackARecordTheSourceEditedAfterTheDestinationDeletedIt() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let kept = RecordID(UUID()), gone = RecordID(UUID()), note = RecordID(UUID())
+        let destination = try await store("destination")
+        let source = try await store("source")
+        for store in [destination, source] {
+            try await store.write { tx in
+                _ = tx.insert("Folder", ["name": .string("kept")], id: kept)
+                _ = tx.insert("Folder", ["name": .string("gone")], id: gone)
+            }
+        }
+        // Before the destination's delete: this edit loses to it.
+        try await source.write { tx in tx.update("Folder", id: gone, ["name": .string("edited before the delete")]) }
+        try await Task.sleep(for: .milliseconds(5))
+        try await destination.write { tx in
+            tx.delete("Folder", id: kept)
+            tx.delete("Folder", id: gone)
+        }
+        try await Task.sleep(for: .milliseconds(5))
+        // After it: this edit, and the note filed in the folder, win.
+        try await source.write { tx in
+            tx.update("Folder", id: kept, ["name": .string("edited after the delete")])
+            _ = tx.insert("Note", ["title": .string("n"), "folder": .reference(kept)], id: note)
+        }
+        let report = try await RecordCopy(schema: Self.schema, batchSize: 500, existing: .newer).run(from: source, into: destination)
+        #expect(report.copied == 1 && report.alreadyPresent == 2, "\(report)")
+        let folders = try await destination.read { db in try String.fetchAll(db, sql: "SELECT name FROM Folder") }
+        #expect(folders == ["edited after the delete"])
+        let noteFolder = try await destination.read { db in try RecordID.fetchOne(db, sql: "SELECT folder FROM Note") }
+        #expect(noteFolder == kept)
+        // The edit that lost is still in the state, as a sync keeps it.
+        #expect(try destination.snapshot.recordVersions(entity: "Folder", id: gone)?.deleteVersion != nil)
+        // Run again, it carries nothing more.
+        #expect(try await RecordCopy(schema: Self.schema, batchSize: 500, existing: .newer).run(from: source, into: destination).transactions == 0)
+        try await source.close()
+        try await destination.close()
+    }
 }
