@@ -1347,7 +1347,9 @@ public actor StoreManager {
     /// vector, so its own device carries it.
     ///
     /// - Throws: ``ChronicleError/Code/storeNotLoaded`` unless the cloud
-    ///   store is loaded.
+    ///   store is loaded; ``ChronicleError/Code/unavailable`` (try again
+    ///   after a sync) if the store started from a baseline (it was rebuilt
+    ///   or seeded) that this device has not imported yet.
     @discardableResult
     public func rebuildCloudStore(from source: Kind = .cloud) async throws -> StoreID {
         try checkOpen()
@@ -1389,6 +1391,13 @@ public actor StoreManager {
         let heldLog = held.first?.name ?? (state.health?.store == old.storeID ? state.health?.held.first : nil)
         if source == .cloud, let heldLog {
             throw ChronicleError(.schemaMismatch, "this device holds logs it cannot read (\(heldLog), written for a schema version this app does not know): rebuilt from its copy, the store would lose their saves. Rebuild from a device on that version, or upgrade this app first")
+        }
+        // A store that started from a baseline (a rebuilt or seeded one)
+        // holds saves no device carries: the baseline's. A copy that has not
+        // applied it yet (still arriving) would rebuild the store without them.
+        if source == .cloud, try old.snapshot.heldBaseline() == nil,
+           try await container.readMarker(ContainerLayout.origin(store: old.storeID)) != nil {
+            throw ChronicleError(.unavailable, "this device has not imported the baseline the store \(old.storeID) started from yet: rebuilt from its copy, the store would lose what that baseline holds. Sync until it has, then rebuild")
         }
         // What the replaced store held of each device: saves beyond it are
         // carried into the new store by the devices that made them.

@@ -797,6 +797,39 @@ import Testing
         try await d.close()
     }
 
+    /// Regression: a device that joined a rebuilt store before its baseline
+    /// reached it (a sync service still copying the parts) held only its own
+    /// saves there, and could rebuild the store from that copy: the new
+    /// store lost the whole past the baseline held, since no device carries
+    /// those saves. The rebuild waits until the baseline is imported.
+    @Test func aRebuildWaitsForTheBaselineTheStoreStartedFrom() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        _ = try await Self.saveNotes(try await a.store, folder: "A", titles: ["before the first rebuild"])
+        try await a.sync()
+        let first = try await a.rebuildCloudStore()
+        let hidden = HiddenPrefix()
+        hidden.set("\(first)/baselines/")
+        let d = try await manager("d", hiding: hidden)
+        #expect(try await d.store.storeID == first)
+        _ = try await Self.saveNotes(try await d.store, folder: "D", titles: ["d's own"])
+        try await d.sync()
+        #expect(try await Self.titles(try await d.store) == ["d's own"], "the baseline has not arrived")
+        await #expect(throws: ChronicleError.self) { try await d.rebuildCloudStore() }
+        #expect(try await d.store.storeID == first, "nothing was rebuilt")
+
+        hidden.set(nil)
+        try await d.sync()
+        let second = try await d.rebuildCloudStore()
+        for m in [a, d, a] { try await m.sync() }
+        for m in [a, d] {
+            #expect(try await m.store.storeID == second)
+            #expect(try await Self.titles(try await m.store) == ["before the first rebuild", "d's own"])
+        }
+        try await a.close()
+        try await d.close()
+    }
+
     /// A copy of a device's folder runs beside it and uploads a save under
     /// their shared ID; the rebuilding device imported it, so the rebuilt
     /// store's vector covers that sequence. The original's own save with
