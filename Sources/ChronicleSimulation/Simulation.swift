@@ -82,6 +82,9 @@ package final class Simulation {
     var fates: [StoreID: StoreFate] = [:]
     /// Stores a rebuild started from a baseline of the store they replaced.
     var rebuiltFromBaseline: Set<StoreID> = []
+    /// Twins (by index) that may still write under their original's device
+    /// ID, or did since a wipe last looked (see ``WipeFault``).
+    var twinsSharingAnID: Set<Int> = []
     /// Records hidden in a copy of a store a rebuild or a move then replaced (see ``hiddenRecords(_:)``).
     var hiddenBeforeMoves: Set<RecordID> = []
     /// The same, noted by the managers as they carry saves out of a store.

@@ -74,9 +74,21 @@ struct WipeFault: FaultInjector {
         // A wipe destroys the container's record of what a device ID wrote,
         // which is how a device whose files went back in time (or a second
         // live copy of a folder) learns it must move to a new ID. Until such
-        // a device has met the container, the wipe waits: a known limit,
+        // a device has met the container (after its twin left the ID they
+        // shared, too), the wipe waits: a known limit,
         // see docs/simulation.md ("Faults that wait").
         let ids = run.devices.compactMap(\.containerID)
+        // A twin that shared its original's ID and no longer does (one of
+        // the two moved to a new ID): the one left on the ID has not
+        // necessarily met the other's logs under it yet. Both must meet
+        // the container before a wipe removes those logs.
+        for index in run.twinsSharingAnID {
+            let twin = run.devices[index]
+            guard let original = twin.twinOf.map({ run.devices[$0] }) else { continue }
+            if twin.containerID == original.containerID { continue }
+            for d in [twin, original] { d.behindOn.insert(0) }
+            run.twinsSharingAnID.remove(index)
+        }
         if Set(ids).count < ids.count || run.devices.contains(where: \.wentBackInTime) {
             run.note("container wipe waits: a device's files went back in time, or two copies share a device ID")
             return

@@ -93,6 +93,7 @@ struct FolderTwinFault: FaultInjector {
         twin.behindOn = d.behindOn
         try await run.open(twin)
         run.devices.append(twin)
+        run.twinsSharingAnID.insert(twin.index)
         run.deviceFaults.folderTwins += 1
         run.note("device \(d.number)'s folder copied to device \(twin.number), which opens it as the same device")
     }

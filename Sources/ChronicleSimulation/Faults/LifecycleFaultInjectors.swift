@@ -42,7 +42,18 @@ struct CloudDeletionFault: FaultInjector {
         guard run.options.lifecycle, probability.draw(&run.lifecycleRandom) else { return }
         let d = run.devices[Int(run.lifecycleRandom.next() % UInt64(run.devices.count))]
         let migrateFirst = run.lifecycleRandom.next() % 2 == 0
-        guard d.account == 0, d.online, d.loadedKind == .cloud, let store = d.store else { return }
+        guard d.account == 0, d.online, d.loadedKind == .cloud, var store = d.store else { return }
+        // A store rebuilt since the device last looked: the deletion would
+        // first move it to the rebuilt store, and delete that one, which
+        // the capture below must describe. The app syncs first, as one
+        // showing its user the store to delete does.
+        if try await run.accounts[0].everything.readMarker(ContainerLayout.supersession(store: store.storeID)) != nil {
+            guard try await run.managing(d, "syncing before deleting the cloud store", { _ = try await $0.sync() }),
+                  d.loadedKind == .cloud, let moved = d.store,
+                  try await run.accounts[0].everything.readMarker(ContainerLayout.supersession(store: moved.storeID)) == nil
+            else { return }
+            store = moved
+        }
         let deleted = store.storeID
         // What the container holds of the store as it goes: saves it never
         // got must reach their devices' local stores.
