@@ -451,10 +451,8 @@ package struct Replayer: Sendable {
                 }
             }
         }
-        for device in try await devices() {
-            try Task.checkCancellation()
-            try await importLogs(of: device, after: vector[device] ?? 0, into: &report)
-        }
+        try Task.checkCancellation()
+        try await importLogs(of: devices(), after: vector, into: &report)
         return report
     }
 
@@ -615,64 +613,156 @@ package struct Replayer: Sendable {
     /// The most logs, and bytes of log bodies, applied in one SQLite transaction.
     package var batchLimits = (logs: 256, bytes: 16 << 20)
 
-    private func importLogs(of device: DeviceID, after start: UInt64, into report: inout ImportReport) async throws {
-        // Through the logs fetched so far, applied or waiting in `batch`.
-        var through = start
-        var batch: [(name: ContainerName, log: VerifiedLog)] = []
-        var batchBytes = 0
-        let prefix = ContainerLayout.logPrefix(store: snapshot.storeID, device: device)
-        var cursor: ContainerName? = ContainerLayout.log(store: snapshot.storeID, device: device, first: max(through, 1), last: .max)
-        if through == 0 { cursor = nil }
+    /// One device's logs during an import: where its listing goes on, and
+    /// the logs fetched and not applied yet, in sequence order.
+    private struct Lane {
+        let device: DeviceID
+        let prefix: String
+        /// Through the logs fetched so far.
+        var through: UInt64
+        var cursor: ContainerName?
+        /// Listed, not fetched yet.
+        var listed: ArraySlice<BlobInfo> = []
+        var listedAll = false
+        /// False once nothing more of this device is fetched this pass (a
+        /// log that failed, a gap, a listing that failed).
+        var fetching = true
+        /// Fetched, waiting to be applied.
+        var queue: [(name: ContainerName, log: VerifiedLog)] = []
+        var head = 0
+        var queuedBytes = 0
+        /// The gap found after the queued logs, reported once they applied.
+        var gap: (expected: UInt64, found: UInt64)?
+        /// Nothing more of this device this pass, not even what was queued
+        /// (one of its logs failed to apply).
+        var stopped = false
+
+        init(device: DeviceID, store: StoreID, after start: UInt64) {
+            self.device = device
+            prefix = ContainerLayout.logPrefix(store: store, device: device)
+            through = start
+            cursor = start == 0 ? nil : ContainerLayout.log(store: store, device: device, first: start, last: .max)
+        }
+
+        var waiting: Int { queue.count - head }
+        /// Whether more logs of the device may come after those queued.
+        var mayHaveMore: Bool { !stopped && fetching && !(listedAll && listed.isEmpty) }
+        var nextClock: HybridTimestamp? { head < queue.count ? queue[head].log.header.minClock : nil }
+
+        mutating func take() -> (name: ContainerName, log: VerifiedLog) {
+            let next = queue[head]
+            head += 1
+            queuedBytes -= next.log.body.count
+            if head == queue.count {
+                queue.removeAll(keepingCapacity: true)
+                head = 0
+            }
+            return next
+        }
+
+        mutating func stop() {
+            stopped = true
+            queue.removeAll()
+            head = 0
+            queuedBytes = 0
+        }
+    }
+
+    /// Imports the logs of `devices` after the sequences `vector` holds, all
+    /// devices together in the order of their clocks (each device's logs in
+    /// sequence order): a change then mostly arrives after the changes it
+    /// builds on (a note after the folder another device made it in), which
+    /// the merge applies on its fast paths. The order changes nothing of the
+    /// result (the merge is order-independent); it changes what it costs.
+    ///
+    /// Each pass fetches a share of the batch limits per device, applies
+    /// the fetched logs in clock order for as long as every device that may
+    /// have more still has some fetched, and fetches again. A device whose
+    /// log fails (to fetch or to apply) or shows a gap stops there for this
+    /// pass; the others go on.
+    private func importLogs(of devices: [DeviceID], after vector: [DeviceID: UInt64], into report: inout ImportReport) async throws {
+        var lanes = devices.map { Lane(device: $0, store: snapshot.storeID, after: vector[$0] ?? 0) }
         while true {
-            let page: [BlobInfo]
-            do {
-                page = try await container.list(prefix: prefix, after: cursor, limit: pageSize)
-            } catch let error as ChronicleError {
-                _ = try apply(&batch, device: device, into: &report)
-                report.failures.append(.init(name: prefix, device: device, error: error))
+            for i in lanes.indices where !lanes[i].stopped && lanes[i].waiting == 0 && !lanes[i].mayHaveMore {
+                // Everything fetched applied: the gap after it shows now.
+                if let gap = lanes[i].gap {
+                    report.gaps.append(.init(device: lanes[i].device, expected: gap.expected, found: gap.found))
+                }
+                lanes[i].stop()
+            }
+            let active = lanes.indices.filter { !lanes[$0].stopped }
+            if active.isEmpty { return }
+            let share = (logs: max(1, batchLimits.logs / active.count), bytes: max(1, batchLimits.bytes / active.count))
+            for i in active {
+                await fill(&lanes[i], upTo: share, into: &report)
+            }
+            let cancelled = Task.isCancelled
+            var batch: [(name: ContainerName, log: VerifiedLog, lane: Int)] = []
+            var batchBytes = 0
+            // Cancelled, every fetched log is applied (the shares bound them).
+            while cancelled || (batch.count < batchLimits.logs && batchBytes < batchLimits.bytes) {
+                var best: Int?
+                for i in active where lanes[i].waiting > 0 {
+                    if let b = best, lanes[b].nextClock! <= lanes[i].nextClock! { continue }
+                    best = i
+                }
+                guard let best else { break }
+                let next = lanes[best].take()
+                batch.append((next.name, next.log, best))
+                batchBytes += next.log.body.count
+                // Its next log may come before the others' next ones: fetch it first.
+                if lanes[best].waiting == 0, lanes[best].mayHaveMore, !cancelled { break }
+            }
+            try apply(batch, lanes: &lanes, into: &report)
+            if cancelled {
+                // Keep what was fetched (each log applies whole), then stop.
+                throw CancellationError()
+            }
+        }
+    }
+
+    /// Fetches logs of `lane` until it holds its share, its logs end, or
+    /// one cannot be used (a failure or a gap: the device stops there).
+    private func fill(_ lane: inout Lane, upTo share: (logs: Int, bytes: Int), into report: inout ImportReport) async {
+        while lane.mayHaveMore, lane.waiting < share.logs, lane.queuedBytes < share.bytes, !Task.isCancelled {
+            if lane.listed.isEmpty {
+                do {
+                    let page = try await container.list(prefix: lane.prefix, after: lane.cursor, limit: pageSize)
+                    lane.listed = page[...]
+                    lane.listedAll = page.count < pageSize
+                    if let last = page.last { lane.cursor = last.name }
+                } catch {
+                    let error = error as? ChronicleError ?? ChronicleError(.io, "listing \(lane.prefix) failed: \(error)", underlying: error)
+                    report.failures.append(.init(name: lane.prefix, device: lane.device, error: error))
+                    lane.fetching = false
+                }
+                continue
+            }
+            let blob = lane.listed.removeFirst()
+            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == lane.device else {
+                // A file someone else left among the logs (a sync
+                // service's conflicted copy, a backup, a note): no log,
+                // so nothing this device waits for. Passed over, and said.
+                if !report.passedOver.contains(blob.name.rawValue) {
+                    report.passedOver.append(blob.name.rawValue)
+                    logger.warning("passed over an entry among a device's logs that is not a log", metadata: ["chronicle.entry": "\(blob.name)"])
+                }
+                continue
+            }
+            if parsed.last <= lane.through { continue }
+            if parsed.first > lane.through + 1 {
+                lane.gap = (lane.through + 1, parsed.first)
+                lane.fetching = false
                 return
             }
-            for blob in page {
-                cursor = blob.name
-                guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device else {
-                    // A file someone else left among the logs (a sync
-                    // service's conflicted copy, a backup, a note): no log,
-                    // so nothing this device waits for. Passed over, and said.
-                    if !report.passedOver.contains(blob.name.rawValue) {
-                        report.passedOver.append(blob.name.rawValue)
-                        logger.warning("passed over an entry among a device's logs that is not a log", metadata: ["chronicle.entry": "\(blob.name)"])
-                    }
-                    continue
-                }
-                if parsed.last <= through { continue }
-                if Task.isCancelled {
-                    // Keep what was fetched (each log applies whole), then stop.
-                    _ = try apply(&batch, device: device, into: &report)
-                    throw CancellationError()
-                }
-                if parsed.first > through + 1 {
-                    if try apply(&batch, device: device, into: &report) {
-                        report.gaps.append(.init(device: device, expected: through + 1, found: parsed.first))
-                    }
-                    return
-                }
-                guard let log = await fetch(blob.name, device: device, into: &report) else {
-                    // Apply what came before it; the sequence stops at the bad log.
-                    _ = try apply(&batch, device: device, into: &report)
-                    return
-                }
-                batch.append((blob.name, log))
-                batchBytes += log.body.count
-                through = parsed.last
-                if batch.count >= batchLimits.logs || batchBytes >= batchLimits.bytes {
-                    batchBytes = 0
-                    guard try apply(&batch, device: device, into: &report) else { return }
-                }
-            }
-            if page.count < pageSize {
-                _ = try apply(&batch, device: device, into: &report)
+            // A log that fails: the device's sequence stops before it.
+            guard let log = await fetch(blob.name, device: lane.device, into: &report) else {
+                lane.fetching = false
                 return
             }
+            lane.queue.append((blob.name, log))
+            lane.queuedBytes += log.body.count
+            lane.through = parsed.last
         }
     }
 
@@ -694,39 +784,51 @@ package struct Replayer: Sendable {
         }
     }
 
-    /// Applies and empties the batch. Returns false if the device's sequence
-    /// must stop (a log failed or a gap showed).
-    private func apply(_ batch: inout [(name: ContainerName, log: VerifiedLog)], device: DeviceID, into report: inout ImportReport) throws -> Bool {
-        guard !batch.isEmpty else { return true }
-        defer { batch.removeAll() }
-        let result: Snapshot.BatchOutcome
-        do {
-            result = try snapshot.apply(batch.map { ($0.log, $0.name.rawValue) })
-        } catch let error as ChronicleError where error.code != .simulatedCrash {
-            // The transaction could not commit: nothing of the batch applied.
-            recordFailure(batch[0].name.rawValue, device: device, error, into: &report)
-            return false
-        }
-        for outcome in result.outcomes {
-            switch outcome {
-            case .applied(let transactions, let events):
-                report.appliedLogs += 1
-                report.appliedTransactions += transactions
-                report.eventCount += events.count
-                if let eventSink { eventSink(events) } else { report.events += events }
-            case .alreadyApplied:
-                break
-            case .gap(let expected, let found):
-                report.gaps.append(.init(device: device, expected: expected, found: found))
-                return false
+    /// Applies `batch` (logs of several devices, in the order to apply
+    /// them) in as few SQLite transactions as it takes. A log that fails or
+    /// shows a gap stops its device (its later logs are dropped from this
+    /// pass); the logs of other devices after it are applied again.
+    private func apply(_ batch: [(name: ContainerName, log: VerifiedLog, lane: Int)], lanes: inout [Lane], into report: inout ImportReport) throws {
+        var pending = batch[...]
+        while !pending.isEmpty {
+            let result: Snapshot.BatchOutcome
+            do {
+                result = try snapshot.apply(pending.map { ($0.log, $0.name.rawValue) })
+            } catch let error as ChronicleError where error.code != .simulatedCrash {
+                // The transaction could not commit: nothing of it applied,
+                // and nothing more is tried this pass.
+                let first = pending[pending.startIndex]
+                recordFailure(first.name.rawValue, device: lanes[first.lane].device, error, into: &report)
+                for i in lanes.indices { lanes[i].stop() }
+                return
             }
+            var stoppedAt: Int?
+            for (offset, outcome) in result.outcomes.enumerated() {
+                let entry = pending[pending.startIndex + offset]
+                switch outcome {
+                case .applied(let transactions, let events):
+                    report.appliedLogs += 1
+                    report.appliedTransactions += transactions
+                    report.eventCount += events.count
+                    if let eventSink { eventSink(events) } else { report.events += events }
+                case .alreadyApplied:
+                    break
+                case .gap(let expected, let found):
+                    report.gaps.append(.init(device: lanes[entry.lane].device, expected: expected, found: found))
+                    stoppedAt = offset
+                }
+            }
+            progress?(SyncProgress(phase: .importing, logs: report.appliedLogs, transactions: report.appliedTransactions))
+            if let failure = result.failure {
+                let entry = pending[pending.startIndex + failure.index]
+                recordFailure(entry.name.rawValue, device: lanes[entry.lane].device, failure.error, into: &report)
+                stoppedAt = failure.index
+            }
+            guard let stoppedAt else { return }
+            let lane = pending[pending.startIndex + stoppedAt].lane
+            lanes[lane].stop()
+            pending = pending[(pending.startIndex + stoppedAt + 1)...].filter { $0.lane != lane }[...]
         }
-        progress?(SyncProgress(phase: .importing, logs: report.appliedLogs, transactions: report.appliedTransactions))
-        if let failure = result.failure {
-            recordFailure(batch[failure.index].name.rawValue, device: device, failure.error, into: &report)
-            return false
-        }
-        return true
     }
 
     private func recordFailure(_ name: String, device: DeviceID, _ error: ChronicleError, into report: inout ImportReport) {

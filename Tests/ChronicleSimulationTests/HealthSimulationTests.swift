@@ -78,7 +78,12 @@ import Testing
     /// took longer than grace + window + one sync on a synced folder
     /// (`chronicle simulate --corruption --exclusive-create unreliable --seed N`).
     static let timeBoundSeeds: [(seed: UInt64, what: String)] = [
-        (21, "every device had become healthy in the run's last second: candidates stood only at the mark and decided a window later"),
+        // Every device had become healthy in the run's last second, and
+        // candidates stood only at the mark, deciding a window later (once
+        // seed 21, which no longer makes that episode now that imports go
+        // in clock order; the rule is also pinned by HealthMonitorTests'
+        // aCandidateThatStoodAWindowBeforeTheMarkIsChosenAtOnceWhateverTheDevicesClock).
+        (3, "an undisturbed episode with a device healthy at the mark, decided within grace + window + one sync"),
         (25, "the one healthy device had marked the store itself, staying healthy: it was not a candidate chosen beforehand"),
         (320, "a device had moved to a new ID and kept standing under its old one: the rule picked a device that no longer synced"),
     ]

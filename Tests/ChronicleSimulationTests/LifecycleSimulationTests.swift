@@ -34,6 +34,7 @@ import Testing
         (0x3ca, "the checker did not accept a twin's later update of a record as bringing back the record its original deleted"),
         (0x3e2, "the seeding device lost its -wal and with it the seed's log bodies; a wipe then took the seed from every device that had not imported it"),
         (0x7da, "a copy of a device's folder merged its fallback store first; the original's later edit of a record both held was dropped by its own merge, which kept what the cloud had"),
+        (0xec, "the harness wiped the container after a folder's twin left the device ID it shared with its original and before the original had met the twin's logs under it; it now waits, as it does while two copies share an ID"),
         (0x1393, "a merge of a fallback store took a record the cloud held but did not show (merged into another of the same name) as deleted, and dropped the fallback's later edit of it"),
     ]
 
@@ -87,7 +88,8 @@ import Testing
         (0x192, "the checker looked for a fallback store's saves on every device, though they were merged into a cloud store that was then deleted and carried to a local store its device deleted"),
         (0x164, "the checker missed a deletion that a crash stopped and the device's next load finished, on the store its store had been rebuilt as"),
         (0x257, "a device leaving a deleted store carried a folder's delete and then its note's, which the cascade already hid: the note's delete was dropped, and the note would come back with its folder"),
-        (0x2c8, "a store was deleted while a device's move into it waited for its baseline: the device left the new, empty store and dropped the saves still in the one it was leaving"),
+        (0x2c8, "a store was deleted while a device's move into it waited for its baseline: the device left the new, empty store and dropped the saves still in the one it was leaving; later, the harness recorded a deletion made right after a rebuild under the store the device had left, not the one deleted"),
+        (0x53f, "a device that joined a rebuilt store before its baseline arrived rebuilt the store from its copy, and the new store lost the whole past the baseline held"),
     ]
 
     @Test(arguments: busySeeds.map(\.seed))
