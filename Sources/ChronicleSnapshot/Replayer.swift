@@ -660,6 +660,12 @@ package struct Replayer: Sendable {
             return next
         }
 
+        mutating func dropTaken() {
+            guard head > 0 else { return }
+            queue.removeFirst(head)
+            head = 0
+        }
+
         mutating func stop() {
             stopped = true
             queue.removeAll()
@@ -724,6 +730,8 @@ package struct Replayer: Sendable {
     /// Fetches logs of `lane` until it holds its share, its logs end, or
     /// one cannot be used (a failure or a gap: the device stops there).
     private func fill(_ lane: inout Lane, upTo share: (logs: Int, bytes: Int), into report: inout ImportReport) async {
+        // The logs already taken go (their bodies with them) before more come.
+        lane.dropTaken()
         while lane.mayHaveMore, lane.waiting < share.logs, lane.queuedBytes < share.bytes, !Task.isCancelled {
             if lane.listed.isEmpty {
                 do {
