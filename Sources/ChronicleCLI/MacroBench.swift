@@ -129,7 +129,9 @@ struct MacroBench {
         let full = try await save(durability: .full)
         let normal = try await save(durability: .normal)
         return [
-            Target(name: "save latency median vs plain SQLite, both synchronous = FULL", measured: full.ratio, limit: 1.3,
+            Target(name: "save latency median vs plain SQLite, both synchronous = FULL", measured: full.ratio, limit: 1.15,
+                   lowerIsBetter: true, detail: full.detail),
+            Target(name: "save latency p99 vs plain SQLite, both synchronous = FULL", measured: full.p99, limit: 1.5,
                    lowerIsBetter: true, detail: full.detail),
             Target(name: "save latency median vs plain SQLite, both synchronous = NORMAL, informational", measured: normal.ratio,
                    limit: .infinity, lowerIsBetter: true, detail: normal.detail),
@@ -138,7 +140,7 @@ struct MacroBench {
 
     /// Interleaved saves of the same rows through `Store.write` at
     /// `durability` and through the C API at the same `synchronous` level.
-    func save(durability: Durability) async throws -> (ratio: Double, detail: String) {
+    func save(durability: Durability) async throws -> (ratio: Double, p99: Double, detail: String) {
         let transactions = max(50, Int(5_000 * scale))
         let rows = Self.rows(transactions * 10, seed: 1)
         let synchronous = durability == .full ? "FULL" : "NORMAL"
@@ -178,7 +180,7 @@ struct MacroBench {
                             Self.percentile(chronicleTimes, 0.99), Self.percentile(rawTimes, 0.99), p99,
                             1000 / (chronicleTimes.reduce(0, +) / Double(transactions)), 1000 / (rawTimes.reduce(0, +) / Double(transactions)))
         log("(a) save, \(durability.rawValue): \(detail)")
-        return (ratio, detail)
+        return (ratio, p99, detail)
     }
 
     // MARK: (b) Replay, (g) memory
@@ -260,7 +262,7 @@ struct MacroBench {
         let memory = String(format: "peak RSS %.0f MB during replay (%.0f MB when it started, after the benchmark freed its own copy of the rows)", Double(peak) / 1e6, Double(rssBefore) / 1e6)
         log("(g) memory: \(memory)")
         return [
-            Target(name: "replay rows/s vs raw bulk insert", measured: rate / rawRate, limit: 0.5, lowerIsBetter: false, detail: detail),
+            Target(name: "replay rows/s vs raw bulk insert", measured: rate / rawRate, limit: 0.7, lowerIsBetter: false, detail: detail),
             coldStart,
             Target(name: "peak RSS during replay (MB)", measured: Double(peak) / 1e6, limit: 150, lowerIsBetter: true, detail: memory),
             // A new device with no baseline materializes the store from the
@@ -312,7 +314,7 @@ struct MacroBench {
         let detail = String(format: "a new device materializes %d records from a %d-part baseline (%.1f MB, published in %.1f s) in %.2f s (peak RSS %.0f MB above where it started); the raw bulk load of the same rows takes %.2f s; best of 2 rounds each, alternating",
                             rowCount, published.parts, Double(baselineBytes) / 1e6, publishSeconds, seconds, Double(peakGrowth) / 1e6, rawSeconds)
         log("(d) cold start: \(detail)")
-        return Target(name: "cold start from a baseline vs raw bulk load", measured: seconds / rawSeconds, limit: 2, lowerIsBetter: true, detail: detail)
+        return Target(name: "cold start from a baseline vs raw bulk load", measured: seconds / rawSeconds, limit: 1.25, lowerIsBetter: true, detail: detail)
     }
 
     /// The raw side of (b) and (d): `rows` inserted with the SQLite C API in
@@ -374,7 +376,7 @@ struct MacroBench {
                                 Double(withDict) / Double(records), Double(withDict) / Double(raw), Double(withDict) / Double(rawLog))
             log("(c) bytes: \(detail)")
             if size == 100 {
-                targets.append(Target(name: "bytes/record vs uncompressed, 100-record saves", measured: Double(plain) / Double(raw), limit: 0.6, lowerIsBetter: true, detail: detail))
+                targets.append(Target(name: "bytes/record vs uncompressed, 100-record saves", measured: Double(plain) / Double(raw), limit: 0.3, lowerIsBetter: true, detail: detail))
             }
             if size == 1 {
                 targets.append(Target(name: "bytes/record vs uncompressed, 1-record saves with dictionary", measured: Double(withDict) / Double(raw), limit: 0.75, lowerIsBetter: true, detail: detail))
@@ -434,7 +436,15 @@ struct MacroBench {
         let detail = String(format: "importing %d new logs in %d rounds: %.2f s over %d older logs, %.2f s over %d",
                             imported, rounds, small.seconds, newLogs, large.seconds, newLogs * 10)
         log("(e) scaling: \(detail)")
-        return [Target(name: "import cost with 10x history", measured: large.seconds / small.seconds, limit: 1.2, lowerIsBetter: true, detail: detail)]
+        let notBuilt = "not measured: the benchmark has no 10,000,000-record scenario yet"
+        return [
+            Target(name: "import cost with 10x history", measured: large.seconds / small.seconds, limit: 1.2, lowerIsBetter: true, detail: detail),
+            Target(name: "replay rate at 10M records vs at 1M (realistic schema), against SQLite raw insert's own ratio", measured: .nan, limit: 0.8,
+                   lowerIsBetter: false, detail: notBuilt),
+            Target(name: "peak RSS, 10M-record replay (MB)", measured: .nan, limit: 150, lowerIsBetter: true, detail: notBuilt),
+            Target(name: "container bytes after a long run vs newest baseline + later logs", measured: .nan, limit: 1.1, lowerIsBetter: true,
+                   detail: "not measured: logs a baseline covers are not removed from the container yet, so its bytes grow with the history"),
+        ]
     }
 
     // MARK: (f) Convergence
