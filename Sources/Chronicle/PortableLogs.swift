@@ -153,7 +153,7 @@ public enum PortableLogs {
                 && parsed.first == header.firstSequence && parsed.last == header.lastSequence
         } else if let parsed = ContainerLayout.parseBaselinePart(name), case .baseline(_, let baseline) = log {
             expected = parsed.device == header.deviceID && parsed.part == header.baselinePart
-                && parsed.vector == ContainerLayout.vectorDigest(baseline.vector)
+                && ContainerLayout.digestNames(parsed.vector, vector: baseline.vector, schemaHash: header.schemaHash)
         } else {
             expected = false
         }
@@ -311,7 +311,7 @@ public enum PortableLogs {
                     else { throw ChronicleError(.malformedBody, "name: expected a baseline part's name") }
                     name = given
                     guard parsed.store == store, parsed.device == header.deviceID, parsed.part == header.baselinePart,
-                          parsed.vector == ContainerLayout.vectorDigest(baseline.vector)
+                          ContainerLayout.digestNames(parsed.vector, vector: baseline.vector, schemaHash: header.schemaHash)
                     else { throw ChronicleError(.malformedBody, "name: \(given) is not the name of this baseline part (its store, device, part or vector differ)") }
                 }
                 if let given = givenName, given != name.rawValue {

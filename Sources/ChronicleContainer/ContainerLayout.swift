@@ -143,7 +143,7 @@ public enum ContainerLayout {
 
     /// The folder of the baseline `device` made when its clock was at
     /// `clock` and its sequence vector hashed to `vector` (see
-    /// ``vectorDigest(_:)``): baselines sort by clock, so the newest is listed
+    /// ``vectorDigest(_:schemaHash:)``): baselines sort by clock, so the newest is listed
     /// last, and two baselines of one device with different contents never
     /// share a folder (an import of older logs changes the state but not the
     /// clock; it always changes the vector).
@@ -157,14 +157,27 @@ public enum ContainerLayout {
     }
 
     /// A digest of a sequence vector, for baseline names: XXH64 of each
-    /// device ID and sequence in device order.
-    public static func vectorDigest(_ vector: [DeviceID: UInt64]) -> UInt64 {
+    /// device ID and sequence in device order, then of `schemaHash` if given.
+    ///
+    /// Baselines are named with the schema too: after an app upgrade a
+    /// device that saved nothing since its last baseline has the same clock
+    /// and vector, and its new baseline (in the new schema) must not take
+    /// the old one's name. Baselines named by the vector alone (published
+    /// before) stay valid: readers accept either digest.
+    public static func vectorDigest(_ vector: [DeviceID: UInt64], schemaHash: UInt64? = nil) -> UInt64 {
         var w = ByteWriter()
         for (device, sequence) in vector.sorted(by: { $0.key < $1.key }) where sequence > 0 {
             w.writeRecordID(device.rawValue)
             w.writeUInt64(sequence)
         }
+        if let schemaHash { w.writeUInt64(schemaHash) }
         return w.withUnsafeBytes { XXH64.hash($0) }
+    }
+
+    /// Whether `digest`, from a baseline part's name, names `vector` in
+    /// the schema `schemaHash` (either form of ``vectorDigest(_:schemaHash:)``).
+    public static func digestNames(_ digest: UInt64, vector: [DeviceID: UInt64], schemaHash: UInt64) -> Bool {
+        digest == vectorDigest(vector, schemaHash: schemaHash) || digest == vectorDigest(vector)
     }
 
     /// A baseline part's name taken apart.

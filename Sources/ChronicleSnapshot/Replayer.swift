@@ -495,7 +495,7 @@ package struct Replayer: Sendable {
         }
         try await recordSchema(in: store)
         let export = try snapshot.baselineExport(partBytes: partBytes, for: store, publisher: publisher)
-        let digest = ContainerLayout.vectorDigest(export.vector)
+        let digest = ContainerLayout.vectorDigest(export.vector, schemaHash: snapshot.schema.hash)
         var parts = 0
         var records = 0
         while let part = try export.nextPart() {
