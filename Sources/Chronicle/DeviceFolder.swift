@@ -211,6 +211,7 @@ final class DeviceFolder: @unchecked Sendable {
     /// Writes `bytes` to `path` through a temporary file, fsync, rename and
     /// a directory fsync: readers see the old file or the new one.
     static func writeAtomically(_ bytes: [UInt8], to path: String, directory: String) throws {
+        removeStaleTemporaries(of: path, in: directory)
         let temp = path + ".tmp-\(getpid())"
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
         guard fd >= 0 else { throw ChronicleError.system("cannot write \(temp)", errno: errno) }
@@ -232,6 +233,20 @@ final class DeviceFolder: @unchecked Sendable {
             throw failure
         }
         syncDirectory(directory)
+    }
+
+    /// Removes the temporary files of `path` that a process killed in the
+    /// middle of ``writeAtomically(_:to:directory:)`` left (`<name>.tmp-<pid>`
+    /// of a process that is gone); those of a live process are its own.
+    static func removeStaleTemporaries(of path: String, in directory: String) {
+        let prefix = (path as NSString).lastPathComponent + ".tmp-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            guard let pid = pid_t(name.dropFirst(prefix.count)), pid > 0, pid != getpid() else { continue }
+            if kill(pid, 0) != 0, errno == ESRCH {
+                unlink((directory as NSString).appendingPathComponent(name))
+            }
+        }
     }
 
     static func syncDirectory(_ path: String) {
