@@ -237,7 +237,8 @@ struct ParsedChange {
         } catch let error as ChronicleError {
             // A unique violation names the record that has the key first and
             // the one that cannot have it last: the change at fault is the latter's.
-            guard let place = firstMention(in: changes, generated, of: error.message, lastIDFirst: error.code == .uniqueViolation) else { throw error }
+            guard let place = (error.code == .recordExists ? secondInsert(in: changes, of: error.message) : nil)
+                    ?? firstMention(in: changes, generated, of: error.message, lastIDFirst: error.code == .uniqueViolation) else { throw error }
             throw ChronicleError(error.code, "\(place): \(error.message)", underlying: error)
         }
     }
@@ -248,6 +249,23 @@ struct ParsedChange {
         let ids = message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) }
         if lastIDFirst, let last = ids.last, let place = firstMention(in: changes, generated, of: [last]) { return place }
         return firstMention(in: changes, generated, of: ids)
+    }
+
+    /// For a record the save inserts twice, where the second insert names
+    /// it (the one at fault); nil if it inserts it once (the record was
+    /// there before the save: the first mention is at fault).
+    static func secondInsert(in changes: [ParsedChange], of message: String) -> String? {
+        let ids = Set(message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) })
+        var seen: Set<RecordID> = []
+        for change in changes where change.kind == .insert {
+            guard let id = change.id, ids.contains(id) else { continue }
+            if !seen.insert(id).inserted {
+                let text = String(decoding: change.line, as: UTF8.self)
+                let column = text.range(of: id.description, options: .caseInsensitive).map { text.unicodeScalars.distance(from: text.startIndex, to: $0.lowerBound) + 1 } ?? 1
+                return "line \(change.number), column \(column)"
+            }
+        }
+        return nil
     }
 
     /// Where the input first names one of `ids`, or gave it to an insert.

@@ -176,6 +176,19 @@ struct CLIInputTests {
         #expect(run.status == 1 && run.stderr.contains("uniqueViolation: line 3, column 1: Tag"), "\(run.stderr)")
     }
 
+    /// Regression: a save inserting one ID twice named the first insert's
+    /// line. The second is at fault; an insert of a record that was there
+    /// before the save still names its own (first) line.
+    @Test func anIDInsertedTwiceInOneSaveNamesTheSecondInsert() throws {
+        let id = "01a21bc2-9f95-70d1-8524-aaaaaaaaaaaa"
+        let insert = #"{"op": "insert", "entity": "Item", "id": "\#(id)", "values": {"title": "t"}}"#
+        let twice = try CLIErrorTests.run(["save"] + device(), input: [Self.insert("other"), insert, insert].joined(separator: "\n"))
+        #expect(twice.status == 1 && twice.stderr.contains("recordExists: line 3, column 43: Item \(id)"), "\(twice.stderr)")
+        #expect(try CLIErrorTests.run(["save"] + device(), input: insert).status == 0)
+        let again = try CLIErrorTests.run(["save"] + device(), input: [Self.insert("other"), insert].joined(separator: "\n"))
+        #expect(again.status == 1 && again.stderr.contains("recordExists: line 2, column 43: Item \(id)"), "\(again.stderr)")
+    }
+
     /// Regression: empty input from a file said "expected JSON lines on
     /// standard input".
     @Test func emptyInputIsRefusedNamingWhereItWasRead() throws {
