@@ -571,6 +571,7 @@ public actor Store {
         }
         var random = SeededRandom(seed: seed ^ 0x5354_4F52_4549_4453)
         var generator = RecordIDGenerator(seed: random.next())
+        if known == nil { try HybridTimestamp.checkPhysical(clock.nowMilliseconds(), doing: "making a store") }
         var candidate = known ?? StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
         if known == nil {
             // No pointer, but stores in the container (the pointer was lost,

@@ -708,7 +708,7 @@ extension StoreManager {
         let name = ContainerLayout.election(store: store.storeID)
         let now = configuration.store.clock.nowMilliseconds()
         let lease = configuration.health.leaseDuration.milliseconds
-        let mine = ElectionLease(device: store.deviceID, newStore: drawStoreID(), expires: now &+ lease)
+        let mine = ElectionLease(device: store.deviceID, newStore: try drawStoreID(), expires: now &+ lease)
         do {
             let current: Marker?
             do {
@@ -795,7 +795,7 @@ extension StoreManager {
         let beforehand = healthy && now < first.milliseconds &+ lease
             && Self.chosenBeforehand(candidacies, marks: marks, window: window, lease: lease) != nil
         guard beforehand || now &- mine.since >= window && now >= min(first.milliseconds, now) &+ window else { return nil }
-        return leader == store.deviceID ? drawStoreID() : nil
+        return leader == store.deviceID ? try drawStoreID() : nil
     }
 
     /// The candidate every device picks as soon as it sees `marks`: among

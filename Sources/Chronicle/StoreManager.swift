@@ -1357,8 +1357,9 @@ public actor StoreManager {
     }
 
     /// A new store ID, drawn from the configuration's seed and the clock.
-    func drawStoreID() -> StoreID {
+    func drawStoreID() throws(ChronicleError) -> StoreID {
         let clock = configuration.store.clock
+        try HybridTimestamp.checkPhysical(clock.nowMilliseconds(), doing: "making a store")
         var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x5245_4255_494C_4400 ^ UInt64(rebuildDraws))
         rebuildDraws &+= 1
         var generator = RecordIDGenerator(seed: random.next())
@@ -1402,7 +1403,7 @@ public actor StoreManager {
         // What the replaced store held of each device: saves beyond it are
         // carried into the new store by the devices that made them.
         let vector = try old.snapshot.vector()
-        let newID = chosen ?? drawStoreID()
+        let newID = try chosen ?? drawStoreID()
         var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x5055_424C_4953_4845 ^ UInt64(rebuildDraws))
         rebuildDraws &+= 1
 
@@ -1624,6 +1625,7 @@ public actor StoreManager {
         let clock = configuration.store.clock
         var random = SeededRandom(seed: configuration.store.seed ^ clock.nowMilliseconds() ^ 0x4649_5253_5453_5452)
         var generator = RecordIDGenerator(seed: random.next())
+        try HybridTimestamp.checkPhysical(clock.nowMilliseconds(), doing: "making the container's first store")
         let id = StoreID(generator.next(milliseconds: clock.nowMilliseconds()))
         // A container with stores but no pointer lost its pointer: never seed
         // a store beside them (opening the store puts the pointer back).

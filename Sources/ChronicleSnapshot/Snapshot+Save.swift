@@ -50,7 +50,7 @@ extension Snapshot {
                 var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0)))
                 let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
                 guard clock.milliseconds <= HybridTimestamp.maxMilliseconds else {
-                    throw ChronicleError(.invalidValue, "this device's clock reads \(clock), past \(HybridTimestamp.maxMilliseconds) ms (the year 4199), which no other device would read: set the system clock right")
+                    throw ChronicleError(.invalidValue, "this device's clock reads \(clock.milliseconds) ms, past \(HybridTimestamp.maxMilliseconds) ms (the year 4199), which no other device would read: set the system clock right")
                 }
                 let version = Version(clock: clock, device: deviceID)
                 var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)

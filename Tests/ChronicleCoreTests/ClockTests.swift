@@ -27,6 +27,18 @@ import Testing
         #expect(clock.tick(physicalMilliseconds: 100) > remote)
     }
 
+    /// Regression: a physical clock 9,000 years ahead (past 2^48 ms) was
+    /// cut to 48 bits and read as the year 2107: the save it dated passed
+    /// the last-millisecond check. It now reads just past the last one.
+    @Test func aPhysicalClockPastTheLastMillisecondNeverWrapsIntoThePast() {
+        var clock = HybridClock()
+        let nineThousandYearsAhead: UInt64 = 1_700_000_000_000 + 9_000 * 365 * 86_400_000
+        #expect(nineThousandYearsAhead > 1 << 48)
+        #expect(clock.tick(physicalMilliseconds: nineThousandYearsAhead).milliseconds == HybridTimestamp.maxMilliseconds + 1)
+        #expect(throws: ChronicleError.self) { try HybridTimestamp.checkPhysical(nineThousandYearsAhead, doing: "saving") }
+        #expect(throws: Never.self) { try HybridTimestamp.checkPhysical(HybridTimestamp.maxMilliseconds, doing: "saving") }
+    }
+
     @Test func manualClockMovesOnlyWhenTold() {
         let clock = ManualClock(milliseconds: 10)
         #expect(clock.nowMilliseconds() == 10)

@@ -1,6 +1,7 @@
 import Chronicle
 import GRDB
 import ChronicleSnapshot
+import ChronicleContainer
 import ChronicleCore
 import Foundation
 import Synchronization
@@ -33,6 +34,28 @@ import Testing
                 directory: root.appendingPathComponent("d\(index)"), container: container,
                 clock: clock ?? self.clock, seed: index, durability: .normal))
         }
+    }
+
+    /// Regression: a device whose clock was set thousands of years ahead
+    /// made the container's first store under an ID dated then (store IDs
+    /// rank stores by age), and with a clock past 2^48 ms its saves passed,
+    /// dated in the past. Neither happens; a device with a sane clock then
+    /// makes the store.
+    @Test(arguments: [UInt64(2_200), 9_000, 20_000])
+    func aClockYearsAheadMakesNoStoreAndSavesNothing(years: UInt64) async throws {
+        let world = World()
+        defer { try? FileManager.default.removeItem(at: world.root) }
+        let ahead = ManualClock(milliseconds: 1_700_000_000_000 + years * 365 * 86_400_000)
+        await #expect(throws: ChronicleError.self) { _ = try await world.open(1, clock: ahead) }
+        #expect(try await world.container.readMarker(ContainerLayout.activeStore) == nil, "no store was made")
+        let store = try await world.open(2)
+        try await store.write { tx in _ = tx.insert("Author", ["name": .string("kept")]) }
+        try await store.close()
+        // On the store that is there now, its saves are refused.
+        let late = try await world.open(2, clock: ahead)
+        await #expect(throws: ChronicleError.self) { try await late.write { tx in _ = tx.insert("Author", ["name": .string("dated far ahead")]) } }
+        #expect(try await late.read { db in try String.fetchAll(db, sql: "SELECT name FROM Author") } == ["kept"])
+        try await late.close()
     }
 
     /// Waits (up to 60 s of real time: the whole test target shares two

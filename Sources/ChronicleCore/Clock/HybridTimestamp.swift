@@ -23,6 +23,16 @@ public struct HybridTimestamp: Hashable, Comparable, Sendable, CustomStringConve
     /// The zero reading, before every real one.
     public static let zero = HybridTimestamp(rawValue: 0)
 
+    /// Throws unless a physical clock reading `milliseconds` is one a device
+    /// may act on (at most ``maxMilliseconds``): a clock set thousands of
+    /// years ahead would date what it makes there, or wrapped round into
+    /// the past.
+    public static func checkPhysical(_ milliseconds: UInt64, doing what: String) throws(ChronicleError) {
+        guard milliseconds <= maxMilliseconds else {
+            throw ChronicleError(.invalidValue, "this device's clock reads \(milliseconds) ms, past \(maxMilliseconds) ms (the year 4199), which no other device would read: \(what) waits until the system clock is set right")
+        }
+    }
+
     /// The last millisecond a clock may read: 2^46, in the year 4199. A
     /// log with a later clock is malformed, not a reading to adopt (it would
     /// carry every device's clock there), and a device whose own clock reads
@@ -69,7 +79,9 @@ package struct HybridClock: Sendable {
 
     /// Issues a new reading for a local event, given the physical time.
     package mutating func tick(physicalMilliseconds: UInt64) -> HybridTimestamp {
-        let physical = physicalMilliseconds & 0xFFFF_FFFF_FFFF
+        // A physical clock past the last millisecond reads just past it (a
+        // reading the save refuses), never wrapped round into the past.
+        let physical = min(physicalMilliseconds, HybridTimestamp.maxMilliseconds + 1)
         if physical > last.milliseconds {
             last = HybridTimestamp(milliseconds: physical, counter: 0)
         } else {
