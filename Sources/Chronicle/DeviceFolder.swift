@@ -57,6 +57,19 @@ final class DeviceFolder: @unchecked Sendable {
             && isFolder.boolValue
     }
 
+    /// The store manager's folder (holding `manager.json`) that `url` is
+    /// strictly inside, if any: a store manager keeps its local and
+    /// fallback stores in folders of its own there.
+    static func managingFolder(of url: URL) -> URL? {
+        var folder = url.standardizedFileURL.resolvingSymlinksInPath()
+        while true {
+            let parent = folder.deletingLastPathComponent()
+            if parent.path == folder.path || parent.path.isEmpty { return nil }
+            folder = parent
+            if FileManager.default.fileExists(atPath: folder.appendingPathComponent(StoreManager.stateFile).path) { return folder }
+        }
+    }
+
     /// Creates the folder if needed and locks it, waiting up to `wait` for
     /// another holder to let go.
     ///

@@ -100,6 +100,9 @@ public actor Store {
         /// in use): opening keeps it aside and starts afresh under a new
         /// device ID, saving again its saves not uploaded yet.
         package var snapshotDamaged = false
+        /// Opened by a ``StoreManager`` for one of its stores, in a folder
+        /// inside its own. Any other open of such a folder is refused.
+        package var openedByManager = false
 
         /// Creates a configuration with sensible defaults: the system clock,
         /// no logging, full durability and 64 MiB log bodies.
@@ -326,6 +329,9 @@ public actor Store {
     /// active-store pointer says (a ``StoreManager`` reading the unsaved
     /// changes of a store deleted on purpose); else as ``open(_:)``.
     static func open(_ configuration: Configuration, exactly wanted: StoreID?) async throws -> Store {
+        if !configuration.openedByManager, let manager = DeviceFolder.managingFolder(of: configuration.directory) {
+            throw ChronicleError(.invalidValue, "\(configuration.directory.path) is one of the stores the store manager of \(manager.path) keeps (its local or fallback store, say): open that folder with a store manager instead; opened on its own with another container, its local-only records would reach that container")
+        }
         let folder = try await DeviceFolder(configuration.directory, wait: configuration.lockWait)
         do {
             var random = SeededRandom(seed: configuration.seed ^ 0xF01D_E2DE_71CE_0001)

@@ -1497,6 +1497,7 @@ public actor StoreManager {
         seedConfiguration.directory = seedFolder
         seedConfiguration.deviceID = nil
         seedConfiguration.knownStore = nil
+        seedConfiguration.openedByManager = true
         let seeder = try await Store.open(seedConfiguration, exactly: id)
         do {
             try await body(seeder)
@@ -2305,6 +2306,7 @@ public actor StoreManager {
         let root = configuration.store.directory
         config.directory = Self.deviceFolder(of: kind, in: root)
         config.snapshotDamaged = kind == .cloud && snapshotDamaged
+        config.openedByManager = true
         guard kind != .cloud else { return config }
         let base = kind == .fallback ? fallbackFolder : root.appendingPathComponent(kind.rawValue)
         config.directory = base.appendingPathComponent("device")

@@ -98,6 +98,31 @@ import Testing
     /// Three devices toggle the cloud on and off in every order, saving into
     /// whichever store is loaded between toggles, some of them at the same
     /// moment. Every save ends in the cloud store and every device agrees.
+    /// Regression: the folder a store manager keeps its local store in,
+    /// opened on its own with the shared container (as a device folder of
+    /// its own), joined the cloud store and uploaded the local-only
+    /// records. Such a folder is refused, and nothing reaches the container.
+    @Test func aManagersLocalStoreFolderOpenedOnItsOwnIsRefused() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let cloud = try await manager("cloud", cloudByDefault: true)
+        try await cloud.store.write { tx in _ = tx.insert("Note", ["title": .string("in the cloud")]) }
+        try await cloud.sync()
+        let x = try await manager("x")
+        try await x.store.write { tx in _ = tx.insert("Note", ["title": .string("local only")]) }
+        try await x.close()
+        var hijack = try storeConfiguration("x/local/device")
+        hijack.directory = root.appendingPathComponent("x").appendingPathComponent("local").appendingPathComponent("device")
+        await #expect(throws: ChronicleError.self) { _ = try await Store.open(hijack) }
+        let observer = try await peer("observer")
+        try await observer.sync()
+        #expect(try await observer.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note") } == ["in the cloud"])
+        try await observer.close()
+        let again = try await manager("x")
+        #expect(try await again.store.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note") } == ["local only"])
+        try await again.close()
+        try await cloud.close()
+    }
+
     @Test func togglingOverAndOverWithSavesInBetweenLosesNothing() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let devices = ["a", "b", "c"]
@@ -882,7 +907,7 @@ import Testing
         var localConfiguration = try storeConfiguration("a/local/device")
         localConfiguration.container = try DirectoryContainer(root: root.appendingPathComponent("a/local/container"))
         let intruder = await #expect(throws: ChronicleError.self) { _ = try await Store.open(localConfiguration) }
-        #expect(intruder?.code == .deviceInUse)
+        #expect(intruder?.code == .invalidValue, "the manager's own folder, in use or not")
         // And a plain store on the manager's folder, while the local store is loaded, must not end up beside it.
         let sneaky = try? await peer("a")
         let switched = await outcome { try await m.setCloudEnabled(true) }
