@@ -172,7 +172,17 @@ struct DeviceOptions: ParsableArguments {
                      tolerating: Set<ChronicleError.Code> = []) async throws -> StoreManager {
         let directory = URL(fileURLWithPath: deviceDirectory)
         // First, so that a missing container leaves no device folder behind.
-        let container = try await self.container.open()
+        let container: any Container
+        do {
+            container = try await self.container.open()
+        } catch let error as ChronicleError where (error.code == .notFound || error.code.isTransient)
+                    && StoreManager.hasBeenUsed(directory) {
+            // A device folder in use before, its container away now (moved,
+            // not mounted, its server down): it works offline, on its
+            // fallback store, as an app does; the container gets its saves
+            // when it is back.
+            container = UnreachableContainer(location: self.container.displayName, reason: error)
+        }
         // The manager keeps the device's choices in the folder, and its
         // store holds the folder's lock until it is closed.
         var configuration = Store.Configuration(schema: schema, directory: directory, container: container, logger: CLILogging.logger)

@@ -176,6 +176,28 @@ struct CLIInputTests {
         #expect(run.status == 1 && run.stderr.contains("uniqueViolation: line 3, column 1: Tag"), "\(run.stderr)")
     }
 
+    /// Regression: with its container moved away (a share not mounted), a
+    /// device folder used before refused every save (`notFound`), though
+    /// the device works offline as an app does. Its saves now wait, `sync`
+    /// says why and exits 3, and the container gets them once it is back.
+    /// A new device folder still needs its container.
+    @Test func aDeviceUsedBeforeSavesWhileItsContainerIsAway() throws {
+        #expect(try CLIErrorTests.run(["save"] + device(), input: Self.insert("online")).status == 0)
+        #expect(try CLIErrorTests.run(["sync"] + device()).status == 0)
+        let away = root.appendingPathComponent("container.away")
+        try FileManager.default.moveItem(atPath: container, toPath: away.path)
+        #expect(try CLIErrorTests.run(["save"] + device(), input: Self.insert("offline")).status == 0)
+        let offline = try CLIErrorTests.run(["sync"] + device())
+        #expect(offline.status == 3 && offline.stderr.contains("unavailable: the container \(container) cannot be reached"), "\(offline.stderr)")
+        let fresh = try CLIErrorTests.run(["save"] + device("b"), input: Self.insert("nowhere"))
+        #expect(fresh.status == 1 && fresh.stderr.contains("notFound"), "\(fresh.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: path("b")))
+        try FileManager.default.moveItem(atPath: away.path, toPath: container)
+        #expect(try CLIErrorTests.run(["sync"] + device()).status == 0)
+        #expect(try CLIErrorTests.run(["sync"] + device("c")).status == 0)
+        #expect(try titles("c") == ["offline", "online"])
+    }
+
     /// Regression: a save inserting one ID twice named the first insert's
     /// line. The second is at fault; an insert of a record that was there
     /// before the save still names its own (first) line.
