@@ -155,7 +155,18 @@ extension Snapshot {
             if case .reference(let destination, _) = field.kind, case .reference(let target) = fv.value {
                 let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(destination)) WHERE id = ?"), arguments: [target]) ?? false
                 guard exists || inserted.contains(InsertedRecord(entity: destination, id: target)) else {
-                    throw ChronicleError(.recordNotFound, "\(entity.name).\(fv.name) refers to \(destination) \(target), which does not exist")
+                    // Why the app does not see it: merged into another of
+                    // its unique key, deleted, or unknown.
+                    let index = schema.entityIndex(named: destination)
+                    let what: String
+                    if let index, let survivor = try engine.survivor(entity: index, id: target), survivor != target {
+                        what = "which was merged into \(destination) \(survivor), which has the same unique key (two devices made it apart): refer to \(survivor) instead"
+                    } else if let index, try engine.loadState(index, target) != nil {
+                        what = "which was deleted (or is hidden with a record it refers to, under a cascade rule)"
+                    } else {
+                        what = "which does not exist"
+                    }
+                    throw ChronicleError(.recordNotFound, "\(entity.name).\(fv.name) refers to \(destination) \(target), \(what)")
                 }
             }
             values.append((i, fv.value))

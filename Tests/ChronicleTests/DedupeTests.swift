@@ -93,6 +93,14 @@ import Testing
         } catch let error as ChronicleError {
             #expect(error.code == .recordNotFound && error.message.contains("was merged into Folder \(f1)"), "\(error)")
         }
+        // Nor does a reference to it: the error names the record to refer to.
+        do {
+            try await d.stores[1].write { tx in _ = tx.insert("Note", ["title": "n", "folder": .reference(f2)]) }
+            Issue.record("a reference to a merged duplicate was accepted")
+        } catch let error as ChronicleError {
+            #expect(error.code == .recordNotFound && error.message.contains("which was merged into Folder \(f1)")
+                    && error.message.contains("refer to \(f1) instead"), "\(error)")
+        }
         // A later update of the record that stays wins over both.
         try await d.stores[0].write { tx in tx.update("Folder", id: f1, ["color": "green"]) }
         try await Self.expectConverged(d)
