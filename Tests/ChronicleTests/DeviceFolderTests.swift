@@ -1,4 +1,5 @@
 @testable import Chronicle
+import ChronicleTestSupport
 import Foundation
 import Testing
 
@@ -13,13 +14,10 @@ import Testing
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         // A process that ran and ended: its ID names no live process now.
-        let ended = Process()
-        ended.executableURL = URL(fileURLWithPath: "/bin/true")
-        try ended.run()
-        ended.waitUntilExit()
-        let stale = dir.appendingPathComponent("manager.json.tmp-\(ended.processIdentifier)")
+        let ended = try TestProcesses.pidOfAnEndedProcess()
+        let stale = dir.appendingPathComponent("manager.json.tmp-\(ended)")
         let live = dir.appendingPathComponent("manager.json.tmp-1")  // init: alive
-        let other = dir.appendingPathComponent("device.json.tmp-\(ended.processIdentifier)")
+        let other = dir.appendingPathComponent("device.json.tmp-\(ended)")
         for url in [stale, live, other] { try Data("half".utf8).write(to: url) }
 
         let target = dir.appendingPathComponent("manager.json")
