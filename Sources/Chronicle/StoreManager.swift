@@ -452,7 +452,7 @@ public actor StoreManager {
     /// The device folder of one of the stores of the manager's folder `directory`.
     /// Whether `directory` is a device folder a store manager (or a store)
     /// has used: it holds `manager.json` or `device.json`.
-    public static func hasBeenUsed(_ directory: URL) -> Bool {
+    package static func hasBeenUsed(_ directory: URL) -> Bool {
         FileManager.default.fileExists(atPath: directory.appendingPathComponent(stateFile).path)
             || FileManager.default.fileExists(atPath: directory.appendingPathComponent(DeviceFolder.identityFile).path)
     }

@@ -627,9 +627,9 @@ package struct Replayer: Sendable {
         /// False once nothing more of this device is fetched this pass (a
         /// log that failed, a gap, a listing that failed).
         var fetching = true
-        /// Fetched, waiting to be applied.
+        /// Fetched, waiting to be applied (a share of the batch limits at
+        /// most, so taking from the front costs little).
         var queue: [(name: ContainerName, log: VerifiedLog)] = []
-        var head = 0
         var queuedBytes = 0
         /// The gap found after the queued logs, reported once they applied.
         var gap: (expected: UInt64, found: UInt64)?
@@ -644,32 +644,19 @@ package struct Replayer: Sendable {
             cursor = start == 0 ? nil : ContainerLayout.log(store: store, device: device, first: start, last: .max)
         }
 
-        var waiting: Int { queue.count - head }
         /// Whether more logs of the device may come after those queued.
         var mayHaveMore: Bool { !stopped && fetching && !(listedAll && listed.isEmpty) }
-        var nextClock: HybridTimestamp? { head < queue.count ? queue[head].log.header.minClock : nil }
+        var nextClock: HybridTimestamp? { queue.first?.log.header.minClock }
 
         mutating func take() -> (name: ContainerName, log: VerifiedLog) {
-            let next = queue[head]
-            head += 1
+            let next = queue.removeFirst()
             queuedBytes -= next.log.body.count
-            if head == queue.count {
-                queue.removeAll(keepingCapacity: true)
-                head = 0
-            }
             return next
-        }
-
-        mutating func dropTaken() {
-            guard head > 0 else { return }
-            queue.removeFirst(head)
-            head = 0
         }
 
         mutating func stop() {
             stopped = true
             queue.removeAll()
-            head = 0
             queuedBytes = 0
         }
     }
@@ -689,7 +676,7 @@ package struct Replayer: Sendable {
     private func importLogs(of devices: [DeviceID], after vector: [DeviceID: UInt64], into report: inout ImportReport) async throws {
         var lanes = devices.map { Lane(device: $0, store: snapshot.storeID, after: vector[$0] ?? 0) }
         while true {
-            for i in lanes.indices where !lanes[i].stopped && lanes[i].waiting == 0 && !lanes[i].mayHaveMore {
+            for i in lanes.indices where !lanes[i].stopped && lanes[i].queue.isEmpty && !lanes[i].mayHaveMore {
                 // Everything fetched applied: the gap after it shows now.
                 if let gap = lanes[i].gap {
                     report.gaps.append(.init(device: lanes[i].device, expected: gap.expected, found: gap.found))
@@ -708,8 +695,9 @@ package struct Replayer: Sendable {
             // Cancelled, every fetched log is applied (the shares bound them).
             while cancelled || (batch.count < batchLimits.logs && batchBytes < batchLimits.bytes) {
                 var best: Int?
-                for i in active where lanes[i].waiting > 0 {
-                    if let b = best, lanes[b].nextClock! <= lanes[i].nextClock! { continue }
+                for i in active {
+                    guard let clock = lanes[i].nextClock else { continue }
+                    if let b = best, lanes[b].nextClock! <= clock { continue }
                     best = i
                 }
                 guard let best else { break }
@@ -717,7 +705,7 @@ package struct Replayer: Sendable {
                 batch.append((next.name, next.log, best))
                 batchBytes += next.log.body.count
                 // Its next log may come before the others' next ones: fetch it first.
-                if lanes[best].waiting == 0, lanes[best].mayHaveMore, !cancelled { break }
+                if lanes[best].queue.isEmpty, lanes[best].mayHaveMore, !cancelled { break }
             }
             try apply(batch, lanes: &lanes, into: &report)
             if cancelled {
@@ -730,9 +718,7 @@ package struct Replayer: Sendable {
     /// Fetches logs of `lane` until it holds its share, its logs end, or
     /// one cannot be used (a failure or a gap: the device stops there).
     private func fill(_ lane: inout Lane, upTo share: (logs: Int, bytes: Int), into report: inout ImportReport) async {
-        // The logs already taken go (their bodies with them) before more come.
-        lane.dropTaken()
-        while lane.mayHaveMore, lane.waiting < share.logs, lane.queuedBytes < share.bytes, !Task.isCancelled {
+        while lane.mayHaveMore, lane.queue.count < share.logs, lane.queuedBytes < share.bytes, !Task.isCancelled {
             if lane.listed.isEmpty {
                 do {
                     let page = try await container.list(prefix: lane.prefix, after: lane.cursor, limit: pageSize)
