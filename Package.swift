@@ -96,6 +96,24 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The scenarios of `chronicle bench`, each against its baseline (plain
+        // SQLite through its C API, LZ4 alone, COPY), reported as ratios.
+        .target(
+            name: "ChronicleBench",
+            dependencies: [
+                "Chronicle",
+                "ChronicleCore",
+                "ChronicleContainer",
+                "ChronicleSnapshot",
+                "ChroniclePostgres",
+                // The PostgreSQL scenarios run on a throw-away server.
+                "ChronicleTestSupport",
+                "CLZ4",
+                "CSQLite",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .executableTarget(
             name: "ChronicleCLI",
             dependencies: [
@@ -105,11 +123,10 @@ let package = Package(
                 "ChronicleSnapshot",
                 "ChronicleSimulation",
                 "ChroniclePostgres",
+                "ChronicleBench",
                 // `simulate --processes --postgres` starts a throw-away server.
                 "ChronicleTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
-                "CLZ4",
-                "CSQLite",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,5 +1,4 @@
 import ArgumentParser
-import CSQLite
 import Chronicle
 import ChronicleContainer
 import ChronicleCore
@@ -122,10 +121,8 @@ struct Query: AsyncParsableCommand {
         guard readingKeywords.contains(keyword) else {
             throw RefusedQuery(message: "the query is \(keyword.uppercased()): query runs one statement that only reads (SELECT, WITH, VALUES, EXPLAIN, or a PRAGMA that reads)")
         }
-        // Belt and braces: ATTACH could create a file beside the snapshot.
-        sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_ATTACHED, 0)
-        // No value larger than a result may be: zeroblob(1e9) fails at once.
-        sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, Int32(resultByteLimit))
+        // Belt and braces: no ATTACH, and no value larger than a result may be.
+        UntrustedQuery.limit(db, maxValueBytes: resultByteLimit)
         let statements = try db.allStatements(sql: sql)
         guard let statement = try statements.next() else {
             throw RefusedQuery(message: "the query has no SQL statement: give one SELECT")
@@ -172,12 +169,10 @@ struct Query: AsyncParsableCommand {
         /// The kind of column `index` of `statement`: SQLite names the table
         /// and column a result column comes straight from.
         init(_ statement: Statement, column index: Int, schema: Schema) {
-            guard let table = sqlite3_column_table_name(statement.sqliteStatement, Int32(index)),
-                  let column = sqlite3_column_origin_name(statement.sqliteStatement, Int32(index)),
+            guard let (table, name) = UntrustedQuery.origin(of: statement, column: index),
                   // A column of an entity's view comes from its rows table.
-                  let entity = SnapshotTables.entity(ofRowsTable: String(cString: table)).flatMap(schema.entity(named:))
+                  let entity = SnapshotTables.entity(ofRowsTable: table).flatMap(schema.entity(named:))
             else { self = .untyped; return }
-            let name = String(cString: column)
             if name == "id" {
                 self = .recordID
             } else if let field = entity.field(named: name) {

@@ -103,14 +103,14 @@ extension MacroBench {
             fresh0 = max(fresh0, try await pairsPerSecond(a, "a"))
             try await a.close()
             let b = try await historyStore(dir.appendingPathComponent("b"), container: container)
-            let progress = ProgressLine("bench: earlier saves", unit: "saves", total: earlier)
+            let bar = self.progress("bench: earlier saves", "saves", earlier)
             for i in 0..<earlier {
                 try await b.write { tx in _ = tx.insert("Tag", ["name": Value.string("earlier \(i)"), "uses": Value.int(Int64(i))]) }
                 if i % 1_000 == 999 { _ = try await b.upload() }
-                progress.update(i + 1)
+                bar.advance(to: i + 1)
             }
             _ = try await b.upload()
-            progress.finish()
+            bar.finish()
             later = max(later, try await pairsPerSecond(b, "b"))
             try await b.close()
         }

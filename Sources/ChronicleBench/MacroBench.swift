@@ -1,4 +1,3 @@
-import ArgumentParser
 import CSQLite
 import Chronicle
 import ChronicleContainer
@@ -10,10 +9,40 @@ import Logging
 
 /// The macro scenarios of `chronicle bench`: each against its baseline, in
 /// the same process, reported as ratios against the targets.
-struct MacroBench {
-    var scale: Double
-    var directory: URL
-    var log: (String) -> Void
+package struct MacroBench {
+    /// Every scenario's size, as a multiple of the sizes the targets name.
+    package var scale: Double
+    /// Where the scenarios make their stores, containers and raw databases.
+    package var directory: URL
+    /// Receives one line per step, for a reader watching the run.
+    package var log: (String) -> Void
+    /// Makes the progress report of a long step.
+    package var progress: BenchProgressFactory
+
+    package init(scale: Double, directory: URL, progress: @escaping BenchProgressFactory = silentProgress, log: @escaping (String) -> Void) {
+        self.scale = scale
+        self.directory = directory
+        self.progress = progress
+        self.log = log
+    }
+
+    /// The scenario names, in the order a full run takes them.
+    package static let scenarios = ["save", "replay", "realistic", "bytes", "scaling", "history", "convergence", "import"]
+
+    /// Runs the scenario named `name` (one of `scenarios`).
+    package func run(_ name: String) async throws -> [Target] {
+        switch name {
+        case "save": return try await save()
+        case "replay": return try await replay()
+        case "realistic": return try await realisticReplay()
+        case "history": return try await history()
+        case "bytes": return try bytes()
+        case "scaling": return try await scaling()
+        case "convergence": return try await convergence()
+        case "import": return try await importFeed()
+        default: throw ChronicleError(.invalidValue, "unknown scenario \(name) (the scenarios are \(Self.scenarios.joined(separator: ", ")))")
+        }
+    }
 
     static let schema = try! Schema(version: 1, entities: [
         Entity("Item", attributes: [
@@ -56,13 +85,22 @@ struct MacroBench {
         }
     }
 
-    struct Target: Sendable {
-        var name: String
-        var measured: Double
-        var limit: Double
-        var lowerIsBetter: Bool
-        var detail: String
-        var met: Bool { lowerIsBetter ? measured <= limit : measured >= limit }
+    /// One row of the target table: a ratio against its limit.
+    package struct Target: Sendable {
+        /// What is measured.
+        package var name: String
+        /// The ratio; NaN when the scenario cannot measure it (the detail says why).
+        package var measured: Double
+        /// The target; infinite for a row that only informs.
+        package var limit: Double
+        /// Whether the measure must stay at or under the limit (rather than reach it).
+        package var lowerIsBetter: Bool
+        /// The figures behind the ratio, in words.
+        package var detail: String
+        /// Whether the target is met.
+        package var met: Bool { lowerIsBetter ? measured <= limit : measured >= limit }
+        /// "met", "MISSED", "info" (no limit) or "not measured".
+        package var verdict: String { measured.isNaN ? "not measured" : limit.isInfinite ? "info" : met ? "met" : "MISSED" }
     }
 
     // MARK: Plain SQLite baseline
@@ -151,11 +189,11 @@ struct MacroBench {
         var rawTimes: [Double] = []
         var chronicleTimes: [Double] = []
         let clock = ContinuousClock()
-        let progress = ProgressLine("bench save, \(durability.rawValue)", unit: "transactions", total: transactions)
-        defer { progress.finish() }
+        let bar = self.progress("bench save, \(durability.rawValue)", "transactions", transactions)
+        defer { bar.finish() }
         // Interleave the two so both see the same machine noise.
         for t in 0..<transactions {
-            progress.update(t)
+            bar.advance(to: t)
             let slice = rows[(t * 10)..<(t * 10 + 10)]
             let update = t >= 10 && t % 2 == 1
             let target = update ? rows[((t - 9) * 10)..<((t - 9) * 10 + 10)] : slice
@@ -195,10 +233,10 @@ struct MacroBench {
         _ = try? await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store))
         let encoder = LogEncoder(storeID: store)
         var all: [Row] = []
-        let progress = ProgressLine("bench: writing logs", unit: "logs", total: logs)
-        defer { progress.finish() }
+        let bar = self.progress("bench: writing logs", "logs", logs)
+        defer { bar.finish() }
         for l in 0..<logs {
-            progress.update(l)
+            bar.advance(to: l)
             let device = DeviceID(index: UInt64(100 + l % devices))
             let sequence = firstSequence + UInt64(l / devices)
             let rows = Self.logRows(l, perLog: perLog, seed: seed)
@@ -456,14 +494,14 @@ struct MacroBench {
         let container = try DirectoryContainer(root: dir.appendingPathComponent("container"), create: true)
         var stores: [Store] = []
         for d in 1...devices { stores.append(try await store(dir, container: container, device: UInt64(d), durability: .normal)) }
-        let progress = ProgressLine("bench convergence: saving", unit: "rounds", total: saves)
+        let bar = self.progress("bench convergence: saving", "rounds", saves)
         for i in 0..<saves {
-            progress.update(i)
+            bar.advance(to: i)
             for (d, s) in stores.enumerated() {
                 try await s.write { tx in tx.insert("Item", Self.rows(1, seed: UInt64(d * 100_000 + i), start: d * 100_000 + i)[0].values) }
             }
         }
-        progress.finish()
+        bar.finish()
         let clock = ContinuousClock()
         let start = clock.now
         for _ in 0..<2 { for s in stores { try await s.sync() } }

@@ -56,10 +56,10 @@ extension MacroBench {
         func remove(_ id: RecordID, from list: inout [RecordID]) {
             if let i = list.lastIndex(of: id) { list.swapAt(i, list.count - 1); list.removeLast() }
         }
-        let progress = ProgressLine("bench: writing logs", unit: "logs", total: logs)
-        defer { progress.finish() }
+        let bar = self.progress("bench: writing logs", "logs", logs)
+        defer { bar.finish() }
         for l in 0..<logs {
-            progress.update(l)
+            bar.advance(to: l)
             let device = DeviceID(index: UInt64(100 + l % 4))
             let sequence = UInt64(1 + l / 4)
             let ms = base + UInt64(l)
