@@ -27,7 +27,7 @@ package struct MacroBench {
     }
 
     /// The scenario names, in the order a full run takes them.
-    package static let scenarios = ["save", "replay", "realistic", "bytes", "scaling", "history", "convergence", "import"]
+    package static let scenarios = ["save", "replay", "realistic", "bytes", "scaling", "history", "convergence", "import", "large"]
 
     /// Runs the scenario named `name` (one of `scenarios`).
     package func run(_ name: String) async throws -> [Target] {
@@ -40,6 +40,7 @@ package struct MacroBench {
         case "scaling": return try await scaling()
         case "convergence": return try await convergence()
         case "import": return try await importFeed()
+        case "large": return try await largeStores()
         default: throw ChronicleError(.invalidValue, "unknown scenario \(name) (the scenarios are \(Self.scenarios.joined(separator: ", ")))")
         }
     }

@@ -38,7 +38,18 @@ extension MacroBench {
 
     /// Puts `logs` logs of `perLog` changes each, from four devices, into
     /// `container`; returns what a sequential apply leaves.
-    func fillRealistic(_ container: any Container, store: StoreID, logs: Int, perLog: Int, seed: UInt64) async throws -> RealisticHistory {
+    ///
+    /// - Parameters:
+    ///   - firstDevice: the devices are `firstDevice` to `firstDevice + 3`,
+    ///     each from sequence 1.
+    ///   - names: a prefix for the folders' names and the notes' keys, so that
+    ///     histories made with different prefixes can go into one store.
+    ///   - milliseconds: the clock of the first log (each log one later).
+    ///
+    /// The logs depend on the seed and their number only: with the same
+    /// seed, a call for fewer logs writes the first logs of a longer call.
+    func fillRealistic(_ container: any Container, store: StoreID, logs: Int, perLog: Int, seed: UInt64,
+                       firstDevice: UInt64 = 100, names: String = "", milliseconds: UInt64 = 1_700_000_000_000) async throws -> RealisticHistory {
         _ = try? await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: store))
         let schema = Self.realisticSchema
         let encoder = LogEncoder(storeID: store)
@@ -46,7 +57,7 @@ extension MacroBench {
         var ids = RecordIDGenerator(seed: seed)
         var h = RealisticHistory()
         var counter = 0
-        let base: UInt64 = 1_700_000_000_000
+        let base = milliseconds
         func pick(_ list: [RecordID], recent: Int) -> Int? {
             guard !list.isEmpty else { return nil }
             // Mostly recent records, as apps edit what they just made.
@@ -60,7 +71,7 @@ extension MacroBench {
         defer { bar.finish() }
         for l in 0..<logs {
             bar.advance(to: l)
-            let device = DeviceID(index: UInt64(100 + l % 4))
+            let device = DeviceID(index: firstDevice + UInt64(l % 4))
             let sequence = UInt64(1 + l / 4)
             let ms = base + UInt64(l)
             var changes: [Change] = []
@@ -73,13 +84,13 @@ extension MacroBench {
                     let id = ids.next(milliseconds: ms)
                     if kind < 2 || h.folders.isEmpty {
                         changes.append(Change(.insert, entity: "Folder", recordID: id, values: [
-                            FieldValue("name", .string("folder \(counter)")), FieldValue("created", .date(Timestamp(microsecondsSinceEpoch: Int64(ms) * 1000))),
+                            FieldValue("name", .string("\(names)folder \(counter)")), FieldValue("created", .date(Timestamp(microsecondsSinceEpoch: Int64(ms) * 1000))),
                         ]))
                         h.folders.append(id)
                     } else if kind < 60 || h.notes.isEmpty {
                         let folder = h.folders[Int(rng.next() % UInt64(h.folders.count))]
                         changes.append(Change(.insert, entity: "Note", recordID: id, values: [
-                            FieldValue("key", .string("note-\(counter)")), FieldValue("title", .string("Note \(counter) about the \(counter % 7 == 0 ? "garden" : "trip")")),
+                            FieldValue("key", .string("\(names)note-\(counter)")), FieldValue("title", .string("Note \(counter) about the \(counter % 7 == 0 ? "garden" : "trip")")),
                             FieldValue("body", rng.next() % 2 == 0 ? .string("Remember to bring the maps, the tickets and the camera charger.") : .null),
                             FieldValue("pages", .int(Int64(rng.next() % 500))), FieldValue("updated", .date(Timestamp(microsecondsSinceEpoch: Int64(ms) * 1000))),
                             FieldValue("folder", .reference(folder)),
@@ -212,6 +223,25 @@ extension MacroBench {
             container: container, seed: device, logger: .init(label: "bench") { _ in SwiftLogNoOpLogHandler() }, durability: .normal))
     }
 
+    /// The statements that make the realistic schema's tables in a raw
+    /// database: a column per field, and with `indexed` the store's indexes
+    /// (a unique index per unique key, an index per reference column).
+    static func realisticTables(indexed: Bool, in database: String = "main") -> [String] {
+        var statements: [String] = []
+        for entity in realisticSchema.entities {
+            let columns = entity.fields.map { "\($0.name.quotedDatabaseIdentifier) \($0.kind.sqlTypeForBench)" }
+            statements.append("CREATE TABLE \(database).\(entity.name) (id BLOB PRIMARY KEY NOT NULL, \(columns.joined(separator: ", ")))")
+            guard indexed else { continue }
+            for field in entity.fields {
+                if case .reference = field.kind { statements.append("CREATE INDEX \(database).\(entity.name)_\(field.name) ON \(entity.name) (\(field.name))") }
+            }
+            for (i, key) in entity.uniqueConstraints.enumerated() {
+                statements.append("CREATE UNIQUE INDEX \(database).\(entity.name)_u\(i) ON \(entity.name) (\(key.joined(separator: ", ")))")
+            }
+        }
+        return statements
+    }
+
     /// The raw side of (i): `rows` inserted with the SQLite C API in one
     /// transaction into tables with the store's indexes (a unique index per
     /// unique key, an index per reference column), `synchronous = NORMAL`.
@@ -226,16 +256,7 @@ extension MacroBench {
             guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw ChronicleError(.database, String(cString: sqlite3_errmsg(db))) }
         }
         try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
-        for entity in realisticSchema.entities {
-            let columns = entity.fields.map { "\($0.name.quotedDatabaseIdentifier) \($0.kind.sqlTypeForBench)" }
-            try exec("CREATE TABLE \(entity.name) (id BLOB PRIMARY KEY NOT NULL, \(columns.joined(separator: ", ")))")
-            for field in entity.fields {
-                if case .reference = field.kind { try exec("CREATE INDEX \(entity.name)_\(field.name) ON \(entity.name) (\(field.name))") }
-            }
-            for (i, key) in entity.uniqueConstraints.enumerated() {
-                try exec("CREATE UNIQUE INDEX \(entity.name)_u\(i) ON \(entity.name) (\(key.joined(separator: ", ")))")
-            }
-        }
+        for sql in realisticTables(indexed: true) { try exec(sql) }
         try exec("BEGIN")
         for entity in realisticSchema.entities {
             var stmt: OpaquePointer?
@@ -266,7 +287,7 @@ extension MacroBench {
 
 extension Field.Kind {
     /// The column type the raw side of (i) gives a field.
-    fileprivate var sqlTypeForBench: String {
+    var sqlTypeForBench: String {
         switch self {
         case .reference: return "BLOB"
         case .attribute(let type):
@@ -283,4 +304,4 @@ extension Field.Kind {
 /// glibc's `malloc_trim` (in `malloc.h`, which the Glibc module does not
 /// export): gives the memory the allocator holds free back to the system.
 @_silgen_name("malloc_trim")
-private func releaseFreedMemory(_ pad: Int) -> Int32
+func releaseFreedMemory(_ pad: Int) -> Int32
