@@ -2,6 +2,7 @@ import CSQLite
 import Chronicle
 import ChronicleContainer
 import ChronicleCore
+import ChronicleSnapshot
 import Foundation
 import Synchronization
 
@@ -126,7 +127,7 @@ extension MacroBench {
         init(path: String, entity: Entity) throws {
             guard sqlite3_open(path, &db) == SQLITE_OK else { throw ChronicleError(.database, "cannot open \(path)") }
             columns = entity.fields.map(\.name)
-            try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;")
+            try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;" + MacroBench.rawCachePragma)
             try exec("CREATE TABLE Quake (id BLOB PRIMARY KEY NOT NULL, " + columns.map { "\"\($0)\"" }.joined(separator: ", ") + ")")
             for (i, unique) in entity.uniqueConstraints.enumerated() {
                 try exec("CREATE UNIQUE INDEX u\(i) ON Quake (" + unique.map { "\"\($0)\"" }.joined(separator: ", ") + ")")

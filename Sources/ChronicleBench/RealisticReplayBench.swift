@@ -255,7 +255,7 @@ extension MacroBench {
         func exec(_ sql: String) throws {
             guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw ChronicleError(.database, String(cString: sqlite3_errmsg(db))) }
         }
-        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;")
+        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;" + MacroBench.rawCachePragma)
         for sql in realisticTables(indexed: true) { try exec(sql) }
         try exec("BEGIN")
         for entity in realisticSchema.entities {
