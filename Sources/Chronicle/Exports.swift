@@ -46,3 +46,4 @@
 @_exported import struct ChronicleSnapshot.RecordEvent
 @_exported import struct ChronicleSnapshot.SyncProgress
 @_exported import struct ChronicleSnapshot.ImportReport
+@_exported import struct ChronicleSnapshot.CompactionReport

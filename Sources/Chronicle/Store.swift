@@ -103,6 +103,11 @@ public actor Store {
         /// Opened by a ``StoreManager`` for one of its stores, in a folder
         /// inside its own. Any other open of such a folder is refused.
         package var openedByManager = false
+        /// How often a device that syncs says again how far it has applied
+        /// when nothing new arrived (it says so at once when something did).
+        /// ``Store/compact(retention:)`` takes a retention of at least twice
+        /// this: a device that syncs is never taken for one that is away.
+        package var appliedReportRefresh: Duration = .seconds(600)
 
         /// Creates a configuration with sensible defaults: the system clock,
         /// no logging, full durability and 64 MiB log bodies.
@@ -807,6 +812,25 @@ public actor Store {
         if let repairFailure { imported.failures.append(repairFailure) }
         if let prefix = imported.baselinePrefix { try snapshot.setHeldBaseline(prefix) }
         try await republishLostBaseline()
+        // How far this device has applied, for compaction to wait for it.
+        do {
+            try await replayer.reportApplied(refresh: configuration.appliedReportRefresh.milliseconds)
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            configuration.log.info("could not report how far this device has applied; the next sync tries again", metadata: ["chronicle.error": "\(error)"])
+        }
+        // The baselines that hold saves no log may hold: the compaction's
+        // written again if the container lost it, then a part at a time.
+        do {
+            if let replacement = try await replayer.restoreLostCompaction(), try snapshot.heldBaseline() != nil {
+                try snapshot.setHeldBaseline(replacement)
+            }
+            if let replacement = try await replayer.checkBaselines(interval: configuration.appliedReportRefresh.milliseconds),
+               try snapshot.heldBaseline() != nil {
+                try snapshot.setHeldBaseline(replacement)
+            }
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            configuration.log.warning("could not check the store's baselines", metadata: ["chronicle.error": "\(error)"])
+        }
         // What the move to a new ID imported counts as this sync's import.
         for moved in [change, uploaded.change].compactMap({ $0 }) {
             imported.appliedLogs += moved.importedLogs
@@ -825,6 +849,12 @@ public actor Store {
         guard let prefix = try snapshot.heldBaseline() else { return }
         do {
             guard try await configuration.container.list(prefix: prefix, after: nil, limit: 1).isEmpty else { return }
+            // Removed by compaction, which keeps a newer one that holds it all.
+            if let horizon = try await replayer.compactionHorizon(), horizon.baseline != prefix,
+               try await !configuration.container.list(prefix: horizon.baseline, after: nil, limit: 1).isEmpty {
+                try snapshot.setHeldBaseline(horizon.baseline)
+                return
+            }
             configuration.log.notice("the baseline this device holds content from is gone from the container; publishing one", metadata: ["chronicle.baseline": "\(prefix)"])
             let published = try await replayer.publishBaseline()
             try snapshot.setHeldBaseline(published.prefix)
@@ -904,6 +934,40 @@ public actor Store {
         let published = try await replayer.publishBaseline(partBytes: partBytes)
         if try snapshot.heldBaseline() != nil { try snapshot.setHeldBaseline(published.prefix) }
         return published
+    }
+
+    /// Removes from the container the logs that the store's newest complete
+    /// baseline covers, and the baselines older than it, once every device
+    /// that reported within `retention` has applied that much. The container
+    /// then holds the newest baseline and the logs after it; a device that
+    /// comes back after longer than `retention` applies the baseline and
+    /// goes on from there, and its saves not uploaded yet are uploaded as
+    /// usual. See `docs/compaction.md`.
+    ///
+    /// Publish a baseline first (``publishBaseline(partBytes:)``): without
+    /// one, nothing is removed. When a device that reported within
+    /// `retention` has not applied the baseline's logs yet, nothing is removed
+    /// either (``CompactionReport/waitingFor`` names it): compact
+    /// again after it has synced.
+    ///
+    /// - Parameter retention: how long a device may go without syncing and
+    ///   still be waited for (30 days by default; at least 20 minutes, since
+    ///   a device that syncs says how far it has applied every 10 minutes).
+    /// A baseline that does not verify is passed over for the one before it
+    /// (``CompactionReport/passedOverBaselines`` names it).
+    ///
+    /// - Throws: ``ChronicleError/Code/unavailable`` if the store was deleted
+    ///   or rebuilt; the container's errors.
+    @discardableResult
+    public func compact(retention: Duration = .seconds(30 * 86_400)) async throws -> CompactionReport {
+        try beginOperation()
+        defer { endOperation() }
+        guard retention >= configuration.appliedReportRefresh * 2 else {
+            throw ChronicleError(.invalidValue, "a retention period of \(retention) is too short: devices that sync say how far they have applied every \(configuration.appliedReportRefresh), so it must be at least \(configuration.appliedReportRefresh * 2)")
+        }
+        _ = try await ensureOwnHistory()
+        // Clamped (a thousand centuries) so that no duration overflows the milliseconds.
+        return try await replayer.compact(retention: min(retention, .seconds(1 << 40)).milliseconds)
     }
 
     /// Publishes this store's whole state as a baseline of another store,
@@ -1100,12 +1164,16 @@ public actor Store {
         let device = old.deviceID
         let uploaded = Set(try old.uploadedGroups().map { "\($0.0)-\($0.1)" })
         let decoder = old.decoder(limits: configuration.limits)
+        // Logs under a compaction's baseline count for nothing: other devices
+        // pass over them, and the saves they hold may be another copy's.
+        let compacted = try await configuration.container.readMarker(ContainerLayout.compaction(store: storeID), as: CompactionHorizon.self)?
+            .payload.vector[device] ?? 0
         var present = IndexSet()
         // Logs the container holds exactly as these files wrote them: the
         // new snapshot keeps their bodies, to put them back if need be.
         var ours: [(first: UInt64, last: UInt64)] = []
         for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {
-            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.first <= own else { continue }
+            guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.first <= own, parsed.last > compacted else { continue }
             let last = min(parsed.last, own)
             let read = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes))
             if uploaded.contains("\(parsed.first)-\(parsed.last)") {

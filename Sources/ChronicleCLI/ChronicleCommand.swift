@@ -25,7 +25,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             Long runs (sync, import, replicate, export-logs, import-logs, simulate --seeds, bench) report progress with a rate on standard error: \
             one line rewritten in place on a terminal, plain lines otherwise.
             """,
-        subcommands: [Init.self, Save.self, Sync.self, Import.self, SampleFeed.self, PublishBaseline.self, Cloud.self, StoreMaintenance.self, Query.self, StateHash.self, Inspect.self, Verify.self, Replicate.self, Export.self, ImportExport.self, ExportLogs.self, ImportLogs.self, Dump.self, HealthCommand.self, SchemaCommand.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
+        subcommands: [Init.self, Save.self, Sync.self, Import.self, SampleFeed.self, PublishBaseline.self, Compact.self, Cloud.self, StoreMaintenance.self, Query.self, StateHash.self, Inspect.self, Verify.self, Replicate.self, Export.self, ImportExport.self, ExportLogs.self, ImportLogs.self, Dump.self, HealthCommand.self, SchemaCommand.self, Demo.self, Simulate.self, SimulateWorker.self, Bench.self]
     )
 
     /// The exit status of bad usage.

@@ -260,7 +260,7 @@ struct Simulate: AsyncParsableCommand {
         let faults = summaries.reduce(FaultCounts()) { $0 + $1.faults }
         var text = """
             \(seeds) seeds × \(devices) devices: \(seeds - failed) passed, \(failed) failed; \(acknowledged) acknowledged saves checked
-            in all: \(attempted) saves attempted, \(syncs) syncs, \(logs) logs, \(summaries.reduce(0) { $0 + $1.baselinesPublished }) baselines published; the final check's new device started from one in \(summaries.filter(\.newDeviceStartedFromBaseline).count) seeds
+            in all: \(attempted) saves attempted, \(syncs) syncs, \(logs) logs, \(summaries.reduce(0) { $0 + $1.baselinesPublished }) baselines published, \(summaries.reduce(0) { $0 + $1.compactions }) compactions removing \(summaries.reduce(0) { $0 + $1.compactedLogs }) logs; the final check's new device started from one in \(summaries.filter(\.newDeviceStartedFromBaseline).count) seeds
             faults in all: \(faults.summary)
             """
         let upgraded = summaries.compactMap(\.upgrades)
@@ -345,7 +345,7 @@ struct Simulate: AsyncParsableCommand {
         return """
             seed 0x\(String(s.seed, radix: 16)): \(s.options.devices) devices, \(s.savesAttempted) saves attempted, \(s.savesAcknowledged) acknowledged, \(s.savesRefused) refused by validation, \(s.syncs) syncs, \(s.logs) logs
             faults: \(f.summary)\(s.upgrades.map { "\nupgrades: \($0) device(s) upgraded to schema version 2 while the others worked (the rest started on it, or upgraded before the checks)" } ?? "")\(s.lifecycle.map { "\nlifecycle: \($0.summary)" } ?? "")\(s.health.map { "\nhealth: \($0.summary)" } ?? "")
-            baselines: \(s.baselinesPublished) published; the final check's new device started \(s.newDeviceStartedFromBaseline ? "from the newest intact one" : "from the logs alone")
+            baselines: \(s.baselinesPublished) published, \(s.compactions) compactions removing \(s.compactedLogs) logs; the final check's new device started \(s.newDeviceStartedFromBaseline ? "from the newest intact one" : "from the logs alone")
             virtual time: \(s.virtualMilliseconds) ms of work, converged \(s.convergenceMilliseconds) ms after
             records: \(s.records.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")); state \(s.stateHash)
             invariants checked: \(s.invariantsChecked.joined(separator: ", "))

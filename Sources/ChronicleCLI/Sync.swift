@@ -269,3 +269,67 @@ struct PublishBaseline: AsyncParsableCommand {
         }
     }
 }
+
+struct Compact: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove from the container the logs the store's newest baseline covers, once every device has applied them.",
+        discussion: """
+            Publish a baseline first (`chronicle baseline`). The logs it covers, and the baselines older than it, \
+            are removed once every device that synced within the retention period has applied them; until then \
+            nothing is removed, and the command names the devices it waits for. A device away for longer than \
+            the retention period applies the baseline when it comes back, and uploads its saves as usual. \
+            Nothing is removed from a store that was deleted or rebuilt, or whose newest baseline does not verify.
+            """)
+
+    @OptionGroup var device: DeviceOptions
+    @OptionGroup var output: OutputOptions
+
+    @Option(help: "Days a device may go without syncing and still be waited for (at least 1).")
+    var retentionDays = 30
+
+    func validate() throws {
+        guard (1...36_500).contains(retentionDays) else { throw ValidationError("--retention-days takes 1 to 36500, not \(retentionDays)") }
+    }
+
+    func run() async throws {
+        try await reportingErrors(output) {
+            let opened = try await device.open()
+            guard await opened.manager.loadedKind == .cloud else {
+                try await opened.close()
+                throw ChronicleError(.invalidValue, "the cloud is off for this device: there is no cloud store to compact (`chronicle cloud enable` first)")
+            }
+            let report: CompactionReport
+            do {
+                report = try await opened.store.compact(retention: .seconds(retentionDays * 86_400))
+            } catch {
+                try? await opened.close()
+                throw error
+            }
+            try await opened.close()
+            var text: String
+            if report.baseline == nil {
+                text = "nothing to compact: the store has no complete baseline (`chronicle baseline` publishes one)"
+            } else if !report.waitingFor.isEmpty {
+                text = "nothing removed: waiting for \(report.waitingFor.count) device(s) to apply the newest baseline's logs (\(report.waitingFor.map(\.description).joined(separator: ", "))); compact again after they have synced"
+            } else {
+                text = String(format: "removed %d log(s) (%.1f KB) and %d older baseline(s) (%.1f KB); the store now starts from %@",
+                              report.removedLogs, Double(report.removedLogBytes) / 1e3, report.removedBaselines,
+                              Double(report.removedBaselineBytes) / 1e3, report.baseline ?? "")
+            }
+            if !report.passedOverBaselines.isEmpty {
+                text += "\nnewer baselines that do not verify, passed over (publish a new one): \(report.passedOverBaselines.joined(separator: ", "))"
+            }
+            if !report.passedOverDevices.isEmpty {
+                text += "\nnot waited for (no sync within \(retentionDays) days): \(report.passedOverDevices.map(\.description).joined(separator: ", "))"
+            }
+            output.print(.object([
+                "baseline": report.baseline.map(JSONValue.string) ?? .null,
+                "removedLogs": .int(Int64(report.removedLogs)), "removedLogBytes": .int(Int64(report.removedLogBytes)),
+                "removedBaselines": .int(Int64(report.removedBaselines)), "removedBaselineBytes": .int(Int64(report.removedBaselineBytes)),
+                "waitingFor": .array(report.waitingFor.map { .string($0.description) }),
+                "passedOver": .array(report.passedOverDevices.map { .string($0.description) }),
+                "passedOverBaselines": .array(report.passedOverBaselines.map { .string($0) }),
+            ]), text: text)
+        }
+    }
+}

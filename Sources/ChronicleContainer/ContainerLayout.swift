@@ -287,6 +287,19 @@ public enum ContainerLayout {
         try! ContainerName("\(store)/superseded")
     }
 
+    /// A device's applied report in `store` (see ``AppliedReport``).
+    public static func appliedReport(store: StoreID, device: DeviceID) -> ContainerName {
+        try! ContainerName("\(appliedReportsPrefix(store: store))\(device)")
+    }
+
+    /// The prefix of `store`'s applied reports.
+    public static func appliedReportsPrefix(store: StoreID) -> String { "\(store)/applied/" }
+
+    /// The compaction marker of `store` (see ``CompactionHorizon``).
+    public static func compaction(store: StoreID) -> ContainerName {
+        try! ContainerName("\(store)/compaction")
+    }
+
     /// Whether `name` is a marker Chronicle writes: the active-store pointer,
     /// a device's registration, corruption mark or candidacy, a store's
     /// election lease or tombstone.
@@ -297,11 +310,11 @@ public enum ContainerLayout {
         guard let first = parts.first, let store = StoreID(string: String(first)) else { return false }
         if parts.count == 2 {
             return name == election(store: store) || name == tombstone(store: store) || name == supersession(store: store)
-                || name == tentative(store: store) || name == origin(store: store)
+                || name == tentative(store: store) || name == origin(store: store) || name == compaction(store: store)
         }
         guard parts.count == 3, let device = DeviceID(string: String(parts[2])) else { return false }
         return name == deviceRegistration(store: store, device: device) || name == corruptionMark(store: store, device: device)
-            || name == candidacy(store: store, device: device)
+            || name == candidacy(store: store, device: device) || name == appliedReport(store: store, device: device)
     }
 
     /// A log name taken apart, or nil if `name` is not a log name.

@@ -92,6 +92,9 @@ extension Simulation {
         // Half the devices' apps ship their earlier schema versions; the
         // others learn them from the store's record of its versions.
         configuration.earlierSchemas = d.index % 2 == 0 ? Workload.earlierSchemas(before: d.schemaVersion) : []
+        // A run lasts seconds: devices say how far they have applied often
+        // enough for compactions with a retention of a fraction of that.
+        configuration.appliedReportRefresh = .milliseconds(200)
         return configuration
     }
 

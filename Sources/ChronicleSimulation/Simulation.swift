@@ -45,6 +45,9 @@ package final class Simulation {
     var corruptionRandom: SeededRandom
     /// The upgrades' stream (``SimulationOptions/upgrades``).
     var upgradeRandom: SeededRandom
+    /// Compactions: when, by whom, and the run's retention period.
+    var compactionRandom: SeededRandom
+    let compactionRetention: Duration
     /// Devices that upgraded their app during the workload.
     var upgradesDone = 0
     /// Each store of account A some device marked corrupted: when it was
@@ -118,6 +121,9 @@ package final class Simulation {
         lifecycleRandom = SeededRandom(seed: seed ^ 0x11FE_C7C1_E000)
         corruptionRandom = SeededRandom(seed: seed ^ 0xC022_0B7E_D000)
         upgradeRandom = SeededRandom(seed: seed ^ 0x0069_AD3D_0000)
+        var compactionRandom = SeededRandom(seed: seed ^ 0xC0AC_7100_0000)
+        compactionRetention = options.compactionRetention ?? .milliseconds(400 + Int64(compactionRandom.next() % 3_601))
+        self.compactionRandom = compactionRandom
         crashes = CrashControl(seed: seed ^ 0xC4A5_4C4A_5443_4841, probability: options.crashProbability)
         summary = SimulationSummary(seed: seed, options: options)
         injectors = FaultInjectors.standard(options)
@@ -196,6 +202,9 @@ package final class Simulation {
         for injector in injectors { try await injector.step(self) }
         if options.baselineProbability.draw(&baselineRandom) {
             await publishBaseline(devices[Int(baselineRandom.next() % UInt64(devices.count))])
+        }
+        if !options.lifecycle, options.compactionProbability.draw(&compactionRandom) {
+            await compact(devices[Int(compactionRandom.next() % UInt64(devices.count))])
         }
         let d = devices[pick(devices.count)]
         if options.syncProbability.draw(&random) {
@@ -387,6 +396,28 @@ package final class Simulation {
         }
     }
 
+    /// A device compacts the store: the logs its newest baseline covers
+    /// leave the container once every device that synced within the run's
+    /// retention period has applied them.
+    func compact(_ d: SimulatedDevice) async {
+        guard d.online, let store = d.store, d.manager == nil else { return }
+        do {
+            let report = try await store.compact(retention: compactionRetention)
+            await absorbIdentityChanges(d)
+            if report.removedLogs + report.removedBaselines > 0 {
+                summary.compactions += 1
+                summary.compactedLogs += report.removedLogs
+            }
+            note("device \(d.number) compacted: \(report.removedLogs) logs, \(report.removedBaselines) baselines removed"
+                 + (report.waitingFor.isEmpty ? "" : "; waiting for \(report.waitingFor.count) devices")
+                 + (report.passedOverDevices.isEmpty ? "" : "; passed over \(report.passedOverDevices.count)"))
+        } catch let error as ChronicleError where error.code == .simulatedCrash {
+            try? await restart(d, "compacting")
+        } catch {
+            note("device \(d.number) compaction failed: \(error)")
+        }
+    }
+
     /// Syncs the device, then tells whether it has nothing left to upload and
     /// the container holds, intact, every save it made: only then may its
     /// files go back in time without destroying a save.
@@ -396,7 +427,10 @@ package final class Simulation {
         let device = d.currentID
         let last = try store.snapshot.vector()[device] ?? 0
         let logs = try await StoreLogs.read(accounts[d.account].everything, store: store.storeID, device: device, upgrades: options.upgrades)
-        return logs.conflicts.isEmpty && logs.contiguous(device).count >= Int(last)
+        // What a compaction removed is in the baseline that stands for it.
+        let compacted = try await accounts[d.account].everything.readMarker(ContainerLayout.compaction(store: store.storeID), as: CompactionHorizon.self)?
+            .payload.vector[device] ?? 0
+        return logs.conflicts.isEmpty && compacted <= last && logs.contiguous(device, from: compacted + 1).count >= Int(last - compacted)
     }
 
     // MARK: Quiescence and checks

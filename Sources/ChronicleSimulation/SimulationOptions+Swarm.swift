@@ -26,7 +26,7 @@ extension SimulationOptions {
         var options = base
         // Two draws per rate, even for rates kept as given, so that giving a
         // rate a swarm range later leaves the other rates' draws alone.
-        for rate in Rate.allCases where !rate.isLifecycle {
+        for rate in Rate.allCases where !rate.isLifecycle && rate != .compaction {
             let off = random.next() % 3 == 0
             let step = random.next()
             guard let range = rate.swarmRange else { continue }
@@ -51,6 +51,11 @@ extension SimulationOptions {
             guard let range = rate.swarmRange else { continue }
             options[rate] = off ? .never : Probability(step, in: range)
         }
+        // Compaction's rate, from a stream of its own too.
+        var compaction = SeededRandom(seed: seed ^ 0x434F_4D50_4143_5421)
+        let off = compaction.next() % 3 == 0
+        let step = compaction.next()
+        options.compactionProbability = off ? .never : Probability(step, in: Rate.compaction.swarmRange!)
         return options
     }
 }

@@ -93,6 +93,15 @@ package struct SimulationOptions: Sendable, Hashable, Codable {
     /// (every later upload of the name is lost). Off by default;
     /// `--corruption` turns it on.
     package var unrepairableLogProbability: Probability = 0
+    /// Without ``lifecycle``: chance per step that a device compacts the
+    /// store, with a retention period drawn per run (``compactionRetention``):
+    /// devices that synced within it are waited for, the others apply the
+    /// baseline when they come back. Drawn from a random stream of its own.
+    package var compactionProbability: Probability = 0.01
+    /// The retention period compactions use; nil draws it from the seed
+    /// (0.4 to 4 seconds of the run's clock: devices that sync report every
+    /// 0.2 seconds, and a run lasts seconds).
+    package var compactionRetention: Duration?
 
     /// Whether the corruption faults are on: the devices' health monitors
     /// then run on the simulation's timings (``Simulation/health``).
@@ -193,6 +202,7 @@ extension SimulationOptions {
         case maintenance
         case damagedView = "damaged-view"
         case unrepairableLog = "unrepairable-log"
+        case compaction
 
         /// Where the rate lives in the options.
         var keyPath: WritableKeyPath<SimulationOptions, Probability> {
@@ -215,12 +225,13 @@ extension SimulationOptions {
             case .maintenance: \.maintenanceProbability
             case .damagedView: \.damagedViewProbability
             case .unrepairableLog: \.unrepairableLogProbability
+            case .compaction: \.compactionProbability
             }
         }
 
         /// Whether it is a fault (the workload's own rates, syncing and
         /// publishing baselines, are not).
-        package var isFault: Bool { self != .sync && self != .baseline }
+        package var isFault: Bool { self != .sync && self != .baseline && self != .compaction }
 
         /// What it is the chance of.
         package var help: String {
@@ -243,6 +254,7 @@ extension SimulationOptions {
             case .maintenance: "with --lifecycle, a device runs a maintenance operation, per step"
             case .damagedView: "with --lifecycle, some devices see a log of the active store damaged for good, per step"
             case .unrepairableLog: "with --lifecycle, a log of the active store is damaged and its owner cannot put it back, per step"
+            case .compaction: "without --lifecycle, a device compacts the store (the logs its newest baseline covers leave the container), per step"
             }
         }
 
@@ -266,6 +278,7 @@ extension SimulationOptions {
             case .cloudToggle: 0...0.04
             case .cloudDeletion: 0...0.006
             case .maintenance: 0...0.02
+            case .compaction: 0...0.03
             // Kept as given: swarm runs without --corruption stay as they were.
             case .damagedView, .unrepairableLog: nil
             }

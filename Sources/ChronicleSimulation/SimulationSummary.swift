@@ -22,6 +22,9 @@ package struct SimulationSummary: Sendable, Hashable, Codable {
     /// Baselines published, and whether the new device of the final check
     /// started from one.
     package var baselinesPublished = 0
+    /// Compactions that removed something, and the logs they removed.
+    package var compactions = 0
+    package var compactedLogs = 0
     /// Moves of a device to a new ID, after its files were found behind the
     /// container (restored or copied folders, lost `-wal` files).
     package var identityChanges = 0

@@ -45,11 +45,13 @@ struct StoreLogs {
     /// The devices that have logs, in ID order.
     var devices: [DeviceID] { transactions.keys.sorted() }
 
-    /// A device's transactions from sequence 1 up to the first gap.
-    func contiguous(_ device: DeviceID) -> [Transaction] {
+    /// A device's transactions from sequence `first` (1 by default; after
+    /// a compaction, the one after those its baseline covers) up to the
+    /// first gap.
+    func contiguous(_ device: DeviceID, from first: UInt64 = 1) -> [Transaction] {
         guard let held = transactions[device] else { return [] }
         var run: [Transaction] = []
-        while let t = held[UInt64(run.count + 1)] { run.append(t) }
+        while let t = held[first + UInt64(run.count)] { run.append(t) }
         return run
     }
 

@@ -63,7 +63,12 @@ package struct Replayer: Sendable {
             return 0
         }
         try await register()
-        if try snapshot.pendingUploadCount() > 0 { try await checkSchemaVersion() }
+        guard try snapshot.pendingUploadCount() > 0 else { return 0 }
+        try await checkSchemaVersion()
+        // Sequences compaction covers are taken by another copy of these
+        // files: other devices would pass over logs put there now.
+        let compacted = try await compactionHorizon()?.vector[snapshot.deviceID] ?? 0
+        var firstPut: UInt64?
         var count = 0
         var recorded = Set<UInt64>()
         // Groups stay under the cap every reader applies (a single save is
@@ -72,15 +77,24 @@ package struct Replayer: Sendable {
         while let plan = try snapshot.nextUpload(maxBytes: maxBytes) {
             // Between logs: each is put and marked uploaded, or not at all.
             try Task.checkCancellation()
+            guard plan.first > compacted else {
+                throw ChronicleError(.identityConflict, "the store's compacted history holds sequences through \(compacted) of this device, which another copy of its files uploaded")
+            }
             let bytes = try encoder.encode(bodies: plan.transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
             let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: plan.first, last: plan.last)
             try await recordSchema(of: bytes, &recorded)
             try await putOwnLog(name, bytes)
+            firstPut = firstPut ?? plan.first
             try snapshot.crashInjector?.check(.uploadAfterPut)
             try snapshot.markUploaded(plan, at: clock.nowMilliseconds())
             logger.debug("uploaded log", metadata: ["chronicle.log": "\(name)", "chronicle.bytes": "\(bytes.count)"])
             count += 1
             progress?(SyncProgress(phase: .uploading, logs: count, transactions: 0))
+        }
+        // A compaction that ran meanwhile and covers these sequences was
+        // another copy's: other devices pass over what was just put.
+        if let firstPut, let covered = try await compactionHorizon()?.vector[snapshot.deviceID], covered >= firstPut {
+            throw ChronicleError(.identityConflict, "the store was compacted through sequence \(covered) of this device while it uploaded from \(firstPut): another copy of its files uploaded those sequences")
         }
         return count
     }
@@ -146,8 +160,15 @@ package struct Replayer: Sendable {
                 if let planned = frontier.planned, planned.first == parsed.first, planned.last == parsed.last { continue }
                 return "the container holds sequences \(parsed.first)...\(parsed.last) of device \(device), which these files did not upload (they saved through \(own))"
             }
-            if page.count < pageSize { return nil }
+            if page.count < pageSize { break }
         }
+        // Compaction removes logs: a baseline covering more of this ID than
+        // these files uploaded is history they did not write (a folder
+        // restored from an older copy, or a copy of it on a second machine).
+        if let horizon = try await compactionHorizon(), let covered = horizon.vector[device], covered > (frontier.lastUploaded?.last ?? 0) {
+            return "the store's compacted history holds sequences through \(covered) of device \(device), which these files did not upload (they saved through \(own))"
+        }
+        return nil
     }
 
     /// This snapshot's incarnation, recorded in its registration. Set by
@@ -229,9 +250,14 @@ package struct Replayer: Sendable {
         // Missing: uploaded groups in this window that the listing lacks.
         let present = Set(page.map(\.name))
         var registered = false
+        // Logs compaction removed on purpose are not put back (read only
+        // when a log is missing: the compaction marker says which).
+        var horizon: CompactionHorizon??
         for (first, last) in try groups() where first > start && first <= end {
             let name = ContainerLayout.log(store: snapshot.storeID, device: device, first: first, last: last)
             guard !present.contains(name), let transactions = try bodies(first, last) else { continue }
+            if horizon == nil { horizon = .some(try await compactionHorizon()) }
+            if let compacted = horizon ?? nil, compacted.mayHaveRemoved(device: device, last: last) { continue }
             if !registered { try await register(inherited); registered = true }
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
             try await recordSchema(of: bytes, &recorded)
@@ -353,6 +379,15 @@ package struct Replayer: Sendable {
                 findings.damaged.append(name)
             }
         }
+        // Logs compaction removed on purpose are not missing.
+        if !findings.missing.isEmpty, let horizon = try await compactionHorizon() {
+            findings.missing.removeAll { words in
+                guard let range = words.range(of: " sequence "), let sequence = UInt64(words[range.upperBound...]),
+                      let device = words[..<range.lowerBound].split(separator: "/").last.flatMap({ DeviceID(string: String($0)) })
+                else { return false }
+                return horizon.mayHaveRemoved(device: device, last: sequence)
+            }
+        }
         findings.next = page.count < max(1, budget.listed) ? nil : page.last?.name
         return findings
     }
@@ -453,6 +488,8 @@ package struct Replayer: Sendable {
         }
         try Task.checkCancellation()
         try await importLogs(of: devices(), after: vector, into: &report)
+        try await catchUpWithCompaction(into: &report)
+        if try !report.gaps.isEmpty || snapshot.metadata("gaps_since") != nil { try await healGapsFromBaselines(into: &report) }
         return report
     }
 
@@ -576,38 +613,47 @@ package struct Replayer: Sendable {
                 recordFailure(last.rawValue, device: snapshot.deviceID, error, into: &report)
                 continue
             }
-            var application = snapshot.baselineApplication()
-            for name in names {
-                do {
-                    let bytes = name == last ? lastBytes : try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-                    let decoded = try await decodeLearning(bytes)
-                    guard let parsed = ContainerLayout.parseBaselinePart(name), decoded.header.kind == .baseline,
-                          decoded.header.deviceID == parsed.device, decoded.header.baselinePart == parsed.part
-                    else {
-                        throw ChronicleError(.malformedBody, "\(name) holds part \(decoded.header.baselinePart) of device \(decoded.header.deviceID), which its name does not match")
-                    }
-                    if name == names[0], case .baseline(_, let part) = decoded,
-                       passOverBaselinesCovering.contains(where: { (part.vector[$0.key] ?? 0) >= $0.value }) {
-                        report.passedOverBaselines.append(names[0].rawValue)
-                        continue candidates
-                    }
-                    let events = try application.apply(decoded)
-                    progress?(SyncProgress(phase: .baseline, logs: Int(decoded.header.baselinePart), transactions: 0, total: names.count))
-                    report.eventCount += events.count
-                    if let eventSink { eventSink(events) } else { report.events += events }
-                } catch let error as ChronicleError where error.code != .simulatedCrash {
-                    recordFailure(name.rawValue, device: snapshot.deviceID, error, into: &report)
-                    continue candidates
-                }
-            }
-            // The last part was checked to be final, so it completed the application.
-            guard let summary = application.summary else { continue }
+            guard let summary = try await applyBaseline(names, lastBytes: lastBytes, into: &report) else { continue candidates }
             report.baseline = summary
             report.baselinePrefix = names[0].rawValue.split(separator: "/").dropLast().joined(separator: "/") + "/"
             logger.info("started from baseline", metadata: ["chronicle.baseline": "\(names[0])", "chronicle.records": "\(summary.records)"])
             return .applied
         }
         return .none
+    }
+
+    /// Applies the baseline whose parts are `names` (the last one's bytes
+    /// already read and checked to be its final part), part by part; a join,
+    /// like applying logs. Returns its summary, or nil if a part failed (the
+    /// failure is recorded) or the baseline is one to pass over.
+    func applyBaseline(_ names: [ContainerName], lastBytes: [UInt8], into report: inout ImportReport) async throws -> Snapshot.BaselineSummary? {
+        let last = names[names.count - 1]
+        var application = snapshot.baselineApplication()
+        for name in names {
+            do {
+                let bytes = name == last ? lastBytes : try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
+                let decoded = try await decodeLearning(bytes)
+                guard let parsed = ContainerLayout.parseBaselinePart(name), decoded.header.kind == .baseline,
+                      decoded.header.deviceID == parsed.device, decoded.header.baselinePart == parsed.part
+                else {
+                    throw ChronicleError(.malformedBody, "\(name) holds part \(decoded.header.baselinePart) of device \(decoded.header.deviceID), which its name does not match")
+                }
+                if name == names[0], case .baseline(_, let part) = decoded,
+                   passOverBaselinesCovering.contains(where: { (part.vector[$0.key] ?? 0) >= $0.value }) {
+                    report.passedOverBaselines.append(names[0].rawValue)
+                    return nil
+                }
+                let events = try application.apply(decoded)
+                progress?(SyncProgress(phase: .baseline, logs: Int(decoded.header.baselinePart), transactions: 0, total: names.count))
+                report.eventCount += events.count
+                if let eventSink { eventSink(events) } else { report.events += events }
+            } catch let error as ChronicleError where error.code != .simulatedCrash {
+                recordFailure(name.rawValue, device: snapshot.deviceID, error, into: &report)
+                return nil
+            }
+        }
+        // The last part was checked to be final, so it completed the application.
+        return application.summary
     }
 
     /// The most logs, and bytes of log bodies, applied in one SQLite transaction.
@@ -673,7 +719,7 @@ package struct Replayer: Sendable {
     /// have more still has some fetched, and fetches again. A device whose
     /// log fails (to fetch or to apply) or shows a gap stops there for this
     /// pass; the others go on.
-    private func importLogs(of devices: [DeviceID], after vector: [DeviceID: UInt64], into report: inout ImportReport) async throws {
+    func importLogs(of devices: [DeviceID], after vector: [DeviceID: UInt64], into report: inout ImportReport) async throws {
         var lanes = devices.map { Lane(device: $0, store: snapshot.storeID, after: vector[$0] ?? 0) }
         while true {
             for i in lanes.indices where !lanes[i].stopped && lanes[i].queue.isEmpty && !lanes[i].mayHaveMore {
@@ -825,7 +871,7 @@ package struct Replayer: Sendable {
         }
     }
 
-    private func recordFailure(_ name: String, device: DeviceID, _ error: ChronicleError, into report: inout ImportReport) {
+    func recordFailure(_ name: String, device: DeviceID, _ error: ChronicleError, into report: inout ImportReport) {
         let attempts = (try? snapshot.recordFailure(name: name, error: error)) ?? 1
         logger.warning("import failed", metadata: ["chronicle.log": "\(name)", "chronicle.error": "\(error)", "chronicle.attempts": "\(attempts)"])
         report.failures.append(.init(name: name, device: device, error: error))

@@ -169,7 +169,7 @@ import Testing
         #expect(summary.passed, "\(summary.violations)")
         #expect(summary.invariantsChecked == [
             "convergence", "order independence (fresh replay)", "no acknowledged save lost", "all-or-nothing imports",
-            "accounts stay apart", "a new device from a baseline agrees", "bounded memory",
+            "accounts stay apart", "a new device from a baseline agrees", "no device needs a removed log", "bounded memory",
         ])
     }
 }

@@ -16,6 +16,30 @@ import Testing
         #expect(summary.passed, "seed \(seed): \(summary.violations)")
     }
 
+    /// Seeds of compaction-heavy runs (`--saves 60 --rate compaction=0.05`)
+    /// that once failed:
+    /// - 0x50, 0x29: the baseline that stood for compacted logs was damaged
+    ///   and never replaced (the check's cursor went back to the first part
+    ///   at every turn; a compaction that waited for devices stuck on the
+    ///   damaged baseline never moved the marker to a newer one);
+    /// - 0xb7, 0x26: a container wiped after a compaction, with a device
+    ///   that had moved to a new ID in between (its earlier ID's compacted
+    ///   logs were carried as new saves, not kept): a device that had been
+    ///   away stopped at that ID's gap for good;
+    /// - 0x5c: the order-independence reference replayed without the
+    ///   baselines when compaction had removed every log of a device.
+    static let compactionSeeds: [UInt64] = [0x50, 0x29, 0xb7, 0x26, 0x5c]
+
+    @Test(arguments: compactionSeeds)
+    func pinnedCompactionSeeds(seed: UInt64) async throws {
+        var options = SimulationOptions()
+        options.savesPerDevice = 60
+        options.compactionProbability = 0.05
+        let summary = try await Simulation(seed: seed, options: options).run()
+        #expect(summary.passed, "seed \(seed): \(summary.violations)")
+        #expect(summary.compactedLogs > 0, "seed \(seed) compacted nothing")
+    }
+
     /// Seeds of `--upgrades` runs that once failed:
     /// - 0x35, and 0x12, 0x18 with the lifecycle (devices then failed to
     ///   load): a device that upgraded kept the saves of an earlier ID (to

@@ -31,6 +31,7 @@ enum InvariantCheckers {
         AllOrNothingImportsChecker(),
         AccountsStayApartChecker(),
         NewDeviceFromBaselineChecker(),
+        CompactionChecker(),
         BoundedMemoryChecker(),
     ]
 }

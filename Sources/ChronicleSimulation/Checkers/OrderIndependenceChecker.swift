@@ -53,7 +53,10 @@ struct OrderIndependenceChecker: InvariantChecker {
         // device stops at it and the hashes differ.
         let gapped = logs.devices.contains { logs.stranded($0) > 0 }
         let hasBaseline = try await !state.container.everything.listAll(prefix: ContainerLayout.baselinesPrefix(store: storeID)).isEmpty
-        let fromBaselines = !state.fates.isEmpty || state.corruption || (gapped && hasBaseline)
+        // After a compaction, a device's logs may all be gone (none left to
+        // show a gap): only the baselines hold them.
+        let compacted = try await state.container.everything.readMarker(ContainerLayout.compaction(store: storeID)) != nil
+        let fromBaselines = !state.fates.isEmpty || state.corruption || ((gapped || compacted) && hasBaseline)
         let pristine = InMemoryContainer()
         _ = try await pristine.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: storeID))
         for device in logs.devices {
@@ -70,6 +73,12 @@ struct OrderIndependenceChecker: InvariantChecker {
         if fromBaselines {
             for blob in try await state.container.everything.listAll(prefix: ContainerLayout.baselinesPrefix(store: storeID)) {
                 try await pristine.put(blob.name, try await state.container.everything.get(blob.name))
+            }
+            // After a compaction, the baseline that stands for the removed
+            // logs: a fresh device that starts from a newer baseline whose
+            // publisher had not applied all of them takes them from it.
+            if let horizon = try await state.container.everything.readMarker(ContainerLayout.compaction(store: storeID)) {
+                _ = try await pristine.createMarker(ContainerLayout.compaction(store: storeID), horizon.bytes)
             }
         }
         // The store's records of the schema versions its baselines use,

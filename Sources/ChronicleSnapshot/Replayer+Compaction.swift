@@ -1,0 +1,425 @@
+import ChronicleContainer
+import ChronicleCore
+import Foundation
+
+/// Compaction: logs that a baseline covers, and that every device still
+/// reporting has applied, leave the container; the baseline stands for
+/// them. See `docs/compaction.md`.
+extension Replayer {
+    /// The store's compaction marker, or nil if it was never compacted.
+    package func compactionHorizon() async throws -> CompactionHorizon? {
+        try await container.readMarker(ContainerLayout.compaction(store: snapshot.storeID), as: CompactionHorizon.self)?.payload
+    }
+
+    /// Writes (or refreshes) this device's applied report when its vector
+    /// moved since the last one, or the last one is older than `refresh`.
+    /// A failure to write is left to the next sync: the report only makes
+    /// compaction wait for this device.
+    package func reportApplied(refresh: UInt64) async throws {
+        let vector = try snapshot.vector()
+        let digest = String(ContainerLayout.vectorDigest(vector), radix: 16)
+        let now = clock.nowMilliseconds()
+        let last = try snapshot.metadata("applied_report").map { $0.split(separator: " ") }
+        if let last, last.count == 2, last[0] == digest, let at = UInt64(last[1]), now >= at, now - at < refresh { return }
+        let name = ContainerLayout.appliedReport(store: snapshot.storeID, device: snapshot.deviceID)
+        let report = AppliedReport(device: snapshot.deviceID, milliseconds: now, vector: vector)
+        if let existing = try await container.readMarker(name) {
+            _ = try await container.replaceMarker(name, report, expected: existing.version)
+        } else {
+            _ = try await container.createMarker(name, report)
+        }
+        try snapshot.setMetadata("applied_report", "\(digest) \(now)")
+    }
+
+    /// After an import: if this device has applied less of some device than
+    /// the compaction marker covers (it was away longer than the retention
+    /// period, or its import was under way when the logs went), it applies
+    /// the baseline that stands for the removed logs (a join, as a log is)
+    /// and imports again from there. A baseline that cannot be applied is a
+    /// failure of the pass, like a damaged log.
+    package func catchUpWithCompaction(into report: inout ImportReport) async throws {
+        let horizonName = ContainerLayout.compaction(store: snapshot.storeID)
+        let horizon: CompactionHorizon
+        do {
+            guard let read = try await compactionHorizon() else { return }
+            horizon = read
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            recordFailure(horizonName.rawValue, device: snapshot.deviceID, error, into: &report)
+            return
+        }
+        let vector = try snapshot.vector()
+        let behind = horizon.vector.filter { $0.key != snapshot.deviceID && (vector[$0.key] ?? 0) < $0.value }.map(\.key)
+        guard !behind.isEmpty else { return }
+        let names: [ContainerName]
+        let lastBytes: [UInt8]
+        do {
+            let parts = try await container.listAll(prefix: horizon.baseline)
+                .compactMap { blob in ContainerLayout.parseBaselinePart(blob.name).map { ($0.part, blob.name) } }
+                .sorted { $0.0 < $1.0 }
+            names = parts.map(\.1)
+            // Parts not all visible yet (a sync service copies files in any
+            // order, the marker first perhaps): waited for, as a baseline to
+            // start from is. A damaged one is a failure.
+            guard !parts.isEmpty, parts.enumerated().allSatisfy({ $0.element.0 == UInt64($0.offset + 1) }) else {
+                report.waitingForBaseline = horizon.baseline
+                return
+            }
+            lastBytes = try await container.get(names[names.count - 1], maxBytes: decoder.limits.maxLogBytes)
+            let header = try decoder.header(of: lastBytes)
+            guard header.kind == .baseline, header.isFinalBaselinePart, header.baselinePart == UInt64(names.count) else {
+                report.waitingForBaseline = horizon.baseline
+                return
+            }
+        } catch let error as ChronicleError where error.code == .shortRead || error.code == .notFound {
+            report.waitingForBaseline = horizon.baseline
+            return
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            recordFailure(horizon.baseline, device: snapshot.deviceID, error, into: &report)
+            return
+        }
+        guard try await applyBaseline(names, lastBytes: lastBytes, into: &report) != nil else { return }
+        logger.info("applied the baseline that stands for compacted logs",
+                    metadata: ["chronicle.baseline": "\(horizon.baseline)", "chronicle.devices": "\(behind.count)"])
+        report.gaps.removeAll { gap in behind.contains(gap.device) }
+        report.failures.removeAll { failure in
+            guard behind.contains(failure.device), let name = try? ContainerName(failure.name), let parsed = ContainerLayout.parseLog(name) else { return false }
+            return horizon.mayHaveRemoved(device: parsed.device, last: parsed.last)
+        }
+        try await importLogs(of: devices(), after: try snapshot.vector(), into: &report)
+    }
+
+    /// Remembers the compaction marker this device last saw; if the marker
+    /// is gone (the container was wiped, or restored from an older copy,
+    /// and the baseline that stood for the removed logs with it), a device
+    /// that has applied all it covered publishes a baseline and writes the
+    /// marker again, naming it: the logs the marker covered are nowhere
+    /// else in the container, and devices that had not applied them catch
+    /// up from the new baseline. Returns the new baseline's folder when it did.
+    package func restoreLostCompaction() async throws -> String? {
+        let name = ContainerLayout.compaction(store: snapshot.storeID)
+        if let current = try await compactionHorizon() {
+            let text = current.vector.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
+            if try snapshot.metadata("compaction_seen") != text { try snapshot.setMetadata("compaction_seen", text) }
+            return nil
+        }
+        guard let text = try snapshot.metadata("compaction_seen") else { return nil }
+        var seen: [DeviceID: UInt64] = [:]
+        for entry in text.split(separator: " ") {
+            let pair = entry.split(separator: "=")
+            if pair.count == 2, let device = DeviceID(string: String(pair[0])), let sequence = UInt64(pair[1]) { seen[device] = sequence }
+        }
+        let vector = try snapshot.vector()
+        guard seen.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else { return nil }
+        logger.warning("the store's compaction marker is gone from the container; publishing a baseline that covers what it covered")
+        let published = try await publishStandIn()
+        do {
+            _ = try await container.createMarker(name, CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID,
+                                                                       milliseconds: clock.nowMilliseconds(), vector: published.vector))
+        } catch let error as ChronicleError where error.code == .markerConflict {
+            // Another device wrote it again first.
+        }
+        return published.prefix
+    }
+
+    /// Publishes this device's state as a baseline that stands in for a
+    /// damaged or lost one; returns its folder and vector.
+    private func publishStandIn() async throws -> (prefix: String, vector: [DeviceID: UInt64]) {
+        let published = try await publishBaseline()
+        let first = try await container.get(try ContainerName(published.prefix + "00000001" + ContainerLayout.baselinePartExtension),
+                                            maxBytes: decoder.limits.maxLogBytes)
+        guard case .baseline(_, let part) = try await decodeLearning(first) else {
+            throw ChronicleError(.malformedBody, "baseline \(published.prefix) holds no baseline part 1")
+        }
+        return (published.prefix, part.vector)
+    }
+
+    /// A gap no compaction marker explains (the container lost logs that
+    /// only a baseline still covers: a wipe took the marker with it, say)
+    /// that has lasted ``baselineWait`` (a log still arriving fills it
+    /// sooner): the newest complete baseline of another device whose vector
+    /// reaches past the missing sequences is applied, a join as a log is,
+    /// and the import goes on after it.
+    package func healGapsFromBaselines(into report: inout ImportReport) async throws {
+        let now = clock.nowMilliseconds()
+        var since: [String: UInt64] = [:]
+        if let text = try snapshot.metadata("gaps_since") {
+            for entry in text.split(separator: " ") {
+                let pair = entry.split(separator: "=")
+                if pair.count == 2, let at = UInt64(pair[1]) { since[String(pair[0])] = at }
+            }
+        }
+        since = since.filter { key, _ in report.gaps.contains { "\($0.device)" == key } }
+        for gap in report.gaps where since["\(gap.device)"] == nil { since["\(gap.device)"] = now }
+        try snapshot.setMetadata("gaps_since", since.isEmpty ? nil : since.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
+        let wait = UInt64(max(0, baselineWait.components.seconds)) * 1000 + UInt64(max(0, baselineWait.components.attoseconds) / 1_000_000_000_000_000)
+        let lasting = report.gaps.filter { gap in since["\(gap.device)"].map { now >= $0 && now - $0 >= wait } ?? false }
+        guard !lasting.isEmpty else { return }
+        let candidates: [[ContainerName]]
+        do {
+            candidates = try await baselines().filter { ContainerLayout.parseBaselinePart($0[0])?.device != snapshot.deviceID }
+        } catch let error as ChronicleError where error.code.isTransient {
+            return
+        }
+        for names in candidates {
+            let lastBytes: [UInt8]
+            let vector: [DeviceID: UInt64]
+            do {
+                lastBytes = try await container.get(names[names.count - 1], maxBytes: decoder.limits.maxLogBytes)
+                guard try decoder.header(of: lastBytes).isFinalBaselinePart else { continue }
+                let firstBytes = names.count == 1 ? lastBytes : try await container.get(names[0], maxBytes: decoder.limits.maxLogBytes)
+                guard case .baseline(_, let part) = try await decodeLearning(firstBytes) else { continue }
+                vector = part.vector
+            } catch let error as ChronicleError where error.code != .simulatedCrash {
+                continue
+            }
+            let healed = lasting.filter { (vector[$0.device] ?? 0) + 1 >= $0.found }
+            guard !healed.isEmpty else { continue }
+            guard try await applyBaseline(names, lastBytes: lastBytes, into: &report) != nil else { continue }
+            logger.notice("applied a baseline that covers logs the container no longer has",
+                          metadata: ["chronicle.baseline": "\(names[0])", "chronicle.devices": "\(healed.count)"])
+            report.gaps.removeAll { gap in healed.contains { $0.device == gap.device } }
+            try await importLogs(of: devices(), after: try snapshot.vector(), into: &report)
+            return
+        }
+    }
+
+    /// One bounded check of the baselines that hold saves no log may hold:
+    /// the one the compaction marker names (the removed logs' only copy),
+    /// and the store's newest complete one (a store that starts from a
+    /// baseline, seeded or rebuilt, has its first saves there only). At
+    /// most once per `interval` milliseconds, it reads each one's first
+    /// part and the next of its other parts in turn. A device that has
+    /// applied everything such a baseline holds stands in for a damaged or
+    /// incomplete one: it publishes its own, which covers all the damaged
+    /// one covered, points the compaction marker at it if the marker named
+    /// the damaged one, and removes the damaged one. Returns the new
+    /// baseline's folder when it did.
+    package func checkBaselines(interval: UInt64) async throws -> String? {
+        let now = clock.nowMilliseconds()
+        if let last = try snapshot.metadata("baseline_check_at").flatMap(UInt64.init), now >= last, now - last < interval { return nil }
+        try snapshot.setMetadata("baseline_check_at", String(now))
+        let markerName = ContainerLayout.compaction(store: snapshot.storeID)
+        let marker = try await container.readMarker(markerName)
+        let horizon = marker.flatMap { try? CompactionHorizon(markerBytes: $0.bytes) }
+        var targets: [String] = horizon.map { [$0.baseline] } ?? []
+        if let newest = try await baselines().first, let parsed = ContainerLayout.parseBaselinePart(newest[0]) {
+            let prefix = ContainerLayout.baselinePrefix(store: parsed.store, clock: parsed.clock, device: parsed.device, vector: parsed.vector)
+            if !targets.contains(prefix) { targets.append(prefix) }
+        }
+        let vector = try snapshot.vector()
+        for target in targets {
+            let parts = try await container.listAll(prefix: target)
+                .compactMap { blob in ContainerLayout.parseBaselinePart(blob.name).map { ($0.part, blob.name) } }
+                .sorted { $0.0 < $1.0 }
+            var problem: String?
+            var covered: [DeviceID: UInt64]? = target == horizon?.baseline ? horizon?.vector : nil
+            if parts.isEmpty || !parts.enumerated().allSatisfy({ $0.element.0 == UInt64($0.offset + 1) }) {
+                // The newest one may still be arriving: only the marker's is
+                // known to have been whole.
+                guard target == horizon?.baseline else { continue }
+                problem = "parts are missing"
+            } else {
+                // One cursor per role, so that the two targets take turns
+                // without resetting each other.
+                let cursorKey = target == horizon?.baseline ? "baseline_check_horizon" : "baseline_check_newest"
+                let cursor = try snapshot.metadata(cursorKey).map { $0.split(separator: " ", maxSplits: 1) }
+                let previous = cursor.flatMap { $0.count == 2 && $0[1] == target ? Int($0[0]) : nil } ?? 0
+                let index = previous % parts.count
+                for i in Set([0, index]).sorted() {
+                    do {
+                        let decoded = try await decodeLearning(try await container.get(parts[i].1, maxBytes: decoder.limits.maxLogBytes))
+                        if i == 0, case .baseline(_, let part) = decoded { covered = part.vector }
+                        if i == parts.count - 1, !decoded.header.isFinalBaselinePart {
+                            // Still being written, unless the marker names it.
+                            guard target == horizon?.baseline else { break }
+                            problem = "its last part is not marked final"
+                        }
+                    } catch let error as ChronicleError where !error.code.isTransient && error.code != .simulatedCrash {
+                        problem = "\(parts[i].1.lastComponent): \(error.message)"
+                        break
+                    }
+                }
+                try snapshot.setMetadata(cursorKey, "\(index + 1) \(target)")
+            }
+            // Only a device holding everything the baseline holds can stand in for it.
+            guard let problem, let covered, covered.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else { continue }
+            logger.warning("a baseline that holds saves no log may hold is damaged; publishing one in its place",
+                           metadata: ["chronicle.baseline": "\(target)", "chronicle.problem": "\(problem)"])
+            let published = try await publishStandIn()
+            if let marker, let horizon, target == horizon.baseline {
+                let replacement = CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID, milliseconds: now, vector: published.vector)
+                do {
+                    _ = try await container.replaceMarker(markerName, replacement, expected: marker.version)
+                } catch let error as ChronicleError where error.code == .markerConflict {
+                    // Another device moved the marker meanwhile: its baseline
+                    // stands, and the damaged one is left for it.
+                    return published.prefix
+                }
+            }
+            for (_, part) in parts {
+                do { try await container.delete(part) } catch let error as ChronicleError where error.code == .notFound {}
+            }
+            return published.prefix
+        }
+        return nil
+    }
+
+    /// Removes from the container the logs that the store's newest complete
+    /// baseline covers, and the baselines older than it, once every device
+    /// that reported within `retention` milliseconds has applied that much.
+    ///
+    /// The baseline is read whole first (every part verified; one that does
+    /// not verify is passed over for the one before it), and the
+    /// compaction marker naming it is written before anything is removed:
+    /// a device that needs a removed log finds the baseline that stands
+    /// for it. A store deleted or rebuilt is not compacted.
+    ///
+    /// - Throws: ``ChronicleError/Code/unavailable`` for a store that was
+    ///   deleted or rebuilt; the container's errors.
+    package func compact(retention: UInt64) async throws -> CompactionReport {
+        let store = snapshot.storeID
+        var report = CompactionReport()
+        for (marker, what) in [(ContainerLayout.tombstone(store: store), "deleted"), (ContainerLayout.supersession(store: store), "rebuilt as another store")]
+        where try await container.readMarker(marker) != nil {
+            throw ChronicleError(.unavailable, "store \(store) was \(what): it is not compacted")
+        }
+        // The newest complete baseline that verifies, every part read: the
+        // logs it stands for go only if it holds them. One still being
+        // written, or damaged, is passed over for the one before it.
+        var chosen: (prefix: String, vector: [DeviceID: UInt64])?
+        candidates: for names in try await baselines() {
+            var vector: [DeviceID: UInt64]?
+            for name in names {
+                let decoded: DecodedLog
+                do {
+                    decoded = try await decodeLearning(try await container.get(name, maxBytes: decoder.limits.maxLogBytes))
+                } catch let error as ChronicleError where !error.code.isTransient && error.code != .simulatedCrash {
+                    report.passedOverBaselines.append(names[0].rawValue)
+                    logger.warning("compaction passes over a baseline that does not verify", metadata: ["chronicle.baseline": "\(name)", "chronicle.error": "\(error)"])
+                    continue candidates
+                }
+                if name == names[0], case .baseline(_, let part) = decoded { vector = part.vector }
+                if name == names[names.count - 1], !decoded.header.isFinalBaselinePart { continue candidates }
+            }
+            guard let vector, let parsed = ContainerLayout.parseBaselinePart(names[0]) else { continue }
+            chosen = (ContainerLayout.baselinePrefix(store: store, clock: parsed.clock, device: parsed.device, vector: parsed.vector), vector)
+            break
+        }
+        guard let (prefix, vector) = chosen else { return report }
+        report.baseline = prefix
+
+        // Who has applied it: every device reporting within the retention period.
+        let now = clock.nowMilliseconds()
+        var reports: [DeviceID: AppliedReport] = [:]
+        for name in try await container.listMarkers(prefix: ContainerLayout.appliedReportsPrefix(store: store)) {
+            guard let payload = try? await container.readMarker(name, as: AppliedReport.self)?.payload else { continue }
+            reports[payload.device] = payload
+        }
+        for device in try await devices() where device != snapshot.deviceID {
+            guard let applied = reports[device], now < applied.milliseconds || now - applied.milliseconds < retention else {
+                report.passedOverDevices.append(device)
+                continue
+            }
+            if vector.contains(where: { $0.key != device && (applied.vector[$0.key] ?? 0) < $0.value }) {
+                report.waitingFor.append(device)
+            }
+        }
+        let mine = try snapshot.vector()
+        if vector.contains(where: { $0.key != snapshot.deviceID && (mine[$0.key] ?? 0) < $0.value }) {
+            report.waitingFor.append(snapshot.deviceID)
+        }
+        // The marker first: from here on a device that misses a log looks for the baseline.
+        let name = ContainerLayout.compaction(store: store)
+        let horizon = CompactionHorizon(baseline: prefix, device: snapshot.deviceID, milliseconds: now, vector: vector)
+        let existing = try await container.readMarker(name)
+        guard report.waitingFor.isEmpty else {
+            // Nothing is removed, but a marker this baseline covers moves to
+            // it at once: devices catching up from a marker whose baseline
+            // is damaged would otherwise keep this compaction waiting.
+            if let existing, let current = try? CompactionHorizon(markerBytes: existing.bytes), current.baseline != prefix,
+               current.vector.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) {
+                do {
+                    _ = try await container.replaceMarker(name, horizon, expected: existing.version)
+                } catch let error as ChronicleError where error.code == .markerConflict {}
+            }
+            return report
+        }
+        if let existing {
+            let current = try? CompactionHorizon(markerBytes: existing.bytes)
+            // Never back: a marker that covers more stays (a newer baseline
+            // compacted by another device).
+            if let current, current.baseline != prefix, current.vector.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) {
+                _ = try await container.replaceMarker(name, horizon, expected: existing.version)
+            } else if let current, current.baseline != prefix {
+                // The store was compacted with a baseline this one does not
+                // cover: that compaction stands.
+                report.baseline = current.baseline
+                return report
+            } else if current == nil {
+                _ = try await container.replaceMarker(name, horizon, expected: existing.version)
+            }
+        } else {
+            _ = try await container.createMarker(name, horizon)
+        }
+
+        // The logs it covers.
+        for device in vector.keys.sorted(by: { $0.description < $1.description }) {
+            for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {
+                guard let log = ContainerLayout.parseLog(blob.name), log.device == device, horizon.mayHaveRemoved(device: device, last: log.last) else { continue }
+                do {
+                    try await container.delete(blob.name)
+                    report.removedLogs += 1
+                    report.removedLogBytes += blob.size
+                } catch let error as ChronicleError where error.code == .notFound {
+                    // Removed by another device compacting at the same time.
+                }
+            }
+        }
+        // The baselines older than it (complete or not: an older one left
+        // half-written is of no use either).
+        for blob in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store)) {
+            guard !blob.name.rawValue.hasPrefix(prefix), let part = ContainerLayout.parseBaselinePart(blob.name),
+                  ContainerLayout.baselinePrefix(store: store, clock: part.clock, device: part.device, vector: part.vector) < prefix else { continue }
+            do {
+                try await container.delete(blob.name)
+                if part.part == 1 { report.removedBaselines += 1 }
+                report.removedBaselineBytes += blob.size
+            } catch let error as ChronicleError where error.code == .notFound {
+            }
+        }
+        logger.notice("compacted the store", metadata: [
+            "chronicle.baseline": "\(prefix)", "chronicle.logs": "\(report.removedLogs)", "chronicle.baselines": "\(report.removedBaselines)",
+        ])
+        return report
+    }
+}
+
+/// What one compaction did.
+public struct CompactionReport: Sendable, Equatable {
+    /// The baseline that stands for the removed logs (its folder), or
+    /// nil if there was nothing to compact with.
+    public var baseline: String?
+    /// Logs removed.
+    public var removedLogs = 0
+    /// Their bytes.
+    public var removedLogBytes = 0
+    /// Older baselines removed (each with all its parts).
+    public var removedBaselines = 0
+    /// Their bytes.
+    public var removedBaselineBytes = 0
+    /// Devices whose reports are older than the retention period (or
+    /// that never reported): compaction did not wait for them. When one
+    /// comes back it applies the baseline and goes on from there.
+    public var passedOverDevices: [DeviceID] = []
+    /// Devices that reported within the retention period and have not
+    /// applied the newest baseline's logs yet: nothing was removed, so
+    /// that they do not have to apply a whole baseline to catch up.
+    /// Compaction can run again once they have synced.
+    public var waitingFor: [DeviceID] = []
+    /// Newer baselines passed over because a part does not verify (the names
+    /// of their first parts): publish a new one.
+    public var passedOverBaselines: [String] = []
+
+    /// Creates an empty report.
+    public init() {}
+}

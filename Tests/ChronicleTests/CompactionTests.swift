@@ -1,0 +1,219 @@
+import Chronicle
+import ChronicleContainer
+import ChronicleCore
+import ChronicleSnapshot
+import Foundation
+import GRDB
+import Logging
+import Testing
+
+/// Compaction: the logs a baseline covers leave the container once every
+/// device still reporting has applied them; devices that were away apply
+/// the baseline instead; nothing a device saved is lost, and nothing puts
+/// the removed logs back.
+@Suite struct CompactionTests {
+    static let schema = BaselineTests.schema
+
+    /// The logs of the store, by device: their sequence ranges.
+    static func logs(_ d: TestDevices, _ store: Store) async throws -> [ContainerLayout.ParsedLogName] {
+        try await d.container.listAll(prefix: ContainerLayout.logsPrefix(store: store.storeID)).compactMap { ContainerLayout.parseLog($0.name) }
+    }
+
+    /// The folders of the store's baselines.
+    static func baselines(_ d: TestDevices, _ store: Store) async throws -> Set<String> {
+        Set(try await d.container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store.storeID)).compactMap { blob in
+            ContainerLayout.parseBaselinePart(blob.name).map { ContainerLayout.baselinePrefix(store: $0.store, clock: $0.clock, device: $0.device, vector: $0.vector) }
+        })
+    }
+
+    @Test func aCompactionRemovesTheLogsABaselineCoversAndTheOlderBaselines() async throws {
+        let d = try await TestDevices(3, schema: Self.schema)
+        var rng = SeededRandom(seed: 7)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 12)
+        try await d.syncAll()
+        let first = try await d.stores[0].publishBaseline(partBytes: 1024)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 12)
+        try await d.syncAll()
+        let second = try await d.stores[1].publishBaseline(partBytes: 1024)
+        try await d.syncAll()
+        let before = try await Self.logs(d, d.stores[0])
+        let vector = try d.stores[1].snapshot.vector()
+
+        let report = try await d.stores[2].compact()
+        #expect(report.baseline == second.prefix)
+        #expect(report.waitingFor.isEmpty && report.passedOverDevices.isEmpty)
+        #expect(report.removedBaselines == 1)
+        let after = try await Self.logs(d, d.stores[0])
+        // Exactly the logs the second baseline covers went.
+        #expect(report.removedLogs == before.filter { $0.last <= (vector[$0.device] ?? 0) }.count)
+        #expect(report.removedLogs > 0)
+        #expect(after.allSatisfy { $0.last > (vector[$0.device] ?? 0) })
+        #expect(try await Self.baselines(d, d.stores[0]) == [second.prefix])
+        #expect(first.prefix != second.prefix)
+
+        // Nobody puts them back, and nobody misses them.
+        for store in d.stores {
+            #expect(try await store.repairOwnLogs().isEmpty)
+            let findings = try await store.scrub(recheck: [], bytes: 1 << 30)
+            #expect(findings.missing.isEmpty && findings.damaged.isEmpty)
+        }
+        #expect(try await Self.logs(d, d.stores[0]).count == after.count)
+
+        // The devices go on; a device that joins now starts from the baseline and agrees.
+        try await BaselineTests.randomSaves(d, &rng, rounds: 6)
+        try await d.add()
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+    }
+
+    @Test func aDeviceThatReportedWithinTheRetentionHoldsCompactionBackAndOneAwayLongerCatchesUpFromTheBaseline() async throws {
+        let d = try await TestDevices(3, schema: Self.schema)
+        var rng = SeededRandom(seed: 11)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 4)
+        try await d.syncAll()
+        // Device 3 goes away; the others save on.
+        let away = d.stores[2]
+        let others = Array(d.stores[0..<2])
+        for _ in 0..<10 {
+            try await others[0].write { tx in tx.insert("Note", ["title": .string("from device 1")]) }
+            try await others[1].write { tx in tx.insert("Note", ["title": .string("from device 2")]) }
+            for s in others { try await s.sync() }
+        }
+        for s in others { try await s.sync() }
+        _ = try await others[0].publishBaseline(partBytes: 1024)
+        for s in others { try await s.sync() }
+
+        // Device 3 reported a moment ago: nothing goes.
+        let waiting = try await others[1].compact(retention: .seconds(3_600))
+        #expect(waiting.waitingFor == [away.deviceID])
+        #expect(waiting.removedLogs == 0)
+
+        // Two hours later it has still not synced, but saved while away.
+        d.clock.advance(byMilliseconds: 2 * 3_600_000)
+        try await away.write { tx in tx.insert("Note", ["title": .string("saved while away")]) }
+        for s in others { try await s.sync() }
+        let compacted = try await others[1].compact(retention: .seconds(3_600))
+        #expect(compacted.passedOverDevices == [away.deviceID])
+        #expect(compacted.removedLogs > 0)
+        // Every log of devices 1 and 2 that device 3 lacks is gone.
+        let left = try await Self.logs(d, away).filter { $0.device != away.deviceID }
+        #expect(left.isEmpty)
+
+        // It comes back: applies the baseline, uploads what it saved, and agrees.
+        let back = try await away.sync()
+        #expect(back.imported.failures.isEmpty && back.imported.gaps.isEmpty)
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title = 'saved while away'", on: 0) == 1)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title = 'from device 1'", on: 2) == 10)
+        let findings = try await away.scrub(recheck: [], bytes: 1 << 30)
+        #expect(findings.missing.isEmpty)
+    }
+
+    @Test func withoutABaselineNothingIsRemoved() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        var rng = SeededRandom(seed: 3)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 4)
+        try await d.syncAll()
+        let count = try await Self.logs(d, d.stores[0]).count
+        let report = try await d.stores[0].compact()
+        #expect(report.baseline == nil && report.removedLogs == 0)
+        #expect(try await Self.logs(d, d.stores[0]).count == count)
+    }
+
+    @Test func aDamagedNewestBaselineOrADeletedStoreIsNotCompacted() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        var rng = SeededRandom(seed: 5)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 6)
+        try await d.syncAll()
+        let published = try await d.stores[0].publishBaseline(partBytes: 1024)
+        try await d.syncAll()
+        let count = try await Self.logs(d, d.stores[0]).count
+        // One bit of one part flipped.
+        let part = try #require(try await d.blobs(under: published.prefix).first)
+        let file = d.container.root.appendingPathComponent("blobs/\(part.rawValue)")
+        var bytes = try Data(contentsOf: file)
+        bytes[bytes.count - 3] ^= 0x10
+        try bytes.write(to: file)
+        let report = try await d.stores[1].compact()
+        #expect(report.baseline == nil && report.removedLogs == 0)
+        #expect(report.passedOverBaselines == [part.rawValue])
+        #expect(try await Self.logs(d, d.stores[0]).count == count)
+        #expect(try await d.container.readMarker(ContainerLayout.compaction(store: d.stores[0].storeID)) == nil)
+
+        // A store deleted on purpose is left as it is.
+        _ = try await d.container.createMarker(ContainerLayout.tombstone(store: d.stores[0].storeID),
+                                               Array(#"{"device": "\#(d.stores[0].deviceID)", "milliseconds": 1}"#.utf8))
+        let error = await #expect(throws: ChronicleError.self) { try await d.stores[1].compact() }
+        #expect(error?.code == .unavailable)
+        #expect(try await Self.logs(d, d.stores[0]).count == count)
+    }
+}
+
+/// What the container can lose besides compacted logs: the marker and its
+/// baseline (a wipe), or logs nobody puts back, that a baseline still covers.
+@Suite struct CompactionRecoveryTests {
+    @Test func aCompactionMarkerTheContainerLostIsWrittenAgainByADeviceThatHoldsWhatItCovered() async throws {
+        let d = try await TestDevices(3, schema: CompactionTests.schema)
+        var rng = SeededRandom(seed: 13)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 4)
+        try await d.syncAll()
+        let away = d.stores[2]
+        for _ in 0..<6 {
+            try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("while 3 was away")]) }
+            for s in d.stores[0..<2] { try await s.sync() }
+        }
+        _ = try await d.stores[1].publishBaseline(partBytes: 1024)
+        for s in d.stores[0..<2] { try await s.sync() }
+        d.clock.advance(byMilliseconds: 2 * 3_600_000)
+        for s in d.stores[0..<2] { try await s.sync() }
+        #expect(try await d.stores[0].compact(retention: .seconds(3_600)).removedLogs > 0)
+        for s in d.stores[0..<2] { try await s.sync() }
+
+        // The container loses the marker and every baseline.
+        let store = d.stores[0].storeID
+        try await d.container.deleteMarker(ContainerLayout.compaction(store: store), expected: nil)
+        for blob in try await d.container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store)) { try await d.container.delete(blob.name) }
+
+        // A device that had applied everything puts a baseline and the marker back.
+        d.clock.advance(byMilliseconds: 1_000)
+        try await d.stores[1].sync()
+        let marker = try await d.container.readMarker(ContainerLayout.compaction(store: store), as: CompactionHorizon.self)
+        #expect(marker != nil)
+        #expect(try await !CompactionTests.baselines(d, d.stores[0]).isEmpty)
+
+        // The device that was away catches up from it.
+        let back = try await away.sync()
+        #expect(back.imported.gaps.isEmpty && back.imported.failures.isEmpty)
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title = 'while 3 was away'", on: 2) == 6)
+    }
+
+    @Test func aGapNoMarkerExplainsIsHealedFromABaselineOnceItHasLasted() async throws {
+        let d = try await TestDevices(3, schema: CompactionTests.schema)
+        try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("first")]) }
+        try await d.syncAll()
+        for i in 0..<4 {
+            try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("later \(i)")]) }
+            try await d.stores[0].sync()
+        }
+        try await d.stores[1].sync()
+        _ = try await d.stores[1].publishBaseline(partBytes: 1024)
+        // Device 1's later logs but the last are lost, and device 1 is gone
+        // for good: nobody puts them back.
+        try await d.stores[0].close()
+        let logs = try await CompactionTests.logs(d, d.stores[0]).filter { $0.device == d.stores[0].deviceID }.sorted { $0.first < $1.first }
+        for log in logs.dropFirst().dropLast() {
+            try await d.container.delete(ContainerLayout.log(store: d.stores[1].storeID, device: log.device, first: log.first, last: log.last))
+        }
+        // Device 3 meets the gap, waits for it to fill, then takes the baseline.
+        let first = try await d.stores[2].sync()
+        #expect(!first.imported.gaps.isEmpty)
+        d.clock.advance(byMilliseconds: 61_000)
+        let healed = try await d.stores[2].sync()
+        #expect(healed.imported.gaps.isEmpty)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'later %'", on: 2) == 4)
+        #expect(try await d.stores[1].stateHash() == d.stores[2].stateHash())
+    }
+}
