@@ -20,7 +20,7 @@ struct ScenarioBench: AsyncParsableCommand {
     @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue; more than 0, at most 100).")
     var scale: Double = 1
 
-    @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), realistic (replay of notes, folders and comments with unique keys, references and cascades), bytes, scaling, history (unique-key inserts and save+upload after a long history), convergence, import (a bulk import with a UI reading beside it), large (the realistic replay at ten million records, and a sync into a snapshot that holds them: takes about ten minutes at scale 1).")
+    @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), realistic (replay of notes, folders and comments with unique keys, references and cascades), bytes, scaling, history (unique-key inserts and save+upload after a long history), convergence, import (a bulk import with a UI reading beside it), compaction (container bytes over a long run with baselines and compactions), large (the realistic replay at ten million records, and a sync into a snapshot that holds them: takes about ten minutes at scale 1).")
     var only: [String] = []
 
     @Option(help: "Write the results into this markdown file, between its scenario markers.")
