@@ -406,7 +406,7 @@ extension StoreManager {
             putBack[name] = since
             if now &- since >= health.repairWait.milliseconds, lost == nil { lost = (name, since) }
         }
-        record.putBack = putBack.isEmpty ? nil : putBack
+        record.putBack = putBack.isEmpty ? nil : Self.bounded(putBack)
 
         let permanent = problems.values.filter { problem in
             switch problem.kind {
@@ -456,7 +456,7 @@ extension StoreManager {
                 if now &- since >= health.repairWait.milliseconds, stale == nil { stale = (name, since) }
             }
         }
-        record.scrubbed = scrubbed.isEmpty ? nil : scrubbed
+        record.scrubbed = scrubbed.isEmpty ? nil : Self.bounded(scrubbed)
         record.scrubbedLastSeen = record.scrubbedLastSeen?.filter { scrubbed[$0.key] != nil }
         if record.scrubbedLastSeen?.isEmpty == true { record.scrubbedLastSeen = nil }
         if permanent.isEmpty {
@@ -853,6 +853,21 @@ extension StoreManager {
             configuration.store.log.notice("finished an interrupted rebuild: the active store is now the rebuilt one",
                                            metadata: ["chronicle.store": "\(store)", "chronicle.newStore": "\(supersession.store)"])
         }
+    }
+}
+
+extension StoreManager {
+    /// How many logs the health record follows per kind (put back, found
+    /// by the scrub): a container that lost a device's whole history makes
+    /// it put back every log at once, and `manager.json` must stay small.
+    /// The ones followed longest are kept: they are the ones a verdict
+    /// waits on.
+    package static let followedLogsLimit = 128
+
+    /// `followed` cut to ``followedLogsLimit`` entries, oldest first kept.
+    package static func bounded(_ followed: [String: UInt64]) -> [String: UInt64] {
+        guard followed.count > followedLogsLimit else { return followed }
+        return Dictionary(uniqueKeysWithValues: followed.sorted { ($0.value, $0.key) < ($1.value, $1.key) }.prefix(followedLogsLimit).map { ($0.key, $0.value) })
     }
 }
 

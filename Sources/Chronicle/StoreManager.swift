@@ -315,7 +315,7 @@ public actor StoreManager {
 
     static let stateFile = "manager.json"
     static let lockFile = "manager.lock"
-    static let stateFileLimit = 64 * 1024
+    static let stateFileLimit = 1 << 20
 
     /// The manager's configuration.
     public nonisolated let configuration: Configuration

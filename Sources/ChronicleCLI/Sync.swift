@@ -284,7 +284,7 @@ struct Compact: AsyncParsableCommand {
     @OptionGroup var device: DeviceOptions
     @OptionGroup var output: OutputOptions
 
-    @Option(help: "Days a device may go without syncing and still be waited for (at least 1).")
+    @Option(help: "Days a device may go without syncing and still be waited for (1 to 36500).")
     var retentionDays = 30
 
     func validate() throws {
@@ -299,6 +299,7 @@ struct Compact: AsyncParsableCommand {
                 throw ChronicleError(.invalidValue, "the cloud is off for this device: there is no cloud store to compact (`chronicle cloud enable` first)")
             }
             let report: CompactionReport
+            let me = opened.store.deviceID
             do {
                 report = try await opened.store.compact(retention: .seconds(retentionDays * 86_400))
             } catch {
@@ -310,7 +311,8 @@ struct Compact: AsyncParsableCommand {
             if report.baseline == nil {
                 text = "nothing to compact: the store has no complete baseline (`chronicle baseline` publishes one)"
             } else if !report.waitingFor.isEmpty {
-                text = "nothing removed: waiting for \(report.waitingFor.count) device(s) to apply the newest baseline's logs (\(report.waitingFor.map(\.description).joined(separator: ", "))); compact again after they have synced"
+                let names = report.waitingFor.map { $0 == me ? "this device" : $0.description }
+                text = "nothing removed: waiting for \(report.waitingFor.count) device(s) to apply the newest baseline's logs (\(names.joined(separator: ", "))); compact again after they have synced"
             } else {
                 text = String(format: "removed %d log(s) (%.1f KB) and %d older baseline(s) (%.1f KB); the store now starts from %@",
                               report.removedLogs, Double(report.removedLogBytes) / 1e3, report.removedBaselines,

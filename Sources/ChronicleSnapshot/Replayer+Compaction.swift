@@ -7,8 +7,20 @@ import Foundation
 /// them. See `docs/compaction.md`.
 extension Replayer {
     /// The store's compaction marker, or nil if it was never compacted.
+    ///
+    /// A marker that does not hold a compaction marker's JSON (damaged, or
+    /// written by hand) is read as no marker, with a warning: every device
+    /// then syncs as before compaction, and the next compaction, or a
+    /// device that holds what the last one covered, writes it again.
     package func compactionHorizon() async throws -> CompactionHorizon? {
-        try await container.readMarker(ContainerLayout.compaction(store: snapshot.storeID), as: CompactionHorizon.self)?.payload
+        let name = ContainerLayout.compaction(store: snapshot.storeID)
+        guard let marker = try await container.readMarker(name) else { return nil }
+        do {
+            return try CompactionHorizon(markerBytes: marker.bytes)
+        } catch {
+            logger.warning("the store's compaction marker is unreadable; it is taken as absent", metadata: ["chronicle.marker": "\(name)", "chronicle.error": "\(error)"])
+            return nil
+        }
     }
 
     /// Writes (or refreshes) this device's applied report when its vector
@@ -97,7 +109,8 @@ extension Replayer {
     /// up from the new baseline. Returns the new baseline's folder when it did.
     package func restoreLostCompaction() async throws -> String? {
         let name = ContainerLayout.compaction(store: snapshot.storeID)
-        if let current = try await compactionHorizon() {
+        let marker = try await container.readMarker(name)
+        if let marker, let current = try? CompactionHorizon(markerBytes: marker.bytes) {
             let text = current.vector.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
             if try snapshot.metadata("compaction_seen") != text { try snapshot.setMetadata("compaction_seen", text) }
             return nil
@@ -110,11 +123,16 @@ extension Replayer {
         }
         let vector = try snapshot.vector()
         guard seen.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else { return nil }
-        logger.warning("the store's compaction marker is gone from the container; publishing a baseline that covers what it covered")
+        logger.warning("the store's compaction marker is gone from the container, or unreadable; publishing a baseline that covers what it covered")
         let published = try await publishStandIn()
+        let replacement = CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID, milliseconds: clock.nowMilliseconds(), vector: published.vector)
         do {
-            _ = try await container.createMarker(name, CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID,
-                                                                       milliseconds: clock.nowMilliseconds(), vector: published.vector))
+            // Gone, or there but unreadable.
+            if let marker {
+                _ = try await container.replaceMarker(name, replacement, expected: marker.version)
+            } else {
+                _ = try await container.createMarker(name, replacement)
+            }
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Another device wrote it again first.
         }
@@ -344,22 +362,32 @@ extension Replayer {
             }
             return report
         }
-        if let existing {
-            let current = try? CompactionHorizon(markerBytes: existing.bytes)
-            // Never back: a marker that covers more stays (a newer baseline
-            // compacted by another device).
-            if let current, current.baseline != prefix, current.vector.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) {
-                _ = try await container.replaceMarker(name, horizon, expected: existing.version)
-            } else if let current, current.baseline != prefix {
-                // The store was compacted with a baseline this one does not
-                // cover: that compaction stands.
-                report.baseline = current.baseline
-                return report
-            } else if current == nil {
-                _ = try await container.replaceMarker(name, horizon, expected: existing.version)
+        // Another device compacting at the same moment may write the marker
+        // between the read and the write: read it again and decide again.
+        var marker = existing
+        markerWritten: for attempt in 1...3 {
+            do {
+                if let existing = marker {
+                    let current = try? CompactionHorizon(markerBytes: existing.bytes)
+                    // Never back: a marker that covers more stays (a newer
+                    // baseline compacted by another device).
+                    if let current, current.baseline != prefix, current.vector.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) {
+                        _ = try await container.replaceMarker(name, horizon, expected: existing.version)
+                    } else if let current, current.baseline != prefix {
+                        // The store was compacted with a baseline this one
+                        // does not cover: that compaction stands.
+                        report.baseline = current.baseline
+                        return report
+                    } else if current == nil {
+                        _ = try await container.replaceMarker(name, horizon, expected: existing.version)
+                    }
+                } else {
+                    _ = try await container.createMarker(name, horizon)
+                }
+                break markerWritten
+            } catch let error as ChronicleError where error.code == .markerConflict && attempt < 3 {
+                marker = try await container.readMarker(name)
             }
-        } else {
-            _ = try await container.createMarker(name, horizon)
         }
 
         // The logs it covers.

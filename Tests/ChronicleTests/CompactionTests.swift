@@ -217,3 +217,62 @@ import Testing
         #expect(try await d.stores[1].stateHash() == d.stores[2].stateHash())
     }
 }
+
+/// Markers others may write, and compactions at the same moment.
+@Suite struct CompactionMarkerTests {
+    @Test func anUnreadableCompactionMarkerStopsNobodyAndIsWrittenAgain() async throws {
+        let d = try await TestDevices(2, schema: CompactionTests.schema)
+        var rng = SeededRandom(seed: 21)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 6)
+        try await d.syncAll()
+        _ = try await d.stores[0].publishBaseline(partBytes: 1024)
+        try await d.syncAll()
+        #expect(try await d.stores[1].compact().removedLogs > 0)
+        try await d.syncAll()
+        let name = ContainerLayout.compaction(store: d.stores[0].storeID)
+        for garbage in ["", "not json", #"{"baseline": "x", "device": "nope", "milliseconds": -1, "vector": {}}"#] {
+            let marker = try #require(try await d.container.readMarker(name))
+            _ = try await d.container.replaceMarker(name, Array(garbage.utf8), expected: marker.version)
+            d.clock.advance(byMilliseconds: 601_000)
+            try await BaselineTests.randomSaves(d, &rng, rounds: 2)
+            // Every device syncs; one that holds what the marker covered writes it again.
+            for store in d.stores {
+                let report = try await store.sync()
+                #expect(report.imported.failures.isEmpty)
+            }
+            let rewritten = try await d.container.readMarker(name, as: CompactionHorizon.self)
+            #expect(rewritten != nil, "after \(garbage.isEmpty ? "an empty marker" : garbage)")
+        }
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+    }
+
+    @Test func twoCompactionsAtOnceBothEndWell() async throws {
+        let d = try await TestDevices(3, schema: CompactionTests.schema)
+        var rng = SeededRandom(seed: 23)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 6)
+        try await d.syncAll()
+        _ = try await d.stores[0].publishBaseline(partBytes: 1024)
+        try await d.syncAll()
+        let (a, b) = (d.stores[1], d.stores[2])
+        async let first = a.compact()
+        async let second = b.compact()
+        let reports = try await [first, second]
+        #expect(reports.allSatisfy { $0.baseline != nil })
+        #expect(reports.map(\.removedLogs).reduce(0, +) > 0)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 2)
+        try await d.add()
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+    }
+
+    @Test func theHealthRecordFollowsABoundedNumberOfLogs() {
+        var followed: [String: UInt64] = [:]
+        for i in 0..<1_000 { followed["log \(i)"] = UInt64(10_000 - i) }
+        let kept = StoreManager.bounded(followed)
+        #expect(kept.count == StoreManager.followedLogsLimit)
+        // The ones followed longest stay: they are the ones a verdict waits on.
+        #expect(kept.values.max()! < followed.values.sorted()[StoreManager.followedLogsLimit])
+        #expect(StoreManager.bounded(["a": 1]) == ["a": 1])
+    }
+}
