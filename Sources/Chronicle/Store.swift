@@ -821,7 +821,7 @@ public actor Store {
         // The baselines that hold saves no log may hold: the compaction's
         // written again if the container lost it, then a part at a time.
         do {
-            if let replacement = try await replayer.restoreLostCompaction(), try snapshot.heldBaseline() != nil {
+            if let replacement = try await replayer.restoreLostCompaction(known: imported.compactionMarker), try snapshot.heldBaseline() != nil {
                 try snapshot.setHeldBaseline(replacement)
             }
             if let replacement = try await replayer.checkBaselines(interval: configuration.appliedReportRefresh.milliseconds),

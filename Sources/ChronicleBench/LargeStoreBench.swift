@@ -115,13 +115,9 @@ extension MacroBench {
     /// transaction (`INSERT … SELECT`, `synchronous = NORMAL`), first those
     /// with IDs before `split`, then the rest. Returns the seconds of each.
     static func rawLoad(from source: String, into path: String, splitAt split: [UInt8]) throws -> (before: Double, after: Double) {
-        var db: OpaquePointer?
-        guard sqlite3_open(path, &db) == SQLITE_OK else { throw ChronicleError(.database, "cannot open \(path)") }
-        defer { sqlite3_close(db) }
-        func exec(_ sql: String) throws {
-            guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw ChronicleError(.database, String(cString: sqlite3_errmsg(db))) }
-        }
-        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;" + MacroBench.rawCachePragma)
+        let raw = try RawSQLite(path: path, synchronous: "NORMAL", creating: false)
+        let exec = raw.exec
+        defer { withExtendedLifetime(raw) {} }
         for sql in realisticTables(indexed: true) { try exec(sql) }
         try exec("ATTACH DATABASE '\(source.replacingOccurrences(of: "'", with: "''"))' AS source")
         let splitLiteral = "X'" + split.map { String(format: "%02X", $0) }.joined() + "'"

@@ -249,13 +249,9 @@ extension MacroBench {
         sync()
         let clock = ContinuousClock()
         let start = clock.now
-        var db: OpaquePointer?
-        guard sqlite3_open(path, &db) == SQLITE_OK else { throw ChronicleError(.database, "cannot open \(path)") }
-        defer { sqlite3_close(db) }
-        func exec(_ sql: String) throws {
-            guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw ChronicleError(.database, String(cString: sqlite3_errmsg(db))) }
-        }
-        try exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;" + MacroBench.rawCachePragma)
+        let raw = try RawSQLite(path: path, synchronous: "NORMAL", creating: false)
+        let (db, exec) = (raw.db, raw.exec)
+        defer { withExtendedLifetime(raw) {} }
         for sql in realisticTables(indexed: true) { try exec(sql) }
         try exec("BEGIN")
         for entity in realisticSchema.entities {

@@ -13,8 +13,13 @@ extension Replayer {
     /// then syncs as before compaction, and the next compaction, or a
     /// device that holds what the last one covered, writes it again.
     package func compactionHorizon() async throws -> CompactionHorizon? {
+        horizon(of: try await container.readMarker(ContainerLayout.compaction(store: snapshot.storeID)))
+    }
+
+    /// The compaction marker `marker` read, decoded (see ``compactionHorizon()``).
+    func horizon(of marker: Marker?) -> CompactionHorizon? {
         let name = ContainerLayout.compaction(store: snapshot.storeID)
-        guard let marker = try await container.readMarker(name) else { return nil }
+        guard let marker else { return nil }
         do {
             return try CompactionHorizon(markerBytes: marker.bytes)
         } catch {
@@ -53,7 +58,10 @@ extension Replayer {
         let horizonName = ContainerLayout.compaction(store: snapshot.storeID)
         let horizon: CompactionHorizon
         do {
-            guard let read = try await compactionHorizon() else { return }
+            let marker = try await container.readMarker(horizonName)
+            // Kept for the rest of the sync (see restoreLostCompaction(known:)).
+            report.compactionMarker = .some(marker)
+            guard let read = self.horizon(of: marker) else { return }
             horizon = read
         } catch let error as ChronicleError where error.code != .simulatedCrash {
             recordFailure(horizonName.rawValue, device: snapshot.deviceID, error, into: &report)
@@ -107,9 +115,13 @@ extension Replayer {
     /// marker again, naming it: the logs the marker covered are nowhere
     /// else in the container, and devices that had not applied them catch
     /// up from the new baseline. Returns the new baseline's folder when it did.
-    package func restoreLostCompaction() async throws -> String? {
+    ///
+    /// - Parameter known: the marker as this sync's import read it (nil
+    ///   when it did not), so that it is not read twice.
+    package func restoreLostCompaction(known: Marker?? = nil) async throws -> String? {
         let name = ContainerLayout.compaction(store: snapshot.storeID)
-        let marker = try await container.readMarker(name)
+        let marker: Marker?
+        if let known { marker = known } else { marker = try await container.readMarker(name) }
         if let marker, let current = try? CompactionHorizon(markerBytes: marker.bytes) {
             let text = current.vector.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
             if try snapshot.metadata("compaction_seen") != text { try snapshot.setMetadata("compaction_seen", text) }

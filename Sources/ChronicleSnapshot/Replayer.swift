@@ -965,6 +965,9 @@ public struct ImportReport: Sendable {
     /// The incomplete baseline the pass is waiting for (see
     /// ``Store/Configuration/baselineWait``): it imported nothing else.
     public var waitingForBaseline: String?
+    /// The store's compaction marker as the pass read it (`.some(nil)`: there
+    /// is none), or nil if the pass did not read it.
+    package var compactionMarker: Marker??
     /// Incomplete baselines older than ``Store/Configuration/baselineWait`` that the
     /// pass passed over (a publisher that died mid-way; for the health
     /// monitor to clean up).
