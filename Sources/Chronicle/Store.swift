@@ -217,6 +217,11 @@ public actor Store {
         public var importedLogs = 0
         /// Transactions in those logs.
         public var importedTransactions = 0
+        /// Saves the new ID made of other devices' writes that the old
+        /// snapshot held and the container no longer had (a container and
+        /// their owner's files both put back from older copies), each with
+        /// the clock of the write it keeps.
+        public var keptSaves = 0
     }
 
     /// The configuration the store was opened with.
@@ -1098,6 +1103,7 @@ public actor Store {
         var mapping: [IdentityChange.CarriedSave] = []
         var importedLogs = 0
         var importedTransactions = 0
+        var keptWrites = 0
         do {
             // What of the old ID's saves the container lacks.
             var (carried, through, ours) = try await savesMissingFromContainer(old)
@@ -1125,6 +1131,22 @@ public actor Store {
             try next.inherit(from: old, groups: ours)
             try next.inherit(logs: orphans, of: old.deviceID)
             mapping = try next.adopt(carried).map { IdentityChange.CarriedSave(old: $0.old, new: $0.new, clock: clocks[$0.old] ?? .zero) }
+            // Other devices' saves the old copy applied and the container
+            // no longer has (it went back to an older copy, and so did
+            // their owner's files): saved again from here, or they would
+            // be lost with the old copy.
+            let kept = try old.carryWrites(into: next)
+            keptWrites = kept.saves
+            if let error = kept.unreadable {
+                // A damaged old copy (the reason for some rebuilds) cannot
+                // stop the move: it would fail again at every sync.
+                configuration.log.error("could not read all of the old copy of the store; the other devices' saves it held that the container lacks may not be carried",
+                                        metadata: ["chronicle.error": "\(error)"])
+            }
+            if keptWrites > 0 {
+                configuration.log.warning("saved again other devices' saves that this device held and the container no longer has",
+                                          metadata: ["chronicle.saves": "\(keptWrites)"])
+            }
             try next.close()
             var identity = try folder.readIdentity() ?? DeviceFolder.Identity(device: old.deviceID, store: storeID, retired: nil)
             identity.retired = (identity.retired ?? []) + [old.deviceID]
@@ -1148,7 +1170,7 @@ public actor Store {
         replayer = try Self.makeReplayer(fresh, configuration: configuration, hub: hub, random: &random)
         historyChecked = true
         let change = IdentityChange(previous: old.deviceID, current: newID, reason: reason, carriedOver: mapping,
-                                    importedLogs: importedLogs, importedTransactions: importedTransactions)
+                                    importedLogs: importedLogs, importedTransactions: importedTransactions, keptSaves: keptWrites)
         identityChanges.append(change)
         return change
     }

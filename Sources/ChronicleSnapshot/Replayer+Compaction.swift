@@ -123,8 +123,7 @@ extension Replayer {
         let marker: Marker?
         if let known { marker = known } else { marker = try await container.readMarker(name) }
         if let marker, let current = try? CompactionHorizon(markerBytes: marker.bytes) {
-            let text = current.vector.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
-            if try snapshot.metadata("compaction_seen") != text { try snapshot.setMetadata("compaction_seen", text) }
+            try remember(current)
             return nil
         }
         guard let text = try snapshot.metadata("compaction_seen") else { return nil }
@@ -149,6 +148,13 @@ extension Replayer {
             // Another device wrote it again first.
         }
         return published.prefix
+    }
+
+    /// Notes the compaction marker this device saw or wrote (see
+    /// ``restoreLostCompaction(known:)``).
+    private func remember(_ horizon: CompactionHorizon) throws {
+        let text = horizon.vector.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
+        if try snapshot.metadata("compaction_seen") != text { try snapshot.setMetadata("compaction_seen", text) }
     }
 
     /// Publishes this device's state as a baseline that stands in for a
@@ -396,6 +402,9 @@ extension Replayer {
                 } else {
                     _ = try await container.createMarker(name, horizon)
                 }
+                // Written (or there already): should the container lose it,
+                // this device writes it again (it applied all it covers).
+                try remember(horizon)
                 break markerWritten
             } catch let error as ChronicleError where error.code == .markerConflict && attempt < 3 {
                 marker = try await container.readMarker(name)

@@ -73,14 +73,8 @@ extension Snapshot {
         private let owner: Snapshot
         private let database: DatabaseSnapshot
         private var writer: BaselineWriter
-        /// Where reading resumes: `_chronicle_records` (0), then each
-        /// entity's compact rows (its index + 1).
-        private var phase = 0
-        private var cursor: (entity: Int, id: RecordID)?
+        private var scan: RecordStateScan
         private var done = false
-        private let compactEntities: [Int]
-        /// Rows read per query.
-        private static let page = 1024
 
         /// The snapshot's clock when the export began; with the device, it
         /// names the baseline.
@@ -91,7 +85,7 @@ extension Snapshot {
         init(_ owner: Snapshot, snapshot database: DatabaseSnapshot, partBytes: Int, store: StoreID, publisher: DeviceID) throws {
             self.owner = owner
             self.database = database
-            compactEntities = Array(owner.schema.entities.indices)
+            scan = RecordStateScan(schema: owner.schema)
             let (vector, hlc) = try database.read { db in
                 var vector: [DeviceID: UInt64] = [:]
                 for row in try Row.fetchAll(db, sql: "SELECT device, sequence FROM _chronicle_vector") {
@@ -121,60 +115,13 @@ extension Snapshot {
 
         /// Reads states after the cursor until a part is full or none are left.
         private func fill(_ db: Database) throws -> BaselinePart {
-            let schema = owner.schema
-            while phase <= compactEntities.count {
-                var read = 0
-                if phase == 0 {
-                    let after = cursor ?? (-1, RecordID(high: 0, low: 0))
-                    let rows = try Row.fetchCursor(db, sql: """
-                        SELECT entity, id, state FROM _chronicle_records WHERE (entity, id) > (?, ?) ORDER BY entity, id LIMIT \(Self.page)
-                        """, arguments: [after.entity, after.id])
-                    while let row = try rows.next() {
-                        read += 1
-                        let entity: Int = row[0]
-                        guard entity >= 0, entity < schema.entities.count else {
-                            throw ChronicleError(.databaseCorrupt, "_chronicle_records names entity \(entity); the schema has \(schema.entities.count)")
-                        }
-                        let id: RecordID = row[1]
-                        cursor = (entity, id)
-                        if let part = try writer.add(schema.entities[entity], id, try RecordState(encoded: [UInt8](row[2] as Data))) {
-                            return part
-                        }
-                    }
-                } else {
-                    let index = compactEntities[phase - 1]
-                    let entity = schema.entities[index]
-                    let columns = entity.fields.map { quoted($0.name) + ", " }.joined()
-                    let statement = try db.cachedStatement(sql: """
-                        SELECT \(columns)\(CompactState.column), id FROM \(quoted(SnapshotTables.rows(entity.name)))
-                        WHERE \(CompactState.column) IS NOT NULL AND id > ? ORDER BY id LIMIT \(Self.page)
-                        """).sqliteStatement
-                    sqlite3_reset(statement)
-                    var binder = RawBinder(statement)
-                    binder.bind(cursor?.id ?? RecordID(high: 0, low: 0))
-                    defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
-                    while true {
-                        let code = sqlite3_step(statement)
-                        if code == SQLITE_DONE { break }
-                        guard code == SQLITE_ROW else {
-                            throw ChronicleError.sqlite(db.rawError(code, statement), .database, "reading \(entity.name) failed")
-                        }
-                        read += 1
-                        let idBytes = columnBytes(statement, Int32(entity.fields.count + 1))
-                        guard idBytes.count == 16 else { throw ChronicleError(.databaseCorrupt, "\(entity.name) has a row whose ID is \(idBytes.count) bytes") }
-                        let id = idBytes.withUnsafeBytes { RecordID(bytes: $0) }
-                        cursor = (index, id)
-                        if let part = try writer.add(entity, id, try CompactState.read(statement, entity)) {
-                            return part
-                        }
-                    }
-                }
-                if read < Self.page {
-                    phase += 1
-                    cursor = nil
-                }
+            var full: BaselinePart?
+            let entities = owner.schema.entities
+            try scan.read(db) { entity, id, state in
+                full = try writer.add(entities[entity], id, state)
+                return full == nil
             }
-            return try writer.flush(final: true)
+            return try full ?? writer.flush(final: true)
         }
     }
 

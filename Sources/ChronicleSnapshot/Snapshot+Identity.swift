@@ -150,6 +150,91 @@ extension Snapshot {
         }
     }
 
+    /// Saves in `destination`, as its own (``adopt(_:)``), every write this
+    /// snapshot holds and `destination` lacks: a field this snapshot has
+    /// from a later clock, an insert or a delete it has not seen. Each keeps
+    /// the clock it was made with, so it merges everywhere as the original
+    /// would have; the writes of one original save (one clock and device)
+    /// go in one save, a page of records at a time.
+    ///
+    /// A device that builds its copy of the store again from the container
+    /// (``Store``'s move to a new ID) does this from its old copy: the
+    /// container may have lost other devices' saves that it had applied (a
+    /// container and a device folder both put back from older copies), and
+    /// its old copy may then be the only place they are left. Writes the
+    /// container still has compare equal and are not saved again.
+    ///
+    /// - Returns: how many saves it made, and the error that stopped it
+    ///   reading this snapshot (a damaged copy, the reason some copies are
+    ///   built again), if one did: what it carried until then stays carried.
+    /// - Throws: ``ChronicleError/Code/schemaMismatch`` if the snapshots'
+    ///   schemas differ; ``ChronicleError/Code/database`` if `destination`
+    ///   cannot be read or written.
+    package func carryWrites(into destination: Snapshot) throws -> (saves: Int, unreadable: ChronicleError?) {
+        guard destination.schema.hash == schema.hash else {
+            throw ChronicleError(.schemaMismatch, "carrying writes needs both copies on one schema version")
+        }
+        struct Origin: Hashable, Comparable {
+            var clock: HybridTimestamp
+            var device: DeviceID
+            init(_ version: Version) { clock = version.clock; device = version.device }
+            static func < (a: Origin, b: Origin) -> Bool { (a.clock, a.device) < (b.clock, b.device) }
+        }
+        var scan = RecordStateScan(schema: schema)
+        var saves = 0
+        while !scan.finished {
+            var page: [(entity: Int, id: RecordID, state: RecordState)] = []
+            do {
+                try pool.read { db in
+                    try scan.read(db) { entity, id, state in
+                        page.append((entity, id, state))
+                        return page.count < RecordStateScan.page
+                    }
+                }
+            } catch {
+                return (saves, ChronicleError.sqlite(error, .database, "reading the records to carry failed"))
+            }
+            let held: [RecordState?]
+            do {
+                held = try destination.pool.read { db in
+                    let engine = MergeEngine(db: db, schema: destination.schema, sql: destination.entitySQL, origin: .local)
+                    return try page.map { try engine.loadState($0.entity, $0.id) }
+                }
+            } catch {
+                throw ChronicleError.sqlite(error, .database, "reading the records of the new copy failed")
+            }
+            var origins: [Origin: [Change]] = [:]
+            for (record, there) in zip(page, held) {
+                let entity = schema.entities[record.entity]
+                let state = record.state
+                var writes: [Origin: [FieldValue]] = [:]
+                for entry in state.fields.entries {
+                    if let theirs = there?.fields[entry.index], theirs.version.clock >= entry.version.clock { continue }
+                    writes[Origin(entry.version), default: []].append(FieldValue(entity.fields[entry.index].name, entry.value))
+                }
+                if state.inserted, !(there?.inserted ?? false) {
+                    // The insert came with the oldest write (it wrote every
+                    // field); a record with no field left has only its delete.
+                    if let first = (state.fields.entries.map(\.version).min() ?? state.deleteVersion).map(Origin.init) {
+                        origins[first, default: []].append(Change(.insert, entity: entity.name, recordID: record.id, values: writes[first] ?? []))
+                        writes[first] = nil
+                    }
+                }
+                for (origin, values) in writes {
+                    origins[origin, default: []].append(Change(.update, entity: entity.name, recordID: record.id, values: values))
+                }
+                if let deleted = state.deleteVersion, there?.deleteVersion.map({ $0.clock < deleted.clock }) ?? true {
+                    origins[Origin(deleted), default: []].append(Change(.delete, entity: entity.name, recordID: record.id))
+                }
+            }
+            let carried = origins.keys.sorted().map { origin in
+                Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: schema.hash, changes: origins[origin]!)
+            }
+            saves += try destination.adopt(carried).count
+        }
+        return (saves, nil)
+    }
+
     // MARK: Logs of earlier IDs
 
     private static let createInherited = """

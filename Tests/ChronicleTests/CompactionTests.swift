@@ -190,6 +190,31 @@ import Testing
         #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title = 'while 3 was away'", on: 2) == 6)
     }
 
+    /// The device that compacted is one that holds all the marker covers:
+    /// should the container lose the marker before that device syncs again,
+    /// it writes it again.
+    @Test func theDeviceThatCompactedWritesTheMarkerAgainIfTheContainerLosesIt() async throws {
+        let d = try await TestDevices(2, schema: CompactionTests.schema)
+        for i in 0..<4 {
+            try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("note \(i)")]) }
+            try await d.syncAll()
+        }
+        _ = try await d.stores[1].publishBaseline(partBytes: 1024)
+        try await d.syncAll()
+        d.clock.advance(byMilliseconds: 1_000)
+        #expect(try await d.stores[1].compact(retention: .seconds(3_600)).removedLogs > 0)
+        let store = d.stores[1].storeID
+        try await d.container.deleteMarker(ContainerLayout.compaction(store: store), expected: nil)
+        for blob in try await d.container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store)) { try await d.container.delete(blob.name) }
+        try await d.stores[1].sync()
+        #expect(try await d.container.readMarker(ContainerLayout.compaction(store: store), as: CompactionHorizon.self) != nil)
+        #expect(try await !CompactionTests.baselines(d, d.stores[1]).isEmpty)
+        // A new device starts from it, and has every note.
+        let fresh = try await d.add()
+        try await fresh.sync()
+        #expect(try await d.count("SELECT COUNT(*) FROM Note", on: 2) == 4)
+    }
+
     @Test func aGapNoMarkerExplainsIsHealedFromABaselineOnceItHasLasted() async throws {
         let d = try await TestDevices(3, schema: CompactionTests.schema)
         try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("first")]) }
