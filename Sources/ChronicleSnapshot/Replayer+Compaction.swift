@@ -219,6 +219,73 @@ extension Replayer {
         }
     }
 
+    /// A device of the store whose saves this device has none of, and that
+    /// has no logs in the container, may still have saves: a
+    /// seeding device publishes a baseline of what it seeded, and the
+    /// device that keeps its logs puts them back if the container loses
+    /// them; if that device lost its copy too (its files went back in
+    /// time), the seeder's baseline is where its saves are left. No gap
+    /// shows (no log of the device is listed), so its complete baseline is
+    /// applied, a join as a log is, as soon as it is seen.
+    func applyBaselinesOfDevicesWithoutLogs(_ devices: [DeviceID], into report: inout ImportReport) async throws {
+        let vector = try snapshot.vector()
+        var silent: Set<DeviceID> = []
+        for device in devices where device != snapshot.deviceID && (vector[device] ?? 0) == 0 {
+            // A folder of logs can outlive its logs (a directory container's).
+            if try await container.listAll(prefix: ContainerLayout.logPrefix(store: snapshot.storeID, device: device)).isEmpty {
+                silent.insert(device)
+            }
+        }
+        guard !silent.isEmpty else { return }
+        let candidates: [[ContainerName]]
+        do {
+            candidates = try await baselines().filter { names in ContainerLayout.parseBaselinePart(names[0]).map { silent.contains($0.device) } ?? false }
+        } catch let error as ChronicleError where error.code.isTransient {
+            return
+        }
+        // Baselines that failed to apply are not read again at every sync.
+        var failed = Set(try snapshot.metadata("silent_baselines_failed")?.split(separator: " ").map(String.init) ?? [])
+        let failedBefore = failed
+        var applied: Set<DeviceID> = []
+        for names in candidates {
+            guard let publisher = ContainerLayout.parseBaselinePart(names[0])?.device, !applied.contains(publisher),
+                  !failed.contains(names[0].rawValue) else { continue }
+            let lastBytes: [UInt8]
+            do {
+                lastBytes = try await container.get(names[names.count - 1], maxBytes: decoder.limits.maxLogBytes)
+                // Still being written: the next sync looks again.
+                guard try decoder.header(of: lastBytes).isFinalBaselinePart else { continue }
+            } catch let error as ChronicleError where error.code.isTransient {
+                continue
+            } catch let error as ChronicleError where error.code != .simulatedCrash {
+                logger.warning("the baseline of a device whose logs the container does not have cannot be applied",
+                               metadata: ["chronicle.baseline": "\(names[0])", "chronicle.error": "\(error)"])
+                failed.insert(names[0].rawValue)
+                continue
+            }
+            let failures = report.failures.count
+            guard try await applyBaseline(names, lastBytes: lastBytes, into: &report) != nil else {
+                // Not an import failure: no log of this store needs it.
+                for failure in report.failures[failures...] {
+                    logger.warning("the baseline of a device whose logs the container does not have cannot be applied",
+                                   metadata: ["chronicle.baseline": "\(failure.name)", "chronicle.error": "\(failure.error)"])
+                }
+                report.failures.removeSubrange(failures...)
+                failed.insert(names[0].rawValue)
+                continue
+            }
+            applied.insert(publisher)
+            logger.notice("applied the baseline of a device whose logs the container does not have",
+                          metadata: ["chronicle.baseline": "\(names[0])", "chronicle.device": "\(publisher)"])
+        }
+        if failed != failedBefore {
+            try snapshot.setMetadata("silent_baselines_failed", failed.sorted().suffix(16).joined(separator: " "))
+        }
+        if !applied.isEmpty {
+            try await importLogs(of: self.devices(), after: try snapshot.vector(), into: &report)
+        }
+    }
+
     /// One bounded check of the baselines that hold saves no log may hold:
     /// the one the compaction marker names (the removed logs' only copy),
     /// and the store's newest complete one (a store that starts from a

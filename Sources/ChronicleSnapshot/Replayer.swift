@@ -487,7 +487,9 @@ package struct Replayer: Sendable {
             }
         }
         try Task.checkCancellation()
-        try await importLogs(of: devices(), after: vector, into: &report)
+        let devices = try await devices()
+        try await importLogs(of: devices, after: vector, into: &report)
+        try await applyBaselinesOfDevicesWithoutLogs(devices, into: &report)
         try await catchUpWithCompaction(into: &report)
         if try !report.gaps.isEmpty || snapshot.metadata("gaps_since") != nil { try await healGapsFromBaselines(into: &report) }
         return report

@@ -258,6 +258,29 @@ import Testing
         #expect(try await d.count("SELECT COUNT(*) FROM Note", on: 2) == 4)
     }
 
+    /// A device (a seeding one, say) whose logs are all gone from the
+    /// container, and whose files are gone too, left its saves in the
+    /// baseline it published: a device that never applied them takes them
+    /// from there, though no gap shows (no log of that device is listed).
+    @Test func theSavesOfADeviceWhoseLogsAreAllGoneComeFromItsBaseline() async throws {
+        let d = try await TestDevices(3, schema: CompactionTests.schema)
+        try await d.stores[2].write { tx in tx.insert("Note", ["title": .string("from 3")]) }
+        try await d.stores[2].sync()
+        try await d.stores[1].sync()
+        let gone = d.stores[0]
+        for i in 0..<3 { try await gone.write { tx in tx.insert("Note", ["title": .string("only in its baseline \(i)")]) } }
+        try await gone.sync()
+        _ = try await gone.publishBaseline(partBytes: 1024)
+        try await gone.close()
+        for blob in try await d.container.listAll(prefix: ContainerLayout.logPrefix(store: gone.storeID, device: gone.deviceID)) {
+            try await d.container.delete(blob.name)
+        }
+        let report = try await d.stores[1].sync()
+        #expect(report.imported.failures.isEmpty)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'only in its baseline %'", on: 1) == 3)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note", on: 1) == 4)
+    }
+
     @Test func aGapNoMarkerExplainsIsHealedFromABaselineOnceItHasLasted() async throws {
         let d = try await TestDevices(3, schema: CompactionTests.schema)
         try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("first")]) }
