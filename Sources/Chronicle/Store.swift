@@ -925,6 +925,33 @@ public actor Store {
         return try await moveToNewIdentity(reason: reason, passingOver: passingOver)
     }
 
+    /// Saves in this store, as this device's own and with their original
+    /// clocks, the writes of `writers` that the copy of store `store` at
+    /// `path` holds and this store lacks (see ``Snapshot/carryWrites(into:writtenBy:)``).
+    /// A device that moves into a store rebuilt from another device's copy
+    /// does this from its copy of the store it left, for its own writes:
+    /// the rebuilt store's vector may say it holds a save of this device
+    /// that it holds another version of (that device's files went back in
+    /// time, and saved again under the same sequences).
+    ///
+    /// - Returns: how many saves it made.
+    package func keepWrites(of writers: Set<DeviceID>, fromCopyAt path: String, of store: StoreID, device: DeviceID) throws -> Int {
+        try beginOperation()
+        defer { endOperation() }
+        let old = try Self.openSnapshot(path, storeID: store, device: device, configuration)
+        defer { try? old.close() }
+        let kept = try old.carryWrites(into: snapshot, writtenBy: writers)
+        if let error = kept.unreadable {
+            configuration.log.error("could not read all of the copy of the store this device left; its own writes the new store lacks may not be kept",
+                                    metadata: ["chronicle.error": "\(error)"])
+        }
+        if kept.saves > 0 {
+            configuration.log.warning("saved again this device's writes that the store it moved to does not hold",
+                                      metadata: ["chronicle.saves": "\(kept.saves)"])
+        }
+        return kept.saves
+    }
+
     /// Writes this device's state as a baseline of the store, so that a new
     /// device starts from it (one SQLite transaction per part) instead of
     /// replaying every log. Pending saves are uploaded first, so the baseline

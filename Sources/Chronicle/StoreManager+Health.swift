@@ -428,7 +428,7 @@ extension StoreManager {
             if let replaced = findings.replaced.first, !record.reloaded {
                 record.reloaded = true
                 try setHealth(record)
-                let reason = "the container holds other saves under the name of a log this device applied (another copy of its device's files wrote them)"
+                let reason = "the container holds other saves where a log this device applied was (another copy of its device's files wrote them)"
                 // Not from a baseline that covers the log: it may hold the
                 // version the container no longer has (this device's own
                 // earlier one, say).

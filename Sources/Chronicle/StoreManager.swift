@@ -1710,10 +1710,13 @@ public actor StoreManager {
         var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>], clock: HybridTimestamp,
                     survivors: [RecordID: RecordID])?
         var unchanged: [Transaction] = []
+        // This device's IDs in the old store, whose writes it answers for.
+        var writers: (device: DeviceID, all: Set<DeviceID>)?
         let oldPath = DeviceFolder.snapshotPath(old, in: configuration.store.directory)
         if FileManager.default.fileExists(atPath: oldPath) {
             let previous = try await Store.open(configuration(for: .cloud), exactly: old)
             do {
+                writers = (previous.deviceID, Set([previous.deviceID] + (try previous.snapshot.inheritedDevices())))
                 let covered = supersession?.vector[previous.deviceID] ?? 0
                 let saves = try previous.snapshot.pendingUploadTransactions(alsoFrom: supersession == nil ? nil : covered + 1)
                 if let supersession, supersession.continuesUnchanged {
@@ -1802,6 +1805,12 @@ public actor StoreManager {
         if store.storeID != old, let supersession, supersession.continuesUnchanged, let last, last.continuesUnchanged, last.store == store.storeID {
             do {
                 try await continueUnchanged(unchanged, in: store, supersession: last, &report)
+                // What the vector says the new store holds of this device's
+                // saves, it may hold another version of: the writes that it
+                // lacks are saved again.
+                if let writers, FileManager.default.fileExists(atPath: oldPath) {
+                    report.transactions += try await store.keepWrites(of: writers.all, fromCopyAt: oldPath, of: old, device: writers.device)
+                }
             } catch {
                 try? await store.close()
                 throw error

@@ -316,7 +316,8 @@ package struct Replayer: Sendable {
         /// Missing logs, in words ("<device's log prefix> sequence N").
         package var missing: [String] = []
         /// Logs this device applied that the container now holds with other
-        /// contents under the same name: another copy of their device's
+        /// contents under the same name, or in place of which it holds other
+        /// logs over the same sequences: another copy of their device's
         /// files wrote other saves there (and a wipe, or a lost upload, let
         /// its version win). This device's copy holds saves no other device
         /// will import, and lacks the ones the container has.
@@ -358,7 +359,16 @@ package struct Replayer: Sendable {
             if let parsed = ContainerLayout.parseLog(blob.name) { listed[parsed.device, default: []].append(parsed.first...parsed.last) }
         }
         let applied = try snapshot.appliedLogs(after: cursor?.rawValue, through: upper)
-        for log in applied where !(listed[log.device] ?? []).contains(where: { $0.overlaps(log.first...log.last) }) {
+        let listedNames = Set(page.map(\.name.rawValue))
+        for log in applied where !listedNames.contains(log.name) {
+            if (listed[log.device] ?? []).contains(where: { $0.overlaps(log.first...log.last) }) {
+                // Other logs of its device hold its sequences now: that
+                // device's files went back in time and saved again under
+                // them (its folder and the container put back from older
+                // copies), and this copy went apart from the container.
+                if let name = try? ContainerName(log.name), !findings.replaced.contains(name) { findings.replaced.append(name) }
+                continue
+            }
             let words = "\(ContainerLayout.logPrefix(store: snapshot.storeID, device: log.device)) sequence \(log.first)"
             if !findings.missing.contains(words) { findings.missing.append(words) }
         }
@@ -380,7 +390,10 @@ package struct Replayer: Sendable {
             }
         }
         // Logs compaction removed on purpose are not missing.
-        if !findings.missing.isEmpty, let horizon = try await compactionHorizon() {
+        if !findings.missing.isEmpty || !findings.replaced.isEmpty, let horizon = try await compactionHorizon() {
+            findings.replaced.removeAll { name in
+                ContainerLayout.parseLog(name).map { horizon.mayHaveRemoved(device: $0.device, last: $0.last) } ?? false
+            }
             findings.missing.removeAll { words in
                 guard let range = words.range(of: " sequence "), let sequence = UInt64(words[range.upperBound...]),
                       let device = words[..<range.lowerBound].split(separator: "/").last.flatMap({ DeviceID(string: String($0)) })

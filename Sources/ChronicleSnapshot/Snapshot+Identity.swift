@@ -170,7 +170,9 @@ extension Snapshot {
     /// - Throws: ``ChronicleError/Code/schemaMismatch`` if the snapshots'
     ///   schemas differ; ``ChronicleError/Code/database`` if `destination`
     ///   cannot be read or written.
-    package func carryWrites(into destination: Snapshot) throws -> (saves: Int, unreadable: ChronicleError?) {
+    /// - Parameter writers: when given, only the writes these devices made
+    ///   (by the device in each write's version).
+    package func carryWrites(into destination: Snapshot, writtenBy writers: Set<DeviceID>? = nil) throws -> (saves: Int, unreadable: ChronicleError?) {
         guard destination.schema.hash == schema.hash else {
             throw ChronicleError(.schemaMismatch, "carrying writes needs both copies on one schema version")
         }
@@ -208,14 +210,16 @@ extension Snapshot {
                 let entity = schema.entities[record.entity]
                 let state = record.state
                 var writes: [Origin: [FieldValue]] = [:]
-                for entry in state.fields.entries {
+                func carried(_ version: Version) -> Bool { writers?.contains(version.device) ?? true }
+                for entry in state.fields.entries where carried(entry.version) {
                     if let theirs = there?.fields[entry.index], theirs.version.clock >= entry.version.clock { continue }
                     writes[Origin(entry.version), default: []].append(FieldValue(entity.fields[entry.index].name, entry.value))
                 }
                 if state.inserted, !(there?.inserted ?? false) {
                     // The insert came with the oldest write (it wrote every
                     // field); a record with no field left has only its delete.
-                    if let first = (state.fields.entries.map(\.version).min() ?? state.deleteVersion).map(Origin.init) {
+                    if let version = state.fields.entries.map(\.version).min() ?? state.deleteVersion, carried(version) {
+                        let first = Origin(version)
                         origins[first, default: []].append(Change(.insert, entity: entity.name, recordID: record.id, values: writes[first] ?? []))
                         writes[first] = nil
                     }
@@ -223,7 +227,7 @@ extension Snapshot {
                 for (origin, values) in writes {
                     origins[origin, default: []].append(Change(.update, entity: entity.name, recordID: record.id, values: values))
                 }
-                if let deleted = state.deleteVersion, there?.deleteVersion.map({ $0.clock < deleted.clock }) ?? true {
+                if let deleted = state.deleteVersion, carried(deleted), there?.deleteVersion.map({ $0.clock < deleted.clock }) ?? true {
                     origins[Origin(deleted), default: []].append(Change(.delete, entity: entity.name, recordID: record.id))
                 }
             }
