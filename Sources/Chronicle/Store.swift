@@ -1136,6 +1136,12 @@ public actor Store {
         var importedTransactions = 0
         var keptWrites = 0
         do {
+            // Its logs that are only damaged or missing go back first: they
+            // are its own, and other devices would stop at them for good.
+            let putBack = try await replayer.repairOwnLogsPassingOverOthers()
+            if !putBack.isEmpty {
+                configuration.log.notice("put back own logs before moving to a new ID", metadata: ["chronicle.logs": "\(putBack.count)"])
+            }
             // What of the old ID's saves the container lacks.
             var (carried, through, ours) = try await savesMissingFromContainer(old)
             // Everything the container holds, the old ID's logs included.

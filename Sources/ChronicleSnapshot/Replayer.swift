@@ -195,6 +195,23 @@ package struct Replayer: Sendable {
         return repaired
     }
 
+    /// Puts back every one of this device's logs that the container lacks
+    /// or holds damaged, as ``repairOwnLogs()`` does, but passes over the
+    /// logs another copy of its files wrote at its names. A device that
+    /// moves to a new ID (because of such logs) does this first: its logs
+    /// that are only damaged stay its own, and other devices can import
+    /// them again, instead of stopping at them for good.
+    package func repairOwnLogsPassingOverOthers() async throws -> [ContainerName] {
+        var repaired: [ContainerName] = []
+        var cursor: ContainerName?
+        repeat {
+            let pass = try await repairLogs(of: nil, from: cursor, budget: RepairBudget(listed: pageSize, verifiedBytes: .max), passingOverOthers: true)
+            repaired += pass.repaired
+            cursor = pass.next
+        } while cursor != nil
+        return repaired
+    }
+
     /// How much one bounded repair pass may do.
     package struct RepairBudget: Sendable, Hashable {
         /// Log names listed.
@@ -231,7 +248,12 @@ package struct Replayer: Sendable {
 
     /// The repair pass for this device's own logs (`inherited` nil) or an
     /// earlier ID's.
-    private func repairLogs(of inherited: DeviceID?, from cursor: ContainerName?, budget: RepairBudget) async throws -> (repaired: [ContainerName], next: ContainerName?) {
+    ///
+    /// With `passingOverOthers`, a log at one of this device's names that
+    /// holds other saves (another copy of its files wrote it) is left alone
+    /// instead of reported as an ``ChronicleError/Code/identityConflict``.
+    private func repairLogs(of inherited: DeviceID?, from cursor: ContainerName?, budget: RepairBudget,
+                            passingOverOthers: Bool = false) async throws -> (repaired: [ContainerName], next: ContainerName?) {
         let encoder = LogEncoder(storeID: snapshot.storeID)
         let device = inherited ?? snapshot.deviceID
         func groups() throws -> [(UInt64, UInt64)] {
@@ -263,7 +285,11 @@ package struct Replayer: Sendable {
             try await recordSchema(of: bytes, &recorded)
             try snapshot.notePutBack(name, at: clock.nowMilliseconds())
             if inherited == nil {
-                try await putOwnLog(name, bytes)
+                do {
+                    try await putOwnLog(name, bytes)
+                } catch let error as ChronicleError where error.code == .identityConflict && passingOverOthers {
+                    continue
+                }
             } else {
                 do { try await container.put(name, bytes) } catch let error as ChronicleError where error.code == .blobConflict { continue }
             }
@@ -285,7 +311,7 @@ package struct Replayer: Sendable {
                 // Other bytes that verify: the same saves encoded otherwise
                 // (another LZ4 build), or someone else's saves.
                 if try holds(log, device: device, transactions) { continue }
-                if inherited != nil { continue }
+                if inherited != nil || passingOverOthers { continue }
                 throw ChronicleError(.identityConflict, "the container holds other saves where this device's log \(blob.name.lastComponent) belongs")
             }
             // Damaged. This device's own only if it put this very log, or

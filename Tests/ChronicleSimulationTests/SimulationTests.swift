@@ -40,6 +40,23 @@ import Testing
         #expect(summary.compactedLogs > 0, "seed \(seed) compacted nothing")
     }
 
+    /// Seeds of the same long runs in which nothing was compacted, that
+    /// once failed:
+    /// - 0x17b2: a copy of a device's folder (a twin) and the original both
+    ///   moved to new IDs, each carrying as new saves the saves of its log
+    ///   that a bit flip had damaged; nobody put that log back, and every
+    ///   device stopped at it for good, short of the later logs of that ID.
+    static let longRunSeeds: [UInt64] = [0x17b2]
+
+    @Test(arguments: longRunSeeds)
+    func pinnedLongRunSeeds(seed: UInt64) async throws {
+        var options = SimulationOptions()
+        options.savesPerDevice = 60
+        options.compactionProbability = 0.05
+        let summary = try await Simulation(seed: seed, options: options).run()
+        #expect(summary.passed, "seed \(seed): \(summary.violations)")
+    }
+
     /// Seeds of `--upgrades` runs that once failed:
     /// - 0x35, and 0x12, 0x18 with the lifecycle (devices then failed to
     ///   load): a device that upgraded kept the saves of an earlier ID (to
