@@ -226,7 +226,8 @@ extension Replayer {
     /// them; if that device lost its copy too (its files went back in
     /// time), the seeder's baseline is where its saves are left. No gap
     /// shows (no log of the device is listed), so its complete baseline is
-    /// applied, a join as a log is, as soon as it is seen.
+    /// applied, a join as a log is, as soon as it is seen: only one that
+    /// covers that device's saves alone, as a seeding device's does.
     func applyBaselinesOfDevicesWithoutLogs(_ devices: [DeviceID], into report: inout ImportReport) async throws {
         let vector = try snapshot.vector()
         var silent: Set<DeviceID> = []
@@ -255,6 +256,17 @@ extension Replayer {
                 lastBytes = try await container.get(names[names.count - 1], maxBytes: decoder.limits.maxLogBytes)
                 // Still being written: the next sync looks again.
                 guard try decoder.header(of: lastBytes).isFinalBaselinePart else { continue }
+                // Only a baseline of that device's own saves (a seeding
+                // device's), and some: one that holds other devices' writes too may
+                // hold versions of them that the container no longer has
+                // (another copy's, gone since), which a join would bring
+                // to this device alone.
+                let firstBytes = names.count == 1 ? lastBytes : try await container.get(names[0], maxBytes: decoder.limits.maxLogBytes)
+                guard case .baseline(_, let part) = try await decodeLearning(firstBytes),
+                      (part.vector[publisher] ?? 0) > 0, part.vector.keys.allSatisfy({ $0 == publisher }) else {
+                    failed.insert(names[0].rawValue)
+                    continue
+                }
             } catch let error as ChronicleError where error.code.isTransient {
                 continue
             } catch let error as ChronicleError where error.code != .simulatedCrash {

@@ -155,7 +155,7 @@ extension Snapshot {
     /// from a later clock, an insert or a delete it has not seen. Each keeps
     /// the clock it was made with, so it merges everywhere as the original
     /// would have; the writes of one original save (one clock and device)
-    /// go in one save, a page of records at a time.
+    /// go in one save. Memory holds the writes carried, not the snapshot.
     ///
     /// A device that builds its copy of the store again from the container
     /// (``Store``'s move to a new ID) does this from its old copy: the
@@ -183,8 +183,11 @@ extension Snapshot {
             static func < (a: Origin, b: Origin) -> Bool { (a.clock, a.device) < (b.clock, b.device) }
         }
         var scan = RecordStateScan(schema: schema)
-        var saves = 0
-        while !scan.finished {
+        // Every page's, so that the writes of one original save stay one
+        // save: two saves of one version would merge depending on their order.
+        var origins: [Origin: [Change]] = [:]
+        var unreadable: ChronicleError?
+        scanning: while !scan.finished {
             var page: [(entity: Int, id: RecordID, state: RecordState)] = []
             do {
                 try pool.read { db in
@@ -194,7 +197,8 @@ extension Snapshot {
                     }
                 }
             } catch {
-                return (saves, ChronicleError.sqlite(error, .database, "reading the records to carry failed"))
+                unreadable = ChronicleError.sqlite(error, .database, "reading the records to carry failed")
+                break scanning
             }
             let held: [RecordState?]
             do {
@@ -205,7 +209,6 @@ extension Snapshot {
             } catch {
                 throw ChronicleError.sqlite(error, .database, "reading the records of the new copy failed")
             }
-            var origins: [Origin: [Change]] = [:]
             for (record, there) in zip(page, held) {
                 let entity = schema.entities[record.entity]
                 let state = record.state
@@ -216,11 +219,15 @@ extension Snapshot {
                     writes[Origin(entry.version), default: []].append(FieldValue(entity.fields[entry.index].name, entry.value))
                 }
                 if state.inserted, !(there?.inserted ?? false) {
-                    // The insert came with the oldest write (it wrote every
-                    // field); a record with no field left has only its delete.
+                    // The insert came with the oldest write; it wrote every
+                    // field, so it carries every field this snapshot has (a
+                    // value written later is written later again, by its
+                    // own save, where it is newer than what is there). A
+                    // record with no field left has only its delete.
                     if let version = state.fields.entries.map(\.version).min() ?? state.deleteVersion, carried(version) {
                         let first = Origin(version)
-                        origins[first, default: []].append(Change(.insert, entity: entity.name, recordID: record.id, values: writes[first] ?? []))
+                        let values = state.fields.entries.map { FieldValue(entity.fields[$0.index].name, $0.value) }
+                        origins[first, default: []].append(Change(.insert, entity: entity.name, recordID: record.id, values: values))
                         writes[first] = nil
                     }
                 }
@@ -231,12 +238,11 @@ extension Snapshot {
                     origins[Origin(deleted), default: []].append(Change(.delete, entity: entity.name, recordID: record.id))
                 }
             }
-            let carried = origins.keys.sorted().map { origin in
-                Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: schema.hash, changes: origins[origin]!)
-            }
-            saves += try destination.adopt(carried).count
         }
-        return (saves, nil)
+        let carried = origins.keys.sorted().map { origin in
+            Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: schema.hash, changes: origins[origin]!)
+        }
+        return (try destination.adopt(carried).count, unreadable)
     }
 
     // MARK: Logs of earlier IDs

@@ -131,6 +131,134 @@ import Testing
         }
     }
 
+    /// A note and a comment on it saved together, and the note deleted
+    /// later (on its own, or with its folder), in every order: the comment
+    /// shows no note, whichever arrived first.
+    @Test(arguments: [false, true])
+    func aReferrerSavedWithItsTargetShowsNoTargetAfterTheTargetsLaterDeleteInAnyOrder(folderDeleted: Bool) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-dedupe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (f0, n0, c0) = (Self.folders[0], Self.notes[0], Self.comments[0])
+        func at(_ ms: UInt64, _ device: UInt64, _ changes: [Change]) -> Transaction {
+            Transaction(deviceID: DeviceID(index: device), sequence: 1, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + ms, counter: 0),
+                        schemaHash: Self.schema.hash, changes: changes)
+        }
+        let transactions = [
+            at(1, 1, [Change(.insert, entity: "Folder", recordID: f0, values: [FieldValue("name", "Inbox")])]),
+            at(10, 2, [Change(.insert, entity: "Note", recordID: n0, values: [FieldValue("title", "n"), FieldValue("folder", .reference(f0))]),
+                       Change(.insert, entity: "Comment", recordID: c0, values: [FieldValue("text", "c"), FieldValue("note", .reference(n0))])]),
+            at(20, 3, [folderDeleted ? Change(.delete, entity: "Folder", recordID: f0) : Change(.delete, entity: "Note", recordID: n0)]),
+        ]
+        let logs = try transactions.map { try LogDecoder(schema: Self.schema).open(try LogEncoder(storeID: Self.store).encode([$0])) }
+        let expected = Oracle(transactions).tables()
+        var rng = SeededRandom(seed: 7)
+        for (n, order) in [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]].enumerated() {
+            let snapshot = try Self.replay(logs, order: order, rng: &rng, in: dir, name: "order-\(n)")
+            #expect(try Self.tables(snapshot) == expected, "order \(order)")
+            try snapshot.close()
+        }
+    }
+
+    /// A save carried again by another device (same clock, another device:
+    /// see `Snapshot.carryWrites`) beside the original, the note deleted
+    /// later by both too, in many orders and batches.
+    @Test func aSaveCarriedAgainBesideItsOriginalMergesTheSameInAnyOrder() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-dedupe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (f0, n0, c0) = (Self.folders[0], Self.notes[0], Self.comments[0])
+        func at(_ ms: UInt64, _ device: UInt64, _ changes: [Change]) -> Transaction {
+            Transaction(deviceID: DeviceID(index: device), sequence: 1, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + ms, counter: 0),
+                        schemaHash: Self.schema.hash, changes: changes)
+        }
+        let noteAndComment = [Change(.insert, entity: "Note", recordID: n0, values: [FieldValue("title", "n"), FieldValue("folder", .reference(f0))]),
+                              Change(.insert, entity: "Comment", recordID: c0, values: [FieldValue("text", "c"), FieldValue("note", .reference(n0))])]
+        let transactions = [
+            at(1, 1, [Change(.insert, entity: "Folder", recordID: f0, values: [FieldValue("name", "Inbox")])]),
+            at(10, 3, noteAndComment),
+            at(30, 6, [Change(.update, entity: "Note", recordID: n0, values: [FieldValue("title", "renamed")])]),
+            at(40, 5, [Change(.delete, entity: "Note", recordID: n0)]),
+            at(10, 9, noteAndComment.map { var c = $0; if c.entity == "Note" { c.values = [FieldValue("title", "renamed"), FieldValue("folder", .reference(f0))] }; return c }),
+            at(40, 9, [Change(.delete, entity: "Note", recordID: n0)]),
+        ]
+        let logs = try transactions.map { try LogDecoder(schema: Self.schema).open(try LogEncoder(storeID: Self.store).encode([$0])) }
+        var rng = SeededRandom(seed: 11)
+        var seen: Set<[String]> = []
+        for n in 0..<80 {
+            var order = Array(logs.indices)
+            order.shuffle(using: &rng)
+            let snapshot = try Self.replay(logs, order: order, rng: &rng, in: dir, name: "order-\(n)")
+            seen.insert(try Self.tables(snapshot))
+            try snapshot.close()
+        }
+        #expect(seen.count == 1, "\(seen)")
+    }
+
+    /// A note deleted, then brought back by a later write to it (a write
+    /// newer than the delete wins): the comment saved with it shows it
+    /// again, in every order.
+    @Test func aReferrerShowsItsTargetAgainWhenALaterWriteBringsItBack() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-dedupe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (f0, n0, c0) = (Self.folders[0], Self.notes[0], Self.comments[0])
+        func at(_ ms: UInt64, _ device: UInt64, _ changes: [Change]) -> Transaction {
+            Transaction(deviceID: DeviceID(index: device), sequence: 1, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + ms, counter: 0),
+                        schemaHash: Self.schema.hash, changes: changes)
+        }
+        let transactions = [
+            at(1, 1, [Change(.insert, entity: "Folder", recordID: f0, values: [FieldValue("name", "Inbox")])]),
+            at(10, 2, [Change(.insert, entity: "Note", recordID: n0, values: [FieldValue("title", "n"), FieldValue("folder", .reference(f0))]),
+                       Change(.insert, entity: "Comment", recordID: c0, values: [FieldValue("text", "c"), FieldValue("note", .reference(n0))])]),
+            at(20, 3, [Change(.delete, entity: "Note", recordID: n0)]),
+            at(30, 4, [Change(.update, entity: "Note", recordID: n0, values: [FieldValue("title", "back")])]),
+        ]
+        let logs = try transactions.map { try LogDecoder(schema: Self.schema).open(try LogEncoder(storeID: Self.store).encode([$0])) }
+        let expected = Oracle(transactions).tables()
+        var rng = SeededRandom(seed: 5)
+        for n in 0..<24 {
+            var order = Array(logs.indices)
+            order.shuffle(using: &rng)
+            let snapshot = try Self.replay(logs, order: order, rng: &rng, in: dir, name: "order-\(n)")
+            #expect(try Self.tables(snapshot) == expected, "order \(order)")
+            try snapshot.close()
+        }
+    }
+
+    /// A note and a comment on it saved together into a folder deleted
+    /// (before or after, by clock): whether the note shows or not, the
+    /// comment shows it exactly when it does, in every order.
+    @Test(arguments: [5, 15])
+    func aReferrerSavedWithATargetItsFolderHidesShowsNoTargetInAnyOrder(folderDeletedAt: Int) throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-dedupe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (f0, n0, c0) = (Self.folders[0], Self.notes[0], Self.comments[0])
+        func at(_ ms: UInt64, _ device: UInt64, _ changes: [Change]) -> Transaction {
+            Transaction(deviceID: DeviceID(index: device), sequence: 1, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + ms, counter: 0),
+                        schemaHash: Self.schema.hash, changes: changes)
+        }
+        let transactions = [
+            at(1, 1, [Change(.insert, entity: "Folder", recordID: f0, values: [FieldValue("name", "Inbox")])]),
+            at(UInt64(folderDeletedAt), 5, [Change(.delete, entity: "Folder", recordID: f0)]),
+            at(10, 2, [Change(.insert, entity: "Note", recordID: n0, values: [FieldValue("title", "n"), FieldValue("folder", .reference(f0))]),
+                       Change(.insert, entity: "Comment", recordID: c0, values: [FieldValue("text", "c"), FieldValue("note", .reference(n0))])]),
+            at(20, 6, [Change(.delete, entity: "Note", recordID: n0)]),
+            at(30, 4, [Change(.update, entity: "Note", recordID: n0, values: [FieldValue("title", "later")])]),
+        ]
+        let logs = try transactions.map { try LogDecoder(schema: Self.schema).open(try LogEncoder(storeID: Self.store).encode([$0])) }
+        let expected = Oracle(transactions).tables()
+        var rng = SeededRandom(seed: 5)
+        for n in 0..<120 {
+            var order = Array(logs.indices)
+            order.shuffle(using: &rng)
+            let snapshot = try Self.replay(logs, order: order, rng: &rng, in: dir, name: "order-\(n)")
+            #expect(try Self.tables(snapshot) == expected, "order \(order)")
+            try snapshot.close()
+        }
+    }
+
     /// A snapshot of format 5 shows a survivor's own values, not the newer
     /// ones of its duplicates; opening it recomputes the rows of entities
     /// with a unique key.
