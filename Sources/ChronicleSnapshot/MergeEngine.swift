@@ -475,7 +475,14 @@ struct MergeEngine {
         }
         // Other values of a row are read by nothing else: referrers show the
         // ID a reference resolves to, which only keys and visibility decide.
-        guard newKeys != oldKeys || (desired == nil) != (current == nil) else { return }
+        guard newKeys != oldKeys || (desired == nil) != (current == nil) else {
+            // Hidden before and after, with no row: but a referrer refreshed
+            // earlier in this transaction may have read it visible from its
+            // state then (before a change that hides it, such as its
+            // folder's delete, was applied), and no row change tells it.
+            if desired == nil, current == nil, sql[entity].isReferenced { try scheduleReferrers(entity, id) }
+            return
+        }
         // Both the groups it left and the groups it joined (a changed key
         // of one constraint is in both).
         var touched = oldKeys.map { ($0.key, $0.value) }

@@ -45,8 +45,16 @@ import Testing
     /// - 0x17b2: a copy of a device's folder (a twin) and the original both
     ///   moved to new IDs, each carrying as new saves the saves of its log
     ///   that a bit flip had damaged; nobody put that log back, and every
-    ///   device stopped at it for good, short of the later logs of that ID.
-    static let longRunSeeds: [UInt64] = [0x17b2]
+    ///   device stopped at it for good, short of the later logs of that ID;
+    /// - 0x1bc0: a comment and its note, saved again by a device that moved
+    ///   to a new ID, reached a device in one log with the delete of the
+    ///   note's folder: the comment, refreshed before the folder, read the
+    ///   note visible, and the note (without a row before or after) never
+    ///   had it refreshed again;
+    /// - 0x1b7c: a device applied at every sync the baseline a device had
+    ///   published of an empty store, taking it for the only copy of that
+    ///   device's saves.
+    static let longRunSeeds: [UInt64] = [0x17b2, 0x1bc0, 0x1b7c]
 
     @Test(arguments: longRunSeeds)
     func pinnedLongRunSeeds(seed: UInt64) async throws {

@@ -259,6 +259,42 @@ import Testing
         }
     }
 
+    /// One log that saves a comment and its note into a folder, then
+    /// deletes the folder (hiding the note), applied where the note was
+    /// known only by a later write and a delete: the comment is refreshed
+    /// before the folder's delete is applied and reads the note visible;
+    /// the note, without a row before or after, must still have the
+    /// comment refreshed again.
+    @Test func aReferrerThatReadItsTargetVisibleEarlierInALogIsRefreshedWhenTheLogHidesIt() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-dedupe-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (f0, n0, c0) = (Self.folders[0], Self.notes[0], Self.comments[0])
+        func at(_ ms: UInt64, _ device: UInt64, _ sequence: UInt64, _ changes: [Change]) -> Transaction {
+            Transaction(deviceID: DeviceID(index: device), sequence: sequence, clock: HybridTimestamp(milliseconds: 1_700_000_000_000 + ms, counter: 0),
+                        schemaHash: Self.schema.hash, changes: changes)
+        }
+        let folder = at(1, 1, 1, [Change(.insert, entity: "Folder", recordID: f0, values: [FieldValue("name", "Inbox")])])
+        let saved = at(10, 2, 1, [Change(.insert, entity: "Comment", recordID: c0, values: [FieldValue("text", "c"), FieldValue("note", .reference(n0))]),
+                                  Change(.insert, entity: "Note", recordID: n0, values: [FieldValue("title", "n"), FieldValue("folder", .reference(f0))])])
+        let deleted = at(20, 2, 2, [Change(.delete, entity: "Folder", recordID: f0)])
+        // Known here before its insert: a later write and a delete (which
+        // the write outlives), from devices whose logs came first.
+        let written = at(30, 4, 1, [Change(.update, entity: "Note", recordID: n0, values: [FieldValue("title", "later")])])
+        let noteDeleted = at(25, 6, 1, [Change(.delete, entity: "Note", recordID: n0)])
+        let expected = Oracle([folder, written, noteDeleted, saved, deleted]).tables()
+        let logs = try [[folder], [written], [noteDeleted], [saved, deleted]].map {
+            try LogDecoder(schema: Self.schema).open(try LogEncoder(storeID: Self.store).encode($0))
+        }
+        // Each log on its own: the folder has a row when the last one comes.
+        let snapshot = try Snapshot(path: dir.appendingPathComponent("one-log.sqlite").path, schema: Self.schema, storeID: Self.store,
+                                    deviceID: DeviceID(index: 10_000), durability: .normal)
+        for (n, log) in logs.enumerated() { #expect(try snapshot.apply([(log, "log-\(n)")]).failure == nil) }
+        #expect(try Self.tables(snapshot) == expected)
+        #expect(try Self.tables(snapshot).contains("Comment \(c0) c -"))
+        try snapshot.close()
+    }
+
     /// A snapshot of format 5 shows a survivor's own values, not the newer
     /// ones of its duplicates; opening it recomputes the rows of entities
     /// with a unique key.
