@@ -815,6 +815,12 @@ public actor Store {
         try Task.checkCancellation()
         var imported = try await replayer(reporting: progress).importOnce()
         if let repairFailure { imported.failures.append(repairFailure) }
+        // This copy holds another version of a save the container compacted:
+        // it is built again from the container, keeping what it held.
+        var apart: IdentityChange?
+        if let reason = imported.historyApart {
+            apart = try await moveToNewIdentity(reason: reason)
+        }
         if let prefix = imported.baselinePrefix { try snapshot.setHeldBaseline(prefix) }
         try await republishLostBaseline()
         // How far this device has applied, for compaction to wait for it.
@@ -841,12 +847,12 @@ public actor Store {
             configuration.log.warning("could not check the store's baselines", metadata: ["chronicle.error": "\(error)"])
         }
         // What the move to a new ID imported counts as this sync's import.
-        for moved in [change, uploaded.change].compactMap({ $0 }) {
+        for moved in [change, uploaded.change, apart].compactMap({ $0 }) {
             imported.appliedLogs += moved.importedLogs
             imported.appliedTransactions += moved.importedTransactions
         }
         return SyncReport(uploadedLogs: uploaded.count, imported: imported, repairedLogs: repaired,
-                          identityChange: uploaded.change ?? change)
+                          identityChange: apart ?? uploaded.change ?? change)
     }
 
     /// A baseline can hold saves that no device keeps as logs: a store's
@@ -926,16 +932,17 @@ public actor Store {
     }
 
     /// Saves in this store, as this device's own and with their original
-    /// clocks, the writes of `writers` that the copy of store `store` at
-    /// `path` holds and this store lacks (see ``Snapshot/carryWrites(into:writtenBy:)``).
-    /// A device that moves into a store rebuilt from another device's copy
-    /// does this from its copy of the store it left, for its own writes:
-    /// the rebuilt store's vector may say it holds a save of this device
+    /// clocks, the writes (of `writers`, or all) that the copy of store
+    /// `store` at `path` holds and this store lacks (see
+    /// ``Snapshot/carryWrites(into:writtenBy:)``). A device that moves into
+    /// a store rebuilt from another device's copy does this from its copy of
+    /// the store it left: the rebuilt store's vector may say it holds a save
     /// that it holds another version of (that device's files went back in
-    /// time, and saved again under the same sequences).
+    /// time, and saved again under the same sequences), and the rebuilder's
+    /// copy may have gone back in time itself.
     ///
     /// - Returns: how many saves it made.
-    package func keepWrites(of writers: Set<DeviceID>, fromCopyAt path: String, of store: StoreID, device: DeviceID) throws -> Int {
+    package func keepWrites(of writers: Set<DeviceID>?, fromCopyAt path: String, of store: StoreID, device: DeviceID) throws -> Int {
         try beginOperation()
         defer { endOperation() }
         let old = try Self.openSnapshot(path, storeID: store, device: device, configuration)

@@ -1710,7 +1710,7 @@ public actor StoreManager {
         var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>], clock: HybridTimestamp,
                     survivors: [RecordID: RecordID])?
         var unchanged: [Transaction] = []
-        // This device's IDs in the old store, whose writes it answers for.
+        // This device's ID in the old store.
         var writers: (device: DeviceID, all: Set<DeviceID>)?
         let oldPath = DeviceFolder.snapshotPath(old, in: configuration.store.directory)
         if FileManager.default.fileExists(atPath: oldPath) {
@@ -1805,11 +1805,16 @@ public actor StoreManager {
         if store.storeID != old, let supersession, supersession.continuesUnchanged, let last, last.continuesUnchanged, last.store == store.storeID {
             do {
                 try await continueUnchanged(unchanged, in: store, supersession: last, &report)
-                // What the vector says the new store holds of this device's
-                // saves, it may hold another version of: the writes that it
-                // lacks are saved again.
+                // What the vector says the new store holds, it may hold
+                // another version of (a device's files went back in time and
+                // saved again under the same sequences), or not hold at all
+                // (the rebuilder's copy went back in time): the writes this
+                // device's copy has and the new store lacks are saved again,
+                // with their clocks. Writes of other devices still on their
+                // way into the new store may be saved twice so; they merge
+                // as one.
                 if let writers, FileManager.default.fileExists(atPath: oldPath) {
-                    report.transactions += try await store.keepWrites(of: writers.all, fromCopyAt: oldPath, of: old, device: writers.device)
+                    report.transactions += try await store.keepWrites(of: nil, fromCopyAt: oldPath, of: old, device: writers.device)
                 }
             } catch {
                 try? await store.close()

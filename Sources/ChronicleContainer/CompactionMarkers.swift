@@ -87,13 +87,22 @@ public struct CompactionHorizon: MarkerPayload, Hashable {
     public var milliseconds: UInt64
     /// The baseline's vector: for each device, the last sequence it covers.
     public var vector: [DeviceID: UInt64]
+    /// For the devices whose last covered save the compacting device knew
+    /// as it was made, that save's clock (its raw hybrid timestamp): a
+    /// device that holds another save under the same sequence (its files,
+    /// or the container, went back in time and the sequence was used
+    /// again) sees that its history went apart from the container's, though
+    /// the logs that would show it are gone. Absent in markers written
+    /// before it existed.
+    public var clocks: [DeviceID: UInt64]
 
     /// Creates a compaction marker's payload.
-    public init(baseline: String, device: DeviceID, milliseconds: UInt64, vector: [DeviceID: UInt64]) {
+    public init(baseline: String, device: DeviceID, milliseconds: UInt64, vector: [DeviceID: UInt64], clocks: [DeviceID: UInt64] = [:]) {
         self.baseline = baseline
         self.device = device
         self.milliseconds = milliseconds
         self.vector = vector
+        self.clocks = clocks
     }
 
     /// Whether compaction may have removed the log of `device` that ends at `last`.
@@ -101,7 +110,7 @@ public struct CompactionHorizon: MarkerPayload, Hashable {
         last <= (vector[device] ?? 0)
     }
 
-    private enum CodingKeys: String, CodingKey { case baseline, device, milliseconds, vector }
+    private enum CodingKeys: String, CodingKey { case baseline, device, milliseconds, vector, clocks }
 
     /// Reads the JSON form.
     public init(from decoder: any Decoder) throws {
@@ -110,6 +119,7 @@ public struct CompactionHorizon: MarkerPayload, Hashable {
         device = try c.decode(DeviceID.self, forKey: .device)
         milliseconds = try c.decode(UInt64.self, forKey: .milliseconds)
         vector = try VectorCoding.decode(c, forKey: .vector)
+        clocks = c.contains(.clocks) ? try VectorCoding.decode(c, forKey: .clocks) : [:]
     }
 
     /// Writes the JSON form.
@@ -119,5 +129,6 @@ public struct CompactionHorizon: MarkerPayload, Hashable {
         try c.encode(device, forKey: .device)
         try c.encode(milliseconds, forKey: .milliseconds)
         try VectorCoding.encode(vector, &c, forKey: .vector)
+        if !clocks.isEmpty { try VectorCoding.encode(clocks, &c, forKey: .clocks) }
     }
 }

@@ -67,6 +67,21 @@ extension Replayer {
             recordFailure(horizonName.rawValue, device: snapshot.deviceID, error, into: &report)
             return
         }
+        // The same sequence, another save: this device's history of that
+        // device went apart from the container's (its own files, or the
+        // container, went back in time, and the sequence was used again).
+        // The logs that would show it are gone; the marker's clocks do.
+        if !horizon.clocks.isEmpty {
+            let known = try snapshot.transactionClocks(at: horizon.vector)
+            if let (device, clock) = known.sorted(by: { $0.key < $1.key }).first(where: { entry in
+                horizon.clocks[entry.key].map { $0 != entry.value } ?? false
+            }) {
+                report.historyApart = device == snapshot.deviceID
+                    ? "the store's compacted history holds another save \(horizon.vector[device] ?? 0) of this device than its files made (clock \(horizon.clocks[device] ?? 0), not \(clock)): another copy of its files, or of the container, used that sequence again"
+                    : "the store's compacted history holds another save \(horizon.vector[device] ?? 0) of device \(device) than this device applied: that device's files, or the container, went back in time and the sequence was used again"
+                return
+            }
+        }
         let vector = try snapshot.vector()
         let behind = horizon.vector.filter { $0.key != snapshot.deviceID && (vector[$0.key] ?? 0) < $0.value }.map(\.key)
         guard !behind.isEmpty else { return }
@@ -136,7 +151,8 @@ extension Replayer {
         guard seen.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else { return nil }
         logger.warning("the store's compaction marker is gone from the container, or unreadable; publishing a baseline that covers what it covered")
         let published = try await publishStandIn()
-        let replacement = CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID, milliseconds: clock.nowMilliseconds(), vector: published.vector)
+        let replacement = CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID, milliseconds: clock.nowMilliseconds(), vector: published.vector,
+                                            clocks: try snapshot.transactionClocks(at: published.vector))
         do {
             // Gone, or there but unreadable.
             if let marker {
@@ -362,7 +378,8 @@ extension Replayer {
                            metadata: ["chronicle.baseline": "\(target)", "chronicle.problem": "\(problem)"])
             let published = try await publishStandIn()
             if let marker, let horizon, target == horizon.baseline {
-                let replacement = CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID, milliseconds: now, vector: published.vector)
+                let replacement = CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID, milliseconds: now, vector: published.vector,
+                                                    clocks: try snapshot.transactionClocks(at: published.vector))
                 do {
                     _ = try await container.replaceMarker(markerName, replacement, expected: marker.version)
                 } catch let error as ChronicleError where error.code == .markerConflict {
@@ -445,7 +462,8 @@ extension Replayer {
         }
         // The marker first: from here on a device that misses a log looks for the baseline.
         let name = ContainerLayout.compaction(store: store)
-        let horizon = CompactionHorizon(baseline: prefix, device: snapshot.deviceID, milliseconds: now, vector: vector)
+        let horizon = CompactionHorizon(baseline: prefix, device: snapshot.deviceID, milliseconds: now, vector: vector,
+                                        clocks: try snapshot.transactionClocks(at: vector))
         let existing = try await container.readMarker(name)
         guard report.waitingFor.isEmpty else {
             // Nothing is removed, but a marker this baseline covers moves to

@@ -1001,6 +1001,10 @@ public struct ImportReport: Sendable {
     public var gaps: [Gap] = []
     /// The baseline the pass started from, if it applied one.
     package var baseline: Snapshot.BaselineSummary?
+    /// Set when the compaction marker shows that this device's history of
+    /// some device (its own included) went apart from the container's: why.
+    /// The store builds this device's copy again from the container.
+    package var historyApart: String?
     /// The container folder of that baseline's parts.
     package var baselinePrefix: String?
     /// The incomplete baseline the pass is waiting for (see

@@ -303,6 +303,35 @@ import Synchronization
         }
     }
 
+    /// For each device in `vector`, the clock of its save at that sequence,
+    /// where this snapshot knows it as made: its own saves from the outbox;
+    /// another device's when the last save of it applied here is that one,
+    /// from a log (a baseline's vector carries no clock per save).
+    package func transactionClocks(at vector: [DeviceID: UInt64]) throws -> [DeviceID: UInt64] {
+        do {
+            return try pool.read { db in
+                var clocks: [DeviceID: UInt64] = [:]
+                for (device, sequence) in vector where sequence > 0 {
+                    if device == deviceID {
+                        if let clock = try Int64.fetchOne(db, sql: "SELECT clock FROM _chronicle_outbox WHERE sequence = ?", arguments: [Int64(clamping: sequence)]) {
+                            clocks[device] = UInt64(bitPattern: clock)
+                        }
+                        continue
+                    }
+                    guard let row = try Row.fetchOne(db, sql: "SELECT sequence, clock FROM _chronicle_vector WHERE device = ?", arguments: [device.rawValue]),
+                          UInt64(row[0] as Int64) == sequence,
+                          try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_ledger WHERE device = ? AND first <= ? AND last >= ?",
+                                            arguments: [device.rawValue, Int64(clamping: sequence), Int64(clamping: sequence)]) ?? false
+                    else { continue }
+                    clocks[device] = UInt64(bitPattern: row[1] as Int64)
+                }
+                return clocks
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "reading the clocks of the saves a vector ends at failed")
+        }
+    }
+
     /// What the snapshot knows of a record, visible or not: each field's
     /// version, whether an insert was seen, the newest delete. Simulations
     /// use it to check that a write was applied (or superseded).

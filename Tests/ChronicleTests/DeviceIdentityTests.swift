@@ -195,6 +195,67 @@ import Testing
         for s in [a, b] { try await s.close() }
     }
 
+    /// Sets up a's folder and the container going back in time together
+    /// after `lost` (a's second save) reached b: a saves `again` under the
+    /// same sequence and uploads it. Returns the stores, open.
+    func restoredTogether(_ world: World) async throws -> (a: Store, b: Store, first: RecordID, lost: RecordID, again: RecordID) {
+        var a = try await world.open("a")
+        let b = try await world.open("b")
+        let first = try await world.save(a, "first", 1)[0]
+        try await a.sync()
+        try await b.sync()
+        try await a.close()
+        try world.copy("a", to: "a-backup")
+        a = try await world.open("a")
+        let device = a.deviceID
+        let lost = try await world.save(a, "lost", 1)[0]
+        try await a.sync()
+        try await b.sync()
+        try await a.close()
+        for (owner, ranges) in try await world.logRanges() where owner == device {
+            for range in ranges where range.upperBound > 1 {
+                try await world.container.delete(ContainerLayout.log(store: b.storeID, device: owner, first: range.lowerBound, last: range.upperBound))
+            }
+        }
+        try world.restore("a", from: "a-backup")
+        a = try await world.open("a")
+        let again = try await world.save(a, "again", 1)[0]
+        try await a.sync()
+        return (a, b, first, lost, again)
+    }
+
+    /// After such a restore, the restored device compacts: the container no
+    /// longer holds any log of the sequence used twice. The other device
+    /// sees from the compaction marker that it applied another save under
+    /// it, builds its copy again and keeps the save it held.
+    @Test func aCompactionAfterADoubleRestoreDoesNotHideTheOtherVersion() async throws {
+        let world = try World()
+        let (a, b, first, lost, again) = try await restoredTogether(world)
+        _ = try await a.publishBaseline()
+        world.clock.advance(byMilliseconds: 1_000)
+        #expect(try await a.compact(retention: .seconds(3_600)).removedLogs > 0)
+        let moved = try await b.sync()
+        #expect(moved.identityChange != nil, "b's copy went apart from the container's history")
+        try await Self.expectConverged(world, [a, b], notes: [first, lost, again])
+        for s in [a, b] { try await s.close() }
+    }
+
+    /// The same, compacted by the other device, whose baseline holds the
+    /// version it applied: the restored device sees from the marker that
+    /// the compacted history holds another save than its own under that
+    /// sequence, and moves to a new ID carrying its save.
+    @Test func aCompactionOfTheOtherVersionMovesTheRestoredDeviceAndKeepsItsSave() async throws {
+        let world = try World()
+        let (a, b, first, lost, again) = try await restoredTogether(world)
+        _ = try await b.publishBaseline()
+        world.clock.advance(byMilliseconds: 1_000)
+        #expect(try await b.compact(retention: .seconds(3_600)).removedLogs > 0)
+        let moved = try await a.sync()
+        #expect(moved.identityChange != nil, "a's save is not the one the compacted history holds")
+        try await Self.expectConverged(world, [a, b], notes: [first, lost, again])
+        for s in [a, b] { try await s.close() }
+    }
+
     /// Two live copies of one folder: the copy that uploads second is
     /// refused by the container, moves to a new ID, and carries its saves.
     @Test func aCopiedFolderRunningBesideTheOriginalNeverReusesASequence() async throws {

@@ -357,11 +357,12 @@ import Testing
 
     /// A device folder and the container put back from one older backup:
     /// the device saves again under the sequence of a save the other device
-    /// applied, and that device rebuilds the store from its copy, whose
-    /// vector covers that sequence with the older save. The device that
-    /// moves into the rebuilt store saves its newer save again: it is not
-    /// in the store, whatever the vector says.
-    @Test func aMoveIntoAStoreRebuiltFromAnotherVersionOfThisDevicesSavesKeepsThem() async throws {
+    /// applied, and one of them rebuilds the store from its copy. From the
+    /// other device's copy, the vector covers that sequence with the older
+    /// save; from the restored device's, the older save is missing. The
+    /// device that moves into the rebuilt store saves again the writes its
+    /// copy holds and the store lacks: nothing is lost either way.
+    @Test(arguments: [false, true]) func aMoveIntoAStoreRebuiltFromAnotherVersionOfThisDevicesSavesKeepsThem(restoredDeviceRebuilds: Bool) async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         var a = try await manager("a")
         var b = try await manager("b")
@@ -390,11 +391,14 @@ import Testing
         try await StoreManagerTests.saveNotes(try await a.store, folder: "A3", titles: ["after the restore"])
         try await a.sync()
         b = try await manager("b")
-        let rebuilt = try await b.rebuildCloudStore()
-        try await a.sync()
-        #expect(try await a.store.storeID == rebuilt)
+        // From b's copy (it holds the older save under a's sequence), or
+        // from a's (it lacks that save, which only b holds).
+        let rebuilt = try await (restoredDeviceRebuilds ? a : b).rebuildCloudStore()
+        try await (restoredDeviceRebuilds ? b : a).sync()
         try await b.sync()
         try await a.sync()
+        #expect(try await a.store.storeID == rebuilt)
+        #expect(try await b.store.storeID == rebuilt)
         for m in [a, b] {
             #expect(try await Self.titles(m) == ["a1", "after the restore", "before the restore"])
         }
