@@ -835,10 +835,6 @@ public actor Store {
             if let replacement = try await replayer.restoreLostCompaction(known: imported.compactionMarker), try snapshot.heldBaseline() != nil {
                 try snapshot.setHeldBaseline(replacement)
             }
-            // The outbox keeps no body of a save the compaction covers.
-            if case .some(.some(let marker)) = imported.compactionMarker, let horizon = try? CompactionHorizon(markerBytes: marker.bytes) {
-                try snapshot.pruneBodies(coveredBy: horizon.vector)
-            }
             if let replacement = try await replayer.checkBaselines(interval: configuration.appliedReportRefresh.milliseconds),
                try snapshot.heldBaseline() != nil {
                 try snapshot.setHeldBaseline(replacement)

@@ -136,43 +136,6 @@ extension Snapshot {
         }
     }
 
-    /// Drops the bodies of saves that a compaction covers (`horizon`, the
-    /// compaction marker's vector): this device's uploaded saves through its
-    /// entry, and the bodies it keeps for other IDs (its earlier ones, a
-    /// seeding device) through theirs. The container removed or will remove
-    /// their logs, and repair no longer puts such logs back: the marker's
-    /// baseline stands for them, and the record states every device holds
-    /// keep their writes. The newest uploaded save stays (it marks how far
-    /// this device's files uploaded), and so does every save not uploaded.
-    ///
-    /// - Returns: how many bodies it dropped.
-    @discardableResult
-    package func pruneBodies(coveredBy horizon: [DeviceID: UInt64]) throws -> Int {
-        do {
-            return try pool.write { db in
-                var dropped = 0
-                if let own = horizon[deviceID], own > 0 {
-                    try db.execute(sql: """
-                        DELETE FROM _chronicle_outbox WHERE uploaded = 1 AND sequence <= ?
-                        AND sequence < (SELECT MAX(sequence) FROM _chronicle_outbox WHERE uploaded = 1)
-                        """, arguments: [Int64(clamping: own)])
-                    dropped += db.changesCount
-                }
-                if try db.tableExists("_chronicle_inherited") {
-                    for (device, covered) in horizon where device != deviceID && covered > 0 {
-                        // Whole logs only: a kept log is put back whole or not at all.
-                        try db.execute(sql: "DELETE FROM _chronicle_inherited WHERE device = ? AND log_last <= ?",
-                                       arguments: [device.rawValue, Int64(clamping: covered)])
-                        dropped += db.changesCount
-                    }
-                }
-                return dropped
-            }
-        } catch {
-            throw ChronicleError.sqlite(error, .database, "dropping the bodies a compaction covers failed")
-        }
-    }
-
     /// How many saves are not yet uploaded.
     package func pendingUploadCount() throws -> Int {
         try pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox WHERE uploaded = 0") ?? 0 }

@@ -150,49 +150,6 @@ import Testing
     }
 }
 
-/// What a device keeps of the saves a compaction covers.
-@Suite struct CompactionOutboxTests {
-    static func outboxRows(_ store: Store) async throws -> Int {
-        try await store.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM _chronicle_outbox") ?? 0 }
-    }
-
-    @Test func theOutboxDropsTheBodiesACompactionCoversAndRepairStillWorksAfterIt() async throws {
-        let d = try await TestDevices(2, schema: CompactionTests.schema)
-        for i in 0..<10 {
-            try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("before \(i)")]) }
-            try await d.syncAll()
-        }
-        #expect(try await Self.outboxRows(d.stores[0]) == 10)
-        _ = try await d.stores[1].publishBaseline(partBytes: 1024)
-        try await d.syncAll()
-        d.clock.advance(byMilliseconds: 1_000)
-        #expect(try await d.stores[1].compact(retention: .seconds(3_600)).removedLogs > 0)
-        // The sync that sees the marker drops the ten bodies it covers;
-        // the save made after the compaction stays.
-        try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("after the compaction")]) }
-        try await d.stores[0].sync()
-        #expect(try await Self.outboxRows(d.stores[0]) == 1)
-
-        // Later logs are still put back when the container loses them.
-        for i in 0..<3 {
-            try await d.stores[0].write { tx in tx.insert("Note", ["title": .string("after \(i)")]) }
-            try await d.stores[0].sync()
-        }
-        let own = try await CompactionTests.logs(d, d.stores[0]).filter { $0.device == d.stores[0].deviceID }
-        let later = try #require(own.max { $0.first < $1.first })
-        try await d.container.delete(ContainerLayout.log(store: d.stores[0].storeID, device: later.device, first: later.first, last: later.last))
-        #expect(try await d.stores[0].repairOwnLogs().count == 1)
-
-        // Nothing is lost: both devices agree, and a new one starts from the baseline.
-        try await d.syncAll()
-        #expect(try await d.hashes().count == 1)
-        let fresh = try await d.add()
-        try await fresh.sync()
-        #expect(try await d.count("SELECT COUNT(*) FROM Note", on: 2) == 14)
-        #expect(try await d.stores[0].stateHash() == fresh.stateHash())
-    }
-}
-
 /// What the container can lose besides compacted logs: the marker and its
 /// baseline (a wipe), or logs nobody puts back, that a baseline still covers.
 @Suite struct CompactionRecoveryTests {
