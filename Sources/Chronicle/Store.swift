@@ -928,9 +928,8 @@ public actor Store {
     }
 
     /// Saves in this store, as this device's own and with their original
-    /// clocks, the writes (of `writers`, or all) that the copy of store
-    /// `store` at `path` holds and this store lacks (see
-    /// ``Snapshot/carryWrites(into:writtenBy:)``). A device that moves into
+    /// clocks, the writes that the copy of store `store` at `path` holds and
+    /// this store lacks (see ``Snapshot/carryWrites(into:)``). A device that moves into
     /// a store rebuilt from another device's copy does this from its copy of
     /// the store it left: the rebuilt store's vector may say it holds a save
     /// that it holds another version of (that device's files went back in
@@ -938,18 +937,18 @@ public actor Store {
     /// copy may have gone back in time itself.
     ///
     /// - Returns: how many saves it made.
-    package func keepWrites(of writers: Set<DeviceID>?, fromCopyAt path: String, of store: StoreID, device: DeviceID) throws -> Int {
+    package func keepWrites(fromCopyAt path: String, of store: StoreID, device: DeviceID) throws -> Int {
         try beginOperation()
         defer { endOperation() }
         let old = try Self.openSnapshot(path, storeID: store, device: device, configuration)
         defer { try? old.close() }
-        let kept = try old.carryWrites(into: snapshot, writtenBy: writers)
+        let kept = try old.carryWrites(into: snapshot)
         if let error = kept.unreadable {
-            configuration.log.error("could not read all of the copy of the store this device left; its own writes the new store lacks may not be kept",
+            configuration.log.error("could not read all of the copy of the store this device left; the writes the new store lacks may not all be kept",
                                     metadata: ["chronicle.error": "\(error)"])
         }
         if kept.saves > 0 {
-            configuration.log.warning("saved again this device's writes that the store it moved to does not hold",
+            configuration.log.warning("saved again writes that the store this device moved to does not hold",
                                       metadata: ["chronicle.saves": "\(kept.saves)"])
         }
         return kept.saves

@@ -1711,12 +1711,12 @@ public actor StoreManager {
                     survivors: [RecordID: RecordID])?
         var unchanged: [Transaction] = []
         // This device's ID in the old store.
-        var writers: (device: DeviceID, all: Set<DeviceID>)?
+        var previousDevice: DeviceID?
         let oldPath = DeviceFolder.snapshotPath(old, in: configuration.store.directory)
         if FileManager.default.fileExists(atPath: oldPath) {
             let previous = try await Store.open(configuration(for: .cloud), exactly: old)
             do {
-                writers = (previous.deviceID, Set([previous.deviceID] + (try previous.snapshot.inheritedDevices())))
+                previousDevice = previous.deviceID
                 let covered = supersession?.vector[previous.deviceID] ?? 0
                 let saves = try previous.snapshot.pendingUploadTransactions(alsoFrom: supersession == nil ? nil : covered + 1)
                 if let supersession, supersession.continuesUnchanged {
@@ -1813,8 +1813,8 @@ public actor StoreManager {
                 // with their clocks. Writes of other devices still on their
                 // way into the new store may be saved twice so; they merge
                 // as one.
-                if let writers, FileManager.default.fileExists(atPath: oldPath) {
-                    report.transactions += try await store.keepWrites(of: nil, fromCopyAt: oldPath, of: old, device: writers.device)
+                if let previousDevice, FileManager.default.fileExists(atPath: oldPath) {
+                    report.transactions += try await store.keepWrites(fromCopyAt: oldPath, of: old, device: previousDevice)
                 }
             } catch {
                 try? await store.close()

@@ -166,6 +166,11 @@ extension Replayer {
         return published.prefix
     }
 
+    /// ``baselineWait`` in whole milliseconds.
+    var baselineWaitMilliseconds: UInt64 {
+        UInt64(max(0, baselineWait.components.seconds)) * 1000 + UInt64(max(0, baselineWait.components.attoseconds) / 1_000_000_000_000_000)
+    }
+
     /// Notes the compaction marker this device saw or wrote (see
     /// ``restoreLostCompaction(known:)``).
     private func remember(_ horizon: CompactionHorizon) throws {
@@ -203,7 +208,7 @@ extension Replayer {
         since = since.filter { key, _ in report.gaps.contains { "\($0.device)" == key } }
         for gap in report.gaps where since["\(gap.device)"] == nil { since["\(gap.device)"] = now }
         try snapshot.setMetadata("gaps_since", since.isEmpty ? nil : since.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
-        let wait = UInt64(max(0, baselineWait.components.seconds)) * 1000 + UInt64(max(0, baselineWait.components.attoseconds) / 1_000_000_000_000_000)
+        let wait = baselineWaitMilliseconds
         let lasting = report.gaps.filter { gap in since["\(gap.device)"].map { now >= $0 && now - $0 >= wait } ?? false }
         guard !lasting.isEmpty else { return }
         let candidates: [[ContainerName]]
@@ -242,9 +247,17 @@ extension Replayer {
     /// them; if that device lost its copy too (its files went back in
     /// time), the seeder's baseline is where its saves are left. No gap
     /// shows (no log of the device is listed), so its complete baseline is
-    /// applied, a join as a log is, as soon as it is seen: only one that
-    /// covers that device's saves alone, as a seeding device's does.
+    /// applied, a join as a log is: only one that covers that device's
+    /// saves alone, as a seeding device's does.
+    ///
+    /// It lists the logs of each device it has nothing of: at most once per
+    /// ``baselineWait`` (a device that never saves is listed in every
+    /// store).
     func applyBaselinesOfDevicesWithoutLogs(_ devices: [DeviceID], into report: inout ImportReport) async throws {
+        let now = clock.nowMilliseconds()
+        let wait = baselineWaitMilliseconds
+        if let last = try snapshot.metadata("silent_check_at").flatMap(UInt64.init), now >= last, now - last < wait { return }
+        try snapshot.setMetadata("silent_check_at", String(now))
         let vector = try snapshot.vector()
         var silent: Set<DeviceID> = []
         for device in devices where device != snapshot.deviceID && (vector[device] ?? 0) == 0 {

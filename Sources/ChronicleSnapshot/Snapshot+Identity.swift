@@ -170,9 +170,7 @@ extension Snapshot {
     /// - Throws: ``ChronicleError/Code/schemaMismatch`` if the snapshots'
     ///   schemas differ; ``ChronicleError/Code/database`` if `destination`
     ///   cannot be read or written.
-    /// - Parameter writers: when given, only the writes these devices made
-    ///   (by the device in each write's version).
-    package func carryWrites(into destination: Snapshot, writtenBy writers: Set<DeviceID>? = nil) throws -> (saves: Int, unreadable: ChronicleError?) {
+    package func carryWrites(into destination: Snapshot) throws -> (saves: Int, unreadable: ChronicleError?) {
         guard destination.schema.hash == schema.hash else {
             throw ChronicleError(.schemaMismatch, "carrying writes needs both copies on one schema version")
         }
@@ -213,8 +211,7 @@ extension Snapshot {
                 let entity = schema.entities[record.entity]
                 let state = record.state
                 var writes: [Origin: [FieldValue]] = [:]
-                func carried(_ version: Version) -> Bool { writers?.contains(version.device) ?? true }
-                for entry in state.fields.entries where carried(entry.version) {
+                for entry in state.fields.entries {
                     if let theirs = there?.fields[entry.index], theirs.version.clock >= entry.version.clock { continue }
                     writes[Origin(entry.version), default: []].append(FieldValue(entity.fields[entry.index].name, entry.value))
                 }
@@ -224,7 +221,7 @@ extension Snapshot {
                     // value written later is written later again, by its
                     // own save, where it is newer than what is there). A
                     // record with no field left has only its delete.
-                    if let version = state.fields.entries.map(\.version).min() ?? state.deleteVersion, carried(version) {
+                    if let version = state.fields.entries.map(\.version).min() ?? state.deleteVersion {
                         let first = Origin(version)
                         let values = state.fields.entries.map { FieldValue(entity.fields[$0.index].name, $0.value) }
                         origins[first, default: []].append(Change(.insert, entity: entity.name, recordID: record.id, values: values))
@@ -234,7 +231,7 @@ extension Snapshot {
                 for (origin, values) in writes {
                     origins[origin, default: []].append(Change(.update, entity: entity.name, recordID: record.id, values: values))
                 }
-                if let deleted = state.deleteVersion, carried(deleted), there?.deleteVersion.map({ $0.clock < deleted.clock }) ?? true {
+                if let deleted = state.deleteVersion, there?.deleteVersion.map({ $0.clock < deleted.clock }) ?? true {
                     origins[Origin(deleted), default: []].append(Change(.delete, entity: entity.name, recordID: record.id))
                 }
             }

@@ -159,8 +159,9 @@ import Synchronization
                     }
                     // Snapshots made before it lack the index of stored keys by record.
                     try db.execute(sql: SnapshotTables.keysByRecordIndex)
-                    // …and of the saves not uploaded yet.
+                    // …and of the saves not uploaded yet, and of applied logs by device.
                     try db.execute(sql: SnapshotTables.outboxPendingIndex)
+                    if try db.tableExists("_chronicle_ledger") { try db.execute(sql: SnapshotTables.ledgerByDeviceIndex) }
                     if format < Self.format {
                         let recompute = try SnapshotTables.migrate(db, schema: tablesSchema, from: format)
                         var engine = MergeEngine(db: db, schema: tablesSchema, sql: EntitySQL.make(tablesSchema), origin: .imported)
@@ -320,7 +321,7 @@ import Synchronization
                     }
                     guard let row = try Row.fetchOne(db, sql: "SELECT sequence, clock FROM _chronicle_vector WHERE device = ?", arguments: [device.rawValue]),
                           UInt64(row[0] as Int64) == sequence,
-                          try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_ledger WHERE device = ? AND first <= ? AND last >= ?",
+                          try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_ledger WHERE device = ? AND first <= ? AND last >= ? LIMIT 1",
                                             arguments: [device.rawValue, Int64(clamping: sequence), Int64(clamping: sequence)]) ?? false
                     else { continue }
                     clocks[device] = UInt64(bitPattern: row[1] as Int64)

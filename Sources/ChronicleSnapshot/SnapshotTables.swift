@@ -87,6 +87,11 @@ package enum SnapshotTables {
     /// asks for. Partial, so its size is the pending saves', and the
     /// queries for them do not scan a long history of uploaded ones.
     static let outboxPendingIndex = "CREATE INDEX IF NOT EXISTS _chronicle_outbox_pending ON _chronicle_outbox (sequence) WHERE uploaded = 0"
+    /// The applied logs of a device by their last sequence: which log a
+    /// compaction marker's sequence came from is read at every sync that
+    /// sees the marker (`Snapshot.transactionClocks(at:)`), and without it
+    /// that is a scan of every log ever applied.
+    static let ledgerByDeviceIndex = "CREATE INDEX IF NOT EXISTS _chronicle_ledger_by_device ON _chronicle_ledger (device, last)"
 
     static func create(_ db: Database, schema: Schema) throws {
         try db.execute(sql: """
@@ -114,6 +119,7 @@ package enum SnapshotTables {
                 name TEXT PRIMARY KEY NOT NULL, device BLOB NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
                 bytes INTEGER NOT NULL, checksum INTEGER
             ) WITHOUT ROWID;
+            \(ledgerByDeviceIndex);
             CREATE TABLE _chronicle_failures (
                 name TEXT PRIMARY KEY NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL, attempts INTEGER NOT NULL
             ) WITHOUT ROWID;

@@ -232,6 +232,8 @@ import Testing
         for blob in try await d.container.listAll(prefix: ContainerLayout.logPrefix(store: gone.storeID, device: gone.deviceID)) {
             try await d.container.delete(blob.name)
         }
+        // Looked for at most once per baseline wait (60 s).
+        d.clock.advance(byMilliseconds: 61_000)
         let report = try await d.stores[1].sync()
         #expect(report.imported.failures.isEmpty)
         #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'only in its baseline %'", on: 1) == 3)
