@@ -273,6 +273,17 @@ struct RecordCopy {
                 }
             }
         }
+        // The source's deletes the destination lacks: the records it
+        // deleted are not among those copied (see ``Snapshot/deletes(missingIn:)``).
+        if existing == .newer, only == nil, case .store(let store) = source {
+            let missing = try store.snapshot.deletes(missingIn: destination.snapshot)
+            if !missing.original.isEmpty {
+                _ = try destination.snapshot.adopt(missing.original)
+                report.deleted += missing.original.reduce(0) { $0 + $1.changes.count }
+                report.transactions += missing.original.count
+            }
+            deletes += missing.seen
+        }
         for start in stride(from: 0, to: deferred.count, by: batchSize) {
             let batch = Array(deferred[start..<min(deferred.count, start + batchSize)])
             do {

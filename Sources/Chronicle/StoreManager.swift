@@ -255,7 +255,9 @@ public actor StoreManager {
         /// had deleted.
         public var alreadyPresent = 0
         /// Records deleted from the destination because the source had
-        /// deleted them (only when unsaved changes are carried over).
+        /// deleted them: unsaved changes carried over, or the deletes of a
+        /// merged store (records another copy of it had already merged, or
+        /// never merged at all, are kept deleted).
         public var deleted = 0
         /// Transactions the merge saved.
         public var transactions = 0

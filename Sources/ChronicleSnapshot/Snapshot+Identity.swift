@@ -242,6 +242,107 @@ extension Snapshot {
         return (try destination.adopt(carried).count, unreadable)
     }
 
+    /// The deletes this snapshot holds that `destination` lacks, for a
+    /// store whose records are merged into another by copying them (the
+    /// local or fallback store into the cloud store). A copy carries only
+    /// the records its source still shows, so without these a record the
+    /// source deleted would stay in the destination: one another copy of
+    /// the source (a device folder copied while the cloud was away) had put
+    /// there, say, and this one deleted afterwards.
+    ///
+    /// A record this snapshot holds deleted (by its own delete, not hidden by
+    /// a cascade or merged into a record of the same unique key) is
+    ///
+    /// - in `original`, as saves that keep the delete's clock, when
+    ///   `destination` holds only writes older than the delete: it then
+    ///   merges there as the delete itself would have;
+    /// - in `seen`, when `destination` shows it with writes newer than the
+    ///   delete that hold only values this snapshot had when it deleted the
+    ///   record (a copy of the record made later, as another copy of this
+    ///   store merged it): the delete is made again, as a new save.
+    ///
+    /// A record `destination` shows with a value this snapshot never had,
+    /// written after the delete, stays: a write newer than a delete brings
+    /// the record back, as a sync would. One `destination` does not know is
+    /// left out: it has nothing to delete.
+    package func deletes(missingIn destination: Snapshot) throws -> (original: [Transaction], seen: [(entity: String, id: RecordID)]) {
+        guard destination.schema.hash == schema.hash else {
+            throw ChronicleError(.schemaMismatch, "carrying deletes needs both copies on one schema version")
+        }
+        struct Origin: Hashable, Comparable {
+            var clock: HybridTimestamp
+            var device: DeviceID
+            static func < (a: Origin, b: Origin) -> Bool { (a.clock, a.device) < (b.clock, b.device) }
+        }
+        var origins: [Origin: [Change]] = [:]
+        var seen: [(entity: String, id: RecordID)] = []
+        var cursor: (entity: Int, id: RecordID) = (-1, RecordID(high: 0, low: 0))
+        while true {
+            // A page of this snapshot's deleted records (compact states are
+            // never deleted).
+            var page: [(entity: Int, id: RecordID, state: RecordState)] = []
+            var read = 0
+            do {
+                try pool.read { db in
+                    let rows = try Row.fetchCursor(db, sql: """
+                        SELECT entity, id, state FROM _chronicle_records WHERE (entity, id) > (?, ?) ORDER BY entity, id LIMIT \(RecordStateScan.page)
+                        """, arguments: [cursor.entity, cursor.id])
+                    while let row = try rows.next() {
+                        read += 1
+                        let entity: Int = row[0]
+                        let id: RecordID = row[1]
+                        cursor = (entity, id)
+                        guard entity >= 0, entity < schema.entities.count else {
+                            throw ChronicleError(.databaseCorrupt, "_chronicle_records names entity \(entity); the schema has \(schema.entities.count)")
+                        }
+                        let state = try RecordState(encoded: [UInt8](row[2] as Data))
+                        // Hidden by its own delete: no write after it.
+                        guard state.inserted, let deleted = state.deleteVersion, state.newestWrite.map({ $0 < deleted }) ?? true else { continue }
+                        page.append((entity, id, state))
+                    }
+                }
+            } catch let error as ChronicleError {
+                throw error
+            } catch {
+                throw ChronicleError.sqlite(error, .database, "reading the deleted records failed")
+            }
+            if !page.isEmpty {
+                let there: [(state: RecordState?, shown: Bool)]
+                do {
+                    there = try destination.pool.read { db in
+                        let engine = MergeEngine(db: db, schema: destination.schema, sql: destination.entitySQL, origin: .local)
+                        return try page.map { record in
+                            let table = SnapshotTables.rows(schema.entities[record.entity].name)
+                            let shown = try Bool.fetchOne(db, sql: "SELECT 1 FROM \(table.quotedDatabaseIdentifier) WHERE id = ?", arguments: [record.id]) ?? false
+                            return (try engine.loadState(record.entity, record.id), shown)
+                        }
+                    }
+                } catch {
+                    throw ChronicleError.sqlite(error, .database, "reading the records of the merged store failed")
+                }
+                for (record, there) in zip(page, there) {
+                    let deleted = record.state.deleteVersion!
+                    let entity = schema.entities[record.entity].name
+                    // One it does not know it never needs deleted.
+                    guard let held = there.state else { continue }
+                    if let gone = held.deleteVersion, gone.clock >= deleted.clock { continue }
+                    let later = held.fields.entries.filter { $0.version.clock > deleted.clock }
+                    if later.isEmpty {
+                        origins[Origin(clock: deleted.clock, device: deleted.device), default: []]
+                            .append(Change(.delete, entity: entity, recordID: record.id))
+                    } else if there.shown, later.allSatisfy({ record.state.fields[$0.index]?.value == $0.value }) {
+                        seen.append((entity, record.id))
+                    }
+                }
+            }
+            if read < RecordStateScan.page { break }
+        }
+        let original = origins.keys.sorted().map { origin in
+            Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: schema.hash, changes: origins[origin]!)
+        }
+        return (original, seen)
+    }
+
     // MARK: Logs of earlier IDs
 
     private static let createInherited = """

@@ -278,6 +278,38 @@ import Testing
         try await m.close()
     }
 
+    /// A delete made while the cloud was off reaches the cloud store when it
+    /// is turned on again, unless another device wrote to the record after
+    /// it (a write newer than a delete brings the record back, as in a sync).
+    @Test func aRecordDeletedWhileTheCloudWasOffIsDeletedInTheCloudToo() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let m = try await manager("a")
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["kept", "gone", "edited"])
+        try await m.setCloudEnabled(true)
+        let peer = try await peer("b")
+        try await peer.sync()
+        #expect(try await Self.titles(peer) == ["edited", "gone", "kept"])
+
+        try await m.setCloudEnabled(false)
+        let local = try await m.store
+        let ids = try await local.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note WHERE title IN ('gone', 'edited')") }
+        #expect(ids.count == 2)
+        try await local.write { tx in for id in ids { tx.delete("Note", id: id) } }
+        try await Task.sleep(for: .milliseconds(5))
+        let edited = try #require(try await peer.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Note WHERE title = 'edited'") })
+        try await peer.write { tx in tx.update("Note", id: edited, ["title": .string("edited after the delete")]) }
+        try await peer.sync()
+
+        let report = try #require(try await m.setCloudEnabled(true))
+        #expect(report.deleted == 1)
+        #expect(try await Self.titles(try await m.store) == ["edited after the delete", "kept"])
+        _ = try await m.store.sync()
+        try await peer.sync()
+        #expect(try await Self.titles(peer) == ["edited after the delete", "kept"])
+        try await peer.close()
+        try await m.close()
+    }
+
     @Test func aFailedLoadLeavesNothingLoadedAndSaysWhy() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let m = try await manager("a")
@@ -1416,6 +1448,48 @@ import Testing
         for await event in events { if case .mergedFallbackStore(let r) = event { merged.append(r) } }
         #expect(merged.count == 1)
         #expect(merged.first?.deduplicated == 1, "its Inbox is b's")
+    }
+
+    /// Two copies of one device folder, both on the fallback store while the
+    /// container was away: a note one made and the other deleted is merged
+    /// by the first and deleted again by the second, whose merge finds the
+    /// first's copy with nothing written to it that the delete had not seen.
+    @Test func aDeleteMadeInACopyOfTheFallbackStoreSurvivesTheOtherCopysMerge() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let other = try await peer("b")
+        try await Self.saveNotes(other, folder: "Inbox", titles: ["from b"])
+        try await other.sync()
+        try await other.close()
+        let first = StoreManager.Configuration(store: try storeConfiguration("a"), cloudEnabledByDefault: true)
+        let second = StoreManager.Configuration(store: try storeConfiguration("a2"), cloudEnabledByDefault: true)
+        let away = root.appendingPathComponent("unmounted")
+        try FileManager.default.moveItem(at: containerURL, to: away)
+
+        var m = try await StoreManager.open(first)
+        #expect(await m.loadedKind == .fallback)
+        try await Self.saveNotes(try await m.store, folder: "Offline", titles: ["kept", "deleted by the copy"])
+        try await m.close()
+        try FileManager.default.copyItem(at: root.appendingPathComponent("a"), to: root.appendingPathComponent("a2"))
+        var copy = try await StoreManager.open(second)
+        #expect(await copy.loadedKind == .fallback)
+        let fallback = try await copy.store
+        let doomed = try #require(try await fallback.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Note WHERE title = 'deleted by the copy'") })
+        try await fallback.write { tx in tx.delete("Note", id: doomed) }
+        try await copy.close()
+
+        try FileManager.default.moveItem(at: away, to: containerURL)
+        m = try await StoreManager.open(first)
+        #expect(await m.loadedKind == .cloud)
+        #expect(try await Self.titles(try await m.store) == ["deleted by the copy", "from b", "kept"], "the first copy merged it")
+        try await m.sync()
+        copy = try await StoreManager.open(second)
+        #expect(await copy.loadedKind == .cloud)
+        try await copy.sync()
+        #expect(try await Self.titles(try await copy.store) == ["from b", "kept"])
+        try await m.sync()
+        #expect(try await Self.titles(try await m.store) == ["from b", "kept"])
+        try await copy.close()
+        try await m.close()
     }
 
     // MARK: Seeding the first store
