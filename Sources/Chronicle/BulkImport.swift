@@ -232,11 +232,17 @@ extension StoreContext {
         guard let value = item.values[key.name], !value.isNull else {
             return "no \(key.name), the key to import by"
         }
-        for (name, value) in item.values.sorted(by: { $0.key < $1.key }) {
+        func problem(_ name: String, _ value: Value) -> String? {
             guard let field = entity.field(named: name) else { return "\(entity.name) has no attribute \(name)" }
             if !field.accepts(value) {
                 return value.isNull ? "\(name) is required, and null here" : "\(name) is \(field.kind.withArticle), not \(value)"
             }
+            return nil
+        }
+        // Most items have none: sorted (to name the first by name) only then.
+        guard item.values.contains(where: { problem($0.key, $0.value) != nil }) else { return nil }
+        for (name, value) in item.values.sorted(by: { $0.key < $1.key }) {
+            if let problem = problem(name, value) { return problem }
         }
         return nil
     }
@@ -256,30 +262,30 @@ extension Store {
     /// attribute (one with no default) is a problem: left out, or, when
     /// `stopAtProblem`, nothing of the batch is saved.
     func upsert(_ batch: [BulkImport.Item], entity: Entity, key: String, stopAtProblem: Bool) throws -> UpsertOutcome {
-        // The batch's records by key, in the order of their first item.
-        var order: [ExactKey] = []
-        var records: [ExactKey: (position: String, key: Value, values: [String: Value], offset: Int)] = [:]
+        // The batch's records, one per key, in the order of their first item.
+        var records: [(exact: ExactKey, position: String, key: Value, values: [String: Value], offset: Int)] = []
+        var index: [ExactKey: Int] = [:]
+        index.reserveCapacity(batch.count)
+        records.reserveCapacity(batch.count)
         for (offset, item) in batch.enumerated() {
             guard let k = item.values[key] else { continue }
             let exact = ExactKey(k)
-            if var record = records[exact] {
-                record.values.merge(item.values) { _, new in new }
-                records[exact] = record
+            if let i = index[exact] {
+                records[i].values.merge(item.values) { _, new in new }
             } else {
-                order.append(exact)
-                records[exact] = (item.position, k, item.values, offset)
+                index[exact] = records.count
+                records.append((exact, item.position, k, item.values, offset))
             }
         }
-        let required = entity.fields.filter { !$0.isOptional && $0.defaultValue == nil }
+        let required = entity.fields.filter { !$0.isOptional && $0.defaultValue == nil }.map(\.name)
         var outcome = UpsertOutcome()
         do {
             _ = try writeAtomically { tx, db in
-                let stored = try Self.stored(order.map { records[$0]!.key }, of: entity, key: key, db)
+                let stored = try Self.stored(records.map(\.key), of: entity, key: key, db)
                 var problems: [(offset: Int, problem: BulkImport.Problem)] = []
-                for k in order where stored[k] == nil {
-                    let record = records[k]!
-                    if let missing = required.first(where: { record.values[$0.name] == nil }) {
-                        problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(missing.name) is required, and a new \(entity.name) needs it")))
+                for record in records where stored[record.exact] == nil {
+                    if let missing = required.first(where: { record.values[$0] == nil }) {
+                        problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(missing) is required, and a new \(entity.name) needs it")))
                     }
                 }
                 outcome.problems = problems
@@ -289,9 +295,8 @@ extension Store {
                     return
                 }
                 let refused = Set(problems.map(\.offset))
-                for k in order {
-                    let record = records[k]!
-                    if let (id, old) = stored[k] {
+                for record in records {
+                    if let (id, old) = stored[record.exact] {
                         let changed = record.values.filter { !StoreContext.same(old[$0.key], $0.value) }
                         if changed.isEmpty {
                             outcome.unchanged += 1
@@ -300,7 +305,7 @@ extension Store {
                             outcome.updated += 1
                         }
                     } else if !refused.contains(record.offset) {
-                        tx.insert(entity.name, record.values)
+                        tx.insertNew(entity.name, record.values)
                         outcome.inserted += 1
                     }
                 }
@@ -333,6 +338,18 @@ extension Store {
 
         init(_ value: Value) {
             if case .string(let s) = value { storage = .text(Array(s.utf8)) } else { storage = .other(value) }
+        }
+
+        // Text hashed as one run of bytes, not byte by byte.
+        func hash(into hasher: inout Hasher) {
+            switch storage {
+            case .text(let bytes):
+                hasher.combine(0 as UInt8)
+                bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+            case .other(let value):
+                hasher.combine(1 as UInt8)
+                hasher.combine(value)
+            }
         }
     }
 

@@ -127,9 +127,16 @@ public struct WriteTransaction {
         return result
     }
 
+    /// Inserts a record that no later change of this transaction touches
+    /// (a bulk import's new record): nothing is kept for changes to fold
+    /// into it.
+    mutating func insertNew(_ entity: String, _ values: [String: Value]) {
+        changes.append(Change(.insert, entity: entity, recordID: newRecordID(), values: values.map { FieldValue($0.key, $0.value) }))
+    }
+
     private mutating func insertValues(_ entity: String, _ values: [String: Value], id: RecordID) {
         let key = RecordKey(entity: entity, id: id)
-        changes.append(Change(.insert, entity: entity, recordID: id, values: Self.sorted(values)))
+        changes.append(Change(.insert, entity: entity, recordID: id, values: values.map { FieldValue($0.key, $0.value) }))
         // After a delete in this transaction the save refuses the insert
         // (record IDs are never reused); nothing folds into it.
         if !deleted.contains(key) { open[key] = changes.count - 1 }
@@ -138,7 +145,7 @@ public struct WriteTransaction {
     private mutating func updateValues(_ entity: String, id: RecordID, _ values: [String: Value]) {
         let key = RecordKey(entity: entity, id: id)
         guard let index = open[key] else {
-            changes.append(Change(.update, entity: entity, recordID: id, values: Self.sorted(values)))
+            changes.append(Change(.update, entity: entity, recordID: id, values: sorted(values, of: entity)))
             if !deleted.contains(key) { open[key] = changes.count - 1 }
             return
         }
@@ -146,11 +153,25 @@ public struct WriteTransaction {
         // and of two writes with the same version the merge keeps the first.
         var merged = Dictionary(changes[index].values.map { ($0.name, $0.value) }, uniquingKeysWith: { _, last in last })
         merged.merge(values) { _, new in new }
-        changes[index].values = Self.sorted(merged)
+        changes[index].values = sorted(merged, of: entity)
     }
 
-    private static func sorted(_ values: [String: Value]) -> [FieldValue] {
-        values.sorted { $0.key < $1.key }.map { FieldValue($0.key, $0.value) }
+    /// The values in the entity's field order (the order a log's readers
+    /// expect first); names it does not have last, by name (the save
+    /// refuses them). An insert's need no order here: the save puts every
+    /// field of an insert in the entity's order.
+    private func sorted(_ values: [String: Value], of entity: String) -> [FieldValue] {
+        var result = values.map { FieldValue($0.key, $0.value) }
+        guard result.count > 1 else { return result }
+        guard let e = schema.entity(named: entity) else {
+            result.sort { $0.name < $1.name }
+            return result
+        }
+        // Sorting small keys, not the values.
+        let unknown = e.fields.count
+        let keys = result.map { e.fieldIndex(named: $0.name) ?? unknown }
+        let order = result.indices.sorted { keys[$0] != keys[$1] ? keys[$0] < keys[$1] : result[$0].name < result[$1].name }
+        return order.map { result[$0] }
     }
 
     // MARK: Codable records

@@ -340,6 +340,26 @@ struct MergeEngine {
         return true
     }
 
+    /// `insertNew` for a local save's insert, which the save found new (no
+    /// row and no state hold its ID) with keys no record holds
+    /// (``keysAreFree(entity:values:)``): stored at once as its compact row,
+    /// as a replayed insert is, when it gives every field in order with
+    /// values their columns give back exactly, and each reference points at
+    /// a record that has a row (its entity on no reference cycle). Returns
+    /// false, writing nothing, otherwise: then `apply` it. Independent
+    /// entities take `apply`'s own compact path.
+    mutating func insertNewLocal(_ entity: Int, _ id: RecordID, values: [(field: Int, value: Value)], version: Version) throws -> Bool {
+        guard !sql[entity].isIndependent, stateCache[RecordKey(entity: entity, id: id)] == nil,
+              CompactState.holds(insert: values, schema.entities[entity]) else { return false }
+        let targets = referenceTargets[entity]
+        for (i, v) in values.enumerated() {
+            guard case .reference(let target) = v.value else { continue }
+            guard let t = targets[i], !onCycle[t], try isVisible(t, target) else { return false }
+        }
+        try insertRowCompact(entity, id, version) { binder in for v in values { binder.bind(v.value) } }
+        return true
+    }
+
     /// Recomputes every scheduled record and what depends on it.
     mutating func settle() throws {
         var refreshes = 0

@@ -65,6 +65,14 @@ extension Snapshot {
                 var invisible: [(Change, Int)] = []
                 for change in changes {
                     let (entity, values, complete, keysFree) = try validate(change, inserted: inserted, db, engine: engine)
+                    // A new record whose keys no record holds: most inserts
+                    // are stored at once, visible, as their compact row.
+                    if keysFree, try engine.insertNewLocal(entity, change.recordID, values: values, version: version) {
+                        // Records that referred to it before it existed.
+                        try engine.settle()
+                        normalized.append(complete)
+                        continue
+                    }
                     if keysFree { engine.noteKeysFree(entity: entity, id: change.recordID) }
                     // A record and the duplicates merged into it are one
                     // record to the app: a delete or a key change of it is
@@ -115,6 +123,38 @@ extension Snapshot {
         count <= maxBodyBytes && count + count / 255 + 16 <= maxBodyBytes
     }
 
+    /// Whether `text` holds the character U+0000.
+    private static func holdsNUL(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        }
+    }
+
+    /// The fields a change names, by index: a bit per field.
+    private struct FieldSet {
+        private var small: UInt64 = 0
+        private var large: Set<Int>?
+
+        init(count: Int) {
+            if count > 64 { large = [] }
+        }
+
+        /// Adds `index`; false if it was there.
+        mutating func insert(_ index: Int) -> Bool {
+            if large != nil { return large!.insert(index).inserted }
+            let bit: UInt64 = 1 << UInt64(index)
+            defer { small |= bit }
+            return small & bit == 0
+        }
+
+        func contains(_ index: Int) -> Bool {
+            if let large { return large.contains(index) }
+            return small & (1 << UInt64(index)) != 0
+        }
+    }
+
     /// Checks one change against the schema and the current state; returns
     /// the entity index, the values by field index, and the change with
     /// defaults filled in.
@@ -123,8 +163,8 @@ extension Snapshot {
         let id: RecordID
     }
 
-    /// The last value says the change is an insert whose unique keys no
-    /// record holds (so the unique check needed no other query).
+    /// The last value says the change is an insert whose unique keys (if
+    /// any) no record holds, so the unique check needed no other query.
     private func validate(_ change: Change, inserted: Set<InsertedRecord>, _ db: Database,
                           engine: MergeEngine) throws -> (Int, [(field: Int, value: Value)], Change, Bool) {
         guard let entityIndex = schema.entityIndex(named: change.entity) else {
@@ -133,12 +173,13 @@ extension Snapshot {
         let entity = schema.entities[entityIndex]
         let visible = try db.first(entitySQL[entityIndex].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false
         var values: [(field: Int, value: Value)] = []
-        var seen = Set<Int>()
+        values.reserveCapacity(change.kind == .insert ? entity.fields.count : change.values.count)
+        var seen = FieldSet(count: entity.fields.count)
         for fv in change.values {
             guard let i = entity.fieldIndex(named: fv.name) else {
                 throw ChronicleError(.unknownAttribute, "\(entity.name) has no field named \(fv.name)")
             }
-            guard seen.insert(i).inserted else {
+            guard seen.insert(i) else {
                 throw ChronicleError(.invalidChange, "\(entity.name).\(fv.name) is given twice in one change of \(change.recordID)")
             }
             let field = entity.fields[i]
@@ -146,7 +187,7 @@ extension Snapshot {
                 if fv.value.isNull { throw ChronicleError(.missingValue, "\(entity.name).\(fv.name) is required") }
                 throw ChronicleError(.typeMismatch, "\(entity.name).\(fv.name) is \(field.kind.withArticle); got \(fv.value)")
             }
-            if case .string(let text) = fv.value, text.utf8.contains(0) {
+            if case .string(let text) = fv.value, Self.holdsNUL(text) {
                 // SQLite keeps such text whole, but readers of its text (GRDB's
                 // String decoding among them) stop at the first NUL: the app
                 // would read back less than it saved.
@@ -175,8 +216,8 @@ extension Snapshot {
         switch change.kind {
         case .insert:
             // A visible record may keep its state in its row (`CompactState`).
-            let known = try visible || Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?"),
-                                                     arguments: [entityIndex, change.recordID]) ?? false
+            let known = try visible || db.first("SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?",
+                                                { $0.bind(entityIndex); $0.bind(change.recordID) }, read: { _ in true }) ?? false
             guard !known else {
                 throw ChronicleError(.recordExists, "\(entity.name) \(change.recordID) already exists (or existed: record IDs are never reused)")
             }
@@ -202,7 +243,7 @@ extension Snapshot {
             try checkDeny(entity, change.recordID, db)
         }
         // An insert whose keys no record holds, visible or not, clashes with none.
-        if change.kind == .insert, !entity.uniqueConstraints.isEmpty, try engine.keysAreFree(entity: entityIndex, values: values) {
+        if change.kind == .insert, try entity.uniqueConstraints.isEmpty || engine.keysAreFree(entity: entityIndex, values: values) {
             return (entityIndex, values, complete, true)
         }
         try checkUnique(entity, change, values, db)
