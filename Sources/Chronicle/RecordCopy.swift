@@ -48,6 +48,13 @@ struct RecordCopy {
     /// (``Snapshot/survivors(of:)``): the survivor is copied in their place
     /// (they are not deletions), and the report maps them to it.
     var survivors: [RecordID: RecordID] = [:]
+    /// Writes of the source that are copies of the destination's own
+    /// records (the source's saves with these clocks, made when the cloud
+    /// store was migrated into it): ``Existing/newer`` never counts them as
+    /// the source's edits. The destination had those values, or replaced
+    /// them since (a delete or an edit made before the copy but uploaded
+    /// after it), and a copy must not undo that.
+    var copies: [ClosedRange<HybridTimestamp>] = []
 
     /// Where records come from: a store, or rows read from one earlier
     /// (``extract(from:only:)``), for a store that cannot stay open.
@@ -70,7 +77,6 @@ struct RecordCopy {
         /// The destination has it, with these values.
         case present([String: Value])
         case deleted, absent
-        case sameKey(RecordID)
     }
 
     func run(from store: Store, into destination: Store) async throws -> StoreManager.MergeReport {
@@ -112,6 +118,19 @@ struct RecordCopy {
         // Records the destination holds but does not show, to which the
         // source wrote later (``Existing/newer``).
         var hidden: [(entity: String, id: RecordID, values: [String: Value])] = []
+        // The source's deletes the destination lacks, first: the records it
+        // deleted are not among those copied (see ``Snapshot/deletes(missingIn:)``),
+        // and a key they held is free again for a record copied below.
+        var deletes: [(entity: String, id: RecordID)] = []
+        if existing == .newer, only == nil, case .store(let store) = source {
+            let missing = try store.snapshot.deletes(missingIn: destination.snapshot)
+            if !missing.original.isEmpty {
+                _ = try destination.snapshot.adopt(missing.original)
+                report.deleted += missing.original.reduce(0) { $0 + $1.changes.count }
+                report.transactions += missing.original.count
+            }
+            try await Self.delete(missing.seen, from: destination, report: &report)
+        }
         var survivors = self.survivors
         if case .store(let store) = source, let only { survivors.merge(try store.snapshot.survivors(of: only)) { a, _ in a } }
         var wanted = only.map { $0.union(survivors.values) }
@@ -120,6 +139,9 @@ struct RecordCopy {
             let rows = try await read(source, wanted: wanted, excluding: seen)
             if rows.isEmpty { break }
             for row in rows { seen.insert(row.id) }
+            // By ID only: the records copied under another ID (their
+            // unique key's) are found once this copy's own updates and
+            // deletes have moved keys away (below).
             let found = try await lookUp(rows, in: destination)
             for (row, found) in zip(rows, found) {
                 switch found {
@@ -155,11 +177,6 @@ struct RecordCopy {
                         }
                     }
                     deleted.insert(row.id)
-                case .sameKey(let other):
-                    target[row.id] = other
-                    inDestination.insert(other)
-                    report.deduplicated += 1
-                    report.duplicates[row.id] = other
                 case .absent:
                     target[row.id] = row.id
                     inserts.append(row)
@@ -223,6 +240,29 @@ struct RecordCopy {
                 deleted.insert(record.id)
             }
         }
+        // The updates of records the destination holds, but for their
+        // references (set below, once every target is copied), before the
+        // records the destination lacks are matched by unique key: a key
+        // the source moved off a record (a rename while the cloud was off)
+        // is free again for the record the source gave it to.
+        var referenceUpdates: [(entity: String, id: RecordID, values: [String: Value])] = []
+        var early: [(entity: String, id: RecordID, values: [String: Value])] = []
+        for update in updates {
+            let references = update.values.filter { if case .reference = $0.value { true } else { false } }
+            if !references.isEmpty { referenceUpdates.append((update.entity, update.id, references)) }
+            let plain = update.values.filter { if case .reference = $0.value { false } else { true } }
+            if !plain.isEmpty { early.append((update.entity, update.id, plain)) }
+        }
+        try await Self.update(early, into: destination, batchSize: batchSize, report: &report)
+        var unmatched: [SourceRow] = []
+        for (row, other) in zip(inserts, try await lookUpKeys(inserts, in: destination)) {
+            guard let other else { unmatched.append(row); continue }
+            target[row.id] = other
+            inDestination.insert(other)
+            report.deduplicated += 1
+            report.duplicates[row.id] = other
+        }
+        inserts = unmatched
         for start in stride(from: 0, to: inserts.count, by: batchSize) {
             let batch = inserts[start..<min(inserts.count, start + batchSize)]
             let batchIDs = Set(batch.map(\.id))
@@ -242,7 +282,7 @@ struct RecordCopy {
             report.copied += batch.count
             report.transactions += 1
         }
-        for update in updates {
+        for update in referenceUpdates {
             var values = update.values
             var later: [String: Value] = [:]
             resolve(&values, later: &later) { inDestination.contains($0) }
@@ -257,7 +297,6 @@ struct RecordCopy {
             report.transactions += 1
         }
         // Selected records the source deleted.
-        var deletes: [(entity: String, id: RecordID)] = []
         for (duplicate, survivor) in survivors { report.duplicates[duplicate] = target[survivor] ?? survivor }
         if existing == .overwrite, let only {
             let gone = only.subtracting(seen).subtracting(survivors.keys)
@@ -273,30 +312,16 @@ struct RecordCopy {
                 }
             }
         }
-        // The source's deletes the destination lacks: the records it
-        // deleted are not among those copied (see ``Snapshot/deletes(missingIn:)``).
-        if existing == .newer, only == nil, case .store(let store) = source {
-            let missing = try store.snapshot.deletes(missingIn: destination.snapshot)
-            if !missing.original.isEmpty {
-                _ = try destination.snapshot.adopt(missing.original)
-                report.deleted += missing.original.reduce(0) { $0 + $1.changes.count }
-                report.transactions += missing.original.count
-            }
-            deletes += missing.seen
-        }
-        for start in stride(from: 0, to: deferred.count, by: batchSize) {
-            let batch = Array(deferred[start..<min(deferred.count, start + batchSize)])
-            do {
-                try await destination.write { tx in
-                    for update in batch { tx.update(update.entity, id: update.id, update.values) }
-                }
-                report.transactions += 1
-            } catch let error as ChronicleError where error.code == .uniqueViolation {
-                for update in batch { try await Self.update(update, into: destination, report: &report) }
-            }
-        }
-        // One save each: deleting a record can remove others by cascade (a
-        // folder its notes), and a delete of a record already gone is moot.
+        try await Self.update(deferred, into: destination, batchSize: batchSize, report: &report)
+        try await Self.delete(deletes, from: destination, report: &report)
+        return report
+    }
+
+    /// Deletes records from `destination`, one save each: deleting a record
+    /// can remove others by cascade (a folder its notes), and a delete of a
+    /// record already gone is moot.
+    private static func delete(_ deletes: [(entity: String, id: RecordID)], from destination: Store,
+                               report: inout StoreManager.MergeReport) async throws {
         for d in deletes {
             do {
                 try await destination.write { tx in tx.delete(d.entity, id: d.id) }
@@ -309,12 +334,28 @@ struct RecordCopy {
                 // if what hides it comes back. One the destination never
                 // knew is moot.
                 guard try destination.snapshot.recordVersions(entity: d.entity, id: d.id) != nil else { continue }
-                try Self.keep(Change(.delete, entity: d.entity, recordID: d.id, values: []), in: destination)
+                try keep(Change(.delete, entity: d.entity, recordID: d.id, values: []), in: destination)
                 report.deleted += 1
                 report.transactions += 1
             }
         }
-        return report
+    }
+
+    /// Writes updates in saves of `batchSize`; a batch that would give two
+    /// records one unique key is written one update at a time.
+    private static func update(_ updates: [(entity: String, id: RecordID, values: [String: Value])], into destination: Store,
+                               batchSize: Int, report: inout StoreManager.MergeReport) async throws {
+        for start in stride(from: 0, to: updates.count, by: batchSize) {
+            let batch = Array(updates[start..<min(updates.count, start + batchSize)])
+            do {
+                try await destination.write { tx in
+                    for update in batch { tx.update(update.entity, id: update.id, update.values) }
+                }
+                report.transactions += 1
+            } catch let error as ChronicleError where error.code == .uniqueViolation {
+                for update in batch { try await Self.update(update, into: destination, report: &report) }
+            }
+        }
     }
 
     /// Writes one update; one that gives a record the unique key of another
@@ -347,8 +388,10 @@ struct RecordCopy {
         let name = schema.entities[row.entity].name
         let written = try source.snapshot.recordVersions(entity: name, id: row.id)?.fields ?? [:]
         let held = try destination.snapshot.recordVersions(entity: name, id: row.id)
+        let own = source.snapshot.deviceID
         let changed = row.values.filter { field, _ in
             guard let source = written[field] else { return false }
+            if source.device == own, copies.contains(where: { $0.contains(source.clock) }) { return false }
             if let there = held?.fields[field], there >= source { return false }
             return true
         }
@@ -417,8 +460,17 @@ struct RecordCopy {
                 if try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?", arguments: [row.entity, row.id]) ?? false {
                     return .deleted
                 }
-                return try Self.sameKey(db, entity: entity, keys: row.keys).map(Found.sameKey) ?? .absent
+                return .absent
             }
+        }
+    }
+
+    /// For each row, the visible record of `destination` that holds one of
+    /// its unique keys, if any.
+    private func lookUpKeys(_ rows: [SourceRow], in destination: Store) async throws -> [RecordID?] {
+        let schema = self.schema
+        return try await destination.read { db in
+            try rows.map { row in try Self.sameKey(db, entity: schema.entities[row.entity], keys: row.keys) }
         }
     }
 

@@ -397,13 +397,27 @@ public actor StoreManager {
     /// The snapshot file of the store a manager in `directory` loads, for
     /// a reader that does not open the store (SQLite lets readers in beside
     /// a writer): the cloud store's, or the local store's when the cloud is
-    /// off.
+    /// off. With the cloud on and no copy of the cloud store yet, the
+    /// fallback store's, if the device saved there while the container
+    /// could not be reached.
     ///
     /// - Throws: ``ChronicleError/Code/notFound`` if there is none yet;
     ///   ``ChronicleError/Code/malformedBody`` for a damaged `manager.json`
     ///   or `device.json`.
     package static func snapshotPath(in directory: URL) throws -> String {
-        let cloudEnabled = try readState(in: directory)?.cloudEnabled ?? true
+        let state = try readState(in: directory)
+        let cloudEnabled = state?.cloudEnabled ?? true
+        if cloudEnabled, try snapshotLocation(of: .cloud, in: directory) == nil {
+            let fallback = directory.appendingPathComponent(Kind.fallback.rawValue).appendingPathComponent(accountKey(state?.account))
+                .appendingPathComponent("device")
+            if let identity = try DeviceFolder.readIdentity(in: fallback), let store = identity.store {
+                let path = DeviceFolder.snapshotPath(store, in: fallback)
+                if FileManager.default.fileExists(atPath: path) {
+                    try Snapshot.requireRegularFiles(path)
+                    return path
+                }
+            }
+        }
         let folder = deviceFolder(of: cloudEnabled ? .cloud : .local, in: directory)
         guard let identity = try DeviceFolder.readIdentity(in: folder) else {
             throw ChronicleError(.notFound, "\(directory.path) is not a device folder yet (run `chronicle save` or `chronicle sync` first)")
@@ -2263,8 +2277,11 @@ public actor StoreManager {
         let local = try await Store.open(configuration(for: .local))
         let report: MergeReport
         do {
+            let before = try local.snapshot.latestClock()
             report = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .overwrite)
                 .run(from: current.store, into: local)
+            let after = try local.snapshot.latestClock()
+            if after > before { try Self.noteCopies(in: local.snapshot, of: current.store.snapshot.storeID, after: before, through: after) }
             try await local.close()
         } catch {
             try? await local.close()
@@ -2351,6 +2368,31 @@ public actor StoreManager {
 
     // MARK: Merging local data
 
+    /// The metadata key of the local store's record of its copies of cloud
+    /// stores: one line per migration, "store after through" (the clocks
+    /// its saves took, as raw values, after `after` through `through`).
+    private static let copiesKey = "copies_of_cloud"
+
+    /// Remembers that the local store's saves with clocks after `after`
+    /// through `through` copied the records of cloud store `store`
+    /// (``migrateCloudToLocal(deleteCloudStore:)``): a later merge into
+    /// that store does not take them for edits (``RecordCopy/copies``).
+    static func noteCopies(in snapshot: Snapshot, of store: StoreID, after: HybridTimestamp, through: HybridTimestamp) throws {
+        var lines = try snapshot.metadata(copiesKey)?.split(separator: "\n").map(String.init) ?? []
+        lines.append("\(store) \(after.rawValue) \(through.rawValue)")
+        try snapshot.setMetadata(copiesKey, lines.suffix(64).joined(separator: "\n"))
+    }
+
+    /// The clock ranges of the local store's saves that copied cloud store
+    /// `store`'s records (``noteCopies(in:of:after:through:)``).
+    static func copies(in snapshot: Snapshot, of store: StoreID) throws -> [ClosedRange<HybridTimestamp>] {
+        try snapshot.metadata(copiesKey)?.split(separator: "\n").compactMap { line in
+            let parts = line.split(separator: " ")
+            guard parts.count == 3, parts[0] == "\(store)", let after = UInt64(parts[1]), let through = UInt64(parts[2]), after < through else { return nil }
+            return HybridTimestamp(rawValue: after + 1)...HybridTimestamp(rawValue: through)
+        } ?? []
+    }
+
     /// Copies the local (or fallback) store's records into `cloud`, in batches of
     /// ``Configuration/mergeBatchSize`` records.
     ///
@@ -2375,8 +2417,9 @@ public actor StoreManager {
         }
         let local = try await Store.open(configuration(for: kind))
         do {
-            let report = try await RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .newer)
-                .run(from: local, into: cloud)
+            var copy = RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .newer)
+            copy.copies = try Self.copies(in: local.snapshot, of: cloud.snapshot.storeID)
+            let report = try await copy.run(from: local, into: cloud)
             try await local.close()
             return report
         } catch {

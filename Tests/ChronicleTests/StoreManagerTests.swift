@@ -1,6 +1,7 @@
 import Chronicle
 import ChronicleContainer
 import Foundation
+import GRDB
 import Logging
 import Synchronization
 import Testing
@@ -306,6 +307,69 @@ import Testing
         _ = try await m.store.sync()
         try await peer.sync()
         #expect(try await Self.titles(peer) == ["edited after the delete", "kept"])
+        try await peer.close()
+        try await m.close()
+    }
+
+    /// A unique key the local store freed while the cloud was off (a
+    /// deleted or renamed folder) belongs, after the merge, to the record
+    /// the local store gave it to: the merge's deletes and renames come
+    /// before it matches records by key.
+    @Test(arguments: [false, true]) func aKeyFreedWhileTheCloudWasOffGoesToTheRecordThatTookIt(renamed: Bool) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let m = try await manager("a")
+        let old = try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["old note"])
+        try await m.setCloudEnabled(true)
+        try await m.setCloudEnabled(false)
+        let local = try await m.store
+        try await local.write { tx in
+            if renamed { tx.update("Folder", id: old, ["name": .string("Archive")]) } else { tx.delete("Folder", id: old) }
+        }
+        try await Self.saveNotes(local, folder: "Inbox", titles: ["new note"])
+        let expected = ["new note@Inbox", renamed ? "old note@Archive" : "old note@-"]
+        #expect(try await Self.notesWithFolders(local) == expected)
+
+        let report = try #require(try await m.setCloudEnabled(true))
+        #expect(report.deduplicated == 0)
+        #expect(try await Self.notesWithFolders(try await m.store) == expected)
+        _ = try await m.store.sync()
+        let peer = try await peer("b")
+        try await peer.sync()
+        #expect(try await Self.notesWithFolders(peer) == expected)
+        try await peer.close()
+        try await m.close()
+    }
+
+    /// Migrating the cloud store to the local store copies its records;
+    /// turning the cloud on again merges back only what the local store
+    /// changed since: a delete or an edit another device made before the
+    /// migration, and uploaded after it, is not undone by the copies.
+    @Test func aMigrationToLocalAndBackUndoesNothingTheCloudGotMeanwhile() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let m = try await manager("a", cloudByDefault: true)
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["deleted elsewhere", "edited elsewhere", "edited here"])
+        _ = try await m.store.sync()
+        let peer = try await peer("b")
+        try await peer.sync()
+        // b deletes and edits, and uploads only after a's migration.
+        let ids = try await peer.read { db in
+            try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT title, id FROM Note").map { ($0[0] as String, $0[1] as RecordID) })
+        }
+        try await peer.write { tx in
+            tx.delete("Note", id: ids["deleted elsewhere"]!)
+            tx.update("Note", id: ids["edited elsewhere"]!, ["title": .string("edited by b")])
+        }
+        try await m.migrateCloudToLocal()
+        try await peer.sync()
+        let local = try await m.store
+        try await local.write { tx in tx.update("Note", id: ids["edited here"]!, ["title": .string("edited by a after the migration")]) }
+
+        _ = try #require(try await m.setCloudEnabled(true))
+        _ = try await m.store.sync()
+        let expected = ["edited by a after the migration", "edited by b"]
+        #expect(try await Self.titles(try await m.store) == expected)
+        try await peer.sync()
+        #expect(try await Self.titles(peer) == expected)
         try await peer.close()
         try await m.close()
     }
@@ -1489,6 +1553,25 @@ import Testing
         try await m.sync()
         #expect(try await Self.titles(try await m.store) == ["from b", "kept"])
         try await copy.close()
+        try await m.close()
+    }
+
+    /// A reader of the device folder (`chronicle query`) finds the
+    /// fallback store while it is the one that holds the device's saves.
+    @Test func theFallbackStoreIsWhatAReaderOfTheFolderFinds() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let configuration = StoreManager.Configuration(store: try storeConfiguration("a"), cloudEnabledByDefault: true)
+        let away = root.appendingPathComponent("unmounted")
+        try FileManager.default.moveItem(at: containerURL, to: away)
+        let m = try await StoreManager.open(configuration)
+        #expect(await m.loadedKind == .fallback)
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["offline"])
+        let path = try StoreManager.snapshotPath(in: root.appendingPathComponent("a"))
+        #expect(path.contains("/fallback/"))
+        let reader = try DatabaseQueue(path: path, configuration: { var c = GRDB.Configuration(); c.readonly = true; return c }())
+        let titles = try await reader.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note") }
+        #expect(titles == ["offline"])
+        try reader.close()
         try await m.close()
     }
 
