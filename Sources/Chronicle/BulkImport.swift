@@ -237,6 +237,9 @@ extension StoreContext {
             if !field.accepts(value) {
                 return value.isNull ? "\(name) is required, and null here" : "\(name) is \(field.kind.withArticle), not \(value)"
             }
+            if case .string(let text) = value, text.utf8.contains(0) {
+                return "\(name) holds the character U+0000, which a save refuses (keep such bytes in a data attribute)"
+            }
             return nil
         }
         // Most items have none: sorted (to name the first by name) only then.
@@ -288,6 +291,9 @@ extension Store {
                         problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(missing) is required, and a new \(entity.name) needs it")))
                     }
                 }
+                problems += try Self.otherKeyClashes(records, stored: stored, entity: entity, key: key,
+                                                     skipping: Set(problems.map(\.offset)), db)
+                problems.sort { $0.offset < $1.offset }
                 outcome.problems = problems
                 if stopAtProblem, !problems.isEmpty {
                     // Nothing of the batch: no change is made.
@@ -297,6 +303,7 @@ extension Store {
                 let refused = Set(problems.map(\.offset))
                 for record in records {
                     if let (id, old) = stored[record.exact] {
+                        guard !refused.contains(record.offset) else { continue }
                         let changed = record.values.filter { !StoreContext.same(old[$0.key], $0.value) }
                         if changed.isEmpty {
                             outcome.unchanged += 1
@@ -316,6 +323,42 @@ extension Store {
             throw ChronicleError(error.code, "the batch from \(range) was not saved: \(error.message)\(advice)", underlying: error.underlying)
         }
         return outcome
+    }
+
+    /// The records of a batch that would give a unique key other than the
+    /// upsert key to two records: one a stored record already holds, or an
+    /// earlier record of the batch takes. A save would refuse the whole
+    /// batch for it; the import reports each such item, at its position.
+    private static func otherKeyClashes(_ records: [(exact: ExactKey, position: String, key: Value, values: [String: Value], offset: Int)],
+                                        stored: [ExactKey: (RecordID, [String: Value])], entity: Entity, key: String,
+                                        skipping: Set<Int>, _ db: Database) throws -> [(offset: Int, problem: BulkImport.Problem)] {
+        let others = entity.uniqueConstraints.filter { $0 != [key] }
+        guard !others.isEmpty else { return [] }
+        var problems: [(offset: Int, problem: BulkImport.Problem)] = []
+        var taken: [Int: Set<[ExactKey]>] = [:]
+        for record in records where !skipping.contains(record.offset) {
+            let old = stored[record.exact]
+            for (c, fields) in others.enumerated() {
+                // A stored record keeping its key clashes with nothing new.
+                if let old, fields.allSatisfy({ record.values[$0] == nil || StoreContext.same(old.1[$0], record.values[$0]) }) { continue }
+                let values = fields.map { record.values[$0] ?? old?.1[$0] ?? entity.field(named: $0)?.defaultValue ?? .null }
+                // SQL compares no null as equal: such a key clashes with none.
+                guard !values.contains(where: \.isNull) else { continue }
+                let shown = zip(fields, values).map { "\($0.0) \($0.1)" }.joined(separator: ", ")
+                if !taken[c, default: []].insert(values.map(ExactKey.init)).inserted {
+                    problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(shown) is an earlier feature's of the same batch; \(entity.name) keeps it unique")))
+                    break
+                }
+                let condition = fields.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
+                let holders = try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(condition) LIMIT 2",
+                                                    arguments: StatementArguments(values.map(\.databaseValue)))
+                if let other = holders.first(where: { $0 != old?.0 }) {
+                    problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(shown) is already \(entity.name) \(other)'s; \(entity.name) keeps it unique")))
+                    break
+                }
+            }
+        }
+        return problems
     }
 
     /// The stored records holding `keys`, by key, read on `db`.

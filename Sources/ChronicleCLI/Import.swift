@@ -88,6 +88,13 @@ struct Import: AsyncParsableCommand {
             guard let entity = schema.entity(named: name) else {
                 throw ChronicleError(.unknownEntity, "the schema has no entity \(name) (it has \(schema.entities.map(\.name).joined(separator: ", ")))")
             }
+            // Checked before the device folder is opened (or made).
+            guard entity.field(named: upsertKey) != nil else {
+                throw ChronicleError(.unknownAttribute, "\(entity.name) has no attribute \(upsertKey) to upsert by")
+            }
+            guard entity.uniqueConstraints.contains([upsertKey]) else {
+                throw ChronicleError(.misuse, "\(entity.name).\(upsertKey) is not unique on its own: declare it unique in the schema to upsert by it")
+            }
             return entity
         }
         let candidates = schema.entities.filter { $0.uniqueConstraints.contains([upsertKey]) }
@@ -98,7 +105,9 @@ struct Import: AsyncParsableCommand {
         // None declares it unique: the one entity that has it gets the
         // precise error; otherwise say where it is (or that it is nowhere).
         let having = schema.entities.filter { $0.field(named: upsertKey) != nil }
-        if having.count == 1 { return having[0] }
+        if having.count == 1 {
+            throw ChronicleError(.misuse, "\(having[0].name).\(upsertKey) is not unique on its own: declare it unique in the schema to upsert by it")
+        }
         if having.isEmpty {
             throw ChronicleError(.unknownAttribute, "no entity has an attribute \(upsertKey) to import by (the schema has \(schema.entities.map(\.name).joined(separator: ", ")))")
         }

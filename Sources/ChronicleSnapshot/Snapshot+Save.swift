@@ -279,13 +279,18 @@ extension Snapshot {
         }
     }
 
-    /// A `deny` rule refuses to delete a record that visible records point at.
+    /// A `deny` rule refuses to delete a record that visible records point
+    /// at; so does a `nullify` rule of a required reference, which the
+    /// delete would leave empty.
     private func checkDeny(_ entity: Entity, _ id: RecordID, _ db: Database) throws {
         for other in schema.entities {
             for field in other.fields {
-                guard case .reference(let destination, .deny) = field.kind, destination == entity.name else { continue }
+                guard case .reference(let destination, let rule) = field.kind, destination == entity.name,
+                      rule == .deny || (rule == .nullify && !field.isOptional) else { continue }
                 if try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM \(quoted(other.name)) WHERE \(quoted(field.name)) = ? LIMIT 1"), arguments: [id]) ?? false {
-                    throw ChronicleError(.deleteDenied, "\(entity.name) \(id) is referred to by \(other.name).\(field.name), whose delete rule is deny")
+                    let why = rule == .deny ? "whose delete rule is deny"
+                        : "which is required: its delete rule, nullify, would leave it empty (delete or change those \(other.name) records first, or make the reference optional)"
+                    throw ChronicleError(.deleteDenied, "\(entity.name) \(id) is referred to by \(other.name).\(field.name), \(why)")
                 }
             }
         }

@@ -82,6 +82,9 @@ import Glibc
          "entities[0].colour: unknown key"),
         (#"{"version": "1", "entities": []}"#, "version: must be an integer"),
         (#"{"version": 1, "entities": [{"name": "A"}, {"name": "a"}]}"#, "is used twice"),
+        // A save refuses such text; a default would write it past that check.
+        (#"{"version": 1, "entities": [{"name": "A", "attributes": [{"name": "x", "type": "string", "default": "a\u0000b"}]}]}"#,
+         "entities[0] (A).attributes[0] (x): default value holds the character U+0000"),
     ])
     func invalidSchemasNameTheField(json: String, expected: String) {
         #expect {

@@ -253,6 +253,44 @@ import Testing
         #expect(try await store.fetchAll(Quake.self).count == 2)
     }
 
+    /// What a save would refuse for one item (a NUL in text, another unique
+    /// key already taken, by a stored record or an earlier item) is that
+    /// item's problem, reported at its position: the rest of its batch and
+    /// the batches after it are saved.
+    @Test func anItemTheSaveWouldRefuseIsSkippedWithItsPosition() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        // The title unique too: a second key besides the code.
+        let schema = try Schema(version: 1, entities: [
+            Entity("Quake", attributes: [Attribute("code", .string), Attribute("title", .string, optional: true), Attribute("time", .date),
+                                         Attribute("longitude", .double), Attribute("latitude", .double)],
+                   unique: [["code"], ["title"]]),
+        ])
+        let store = try await place.open(schema: schema)
+        let time = Value.date(Timestamp(microsecondsSinceEpoch: 0))
+        func item(_ code: String, _ title: String, _ n: Int) -> BulkImport.Item {
+            .record(["code": .string(code), "title": .string(title), "time": time, "longitude": .double(0), "latitude": .double(0)], at: "item \(n)")
+        }
+        let context = store.newBackgroundContext()
+        _ = try await context.importRecords([item("a", "Alpha", 1)], options: BulkImport(entity: "Quake", upsertKey: "code"))
+        let items = [item("b", "Beta", 1), item("c", "Alpha", 2), item("d", "bad\u{0}title", 3), item("e", "Beta", 4), item("f", "Phi", 5),
+                     item("a", "Alpha again", 6)]
+        let summary = try await context.importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 4))
+        #expect(summary.isComplete)
+        #expect(summary.malformed.map(\.position) == ["item 2", "item 3", "item 4"])
+        #expect(summary.malformed[0].reason.contains("title \"Alpha\" is already Quake"))
+        #expect(summary.malformed[1].reason.contains("U+0000"))
+        #expect(summary.malformed[2].reason.contains("earlier feature's of the same batch"))
+        #expect(summary.progress.inserted == 2 && summary.progress.updated == 1 && summary.progress.skipped == 3)
+        let stored = try await store.read { db in try String.fetchAll(db, sql: "SELECT code || ':' || title FROM Quake ORDER BY code") }
+        #expect(stored == ["a:Alpha again", "b:Beta", "f:Phi"])
+        // Stopping at the first such item saves nothing of its batch.
+        let stopped = try await context.importRecords([item("g", "Gamma", 1), item("h", "Phi", 2)],
+                                                      options: BulkImport(entity: "Quake", upsertKey: "code", onMalformed: .stop))
+        #expect(stopped.stoppedAt?.position == "item 2")
+        #expect(try await store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Quake WHERE code = 'g'") } == 0)
+    }
+
     @Test func theMainContextIsRefreshedAndAnsweringWhileAnImportRuns() async throws {
         let place = try Place()
         defer { place.remove() }
@@ -314,6 +352,13 @@ import Testing
         let shared = root.appendingPathComponent("shared").path
         #expect(try CLIErrorTests.run(["init", "--container", shared]).status == 0)
         let device = ["--device-dir", root.appendingPathComponent("dev").path, "--container", shared, "--schema", schema]
+        // A key the entity does not keep unique is refused before the
+        // device folder is made (or tied to the schema).
+        for arguments in [["--upsert-key", "net"], ["--upsert-key", "net", "--entity", "Quake"]] {
+            let misuse = try CLIErrorTests.run(["import"] + device + arguments + [feed])
+            #expect(misuse.status == 1 && misuse.stderr.contains("not unique on its own"), "\(misuse.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("dev").path))
         // Piped progress: plain lines, never a carriage return.
         let run = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", "--batch-size", "500", feed],
                                         environment: ["CHRONICLE_PROGRESS_SECONDS": "0"])

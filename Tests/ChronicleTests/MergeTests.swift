@@ -112,6 +112,31 @@ import Testing
         #expect(try await d.hashes().count == 1)
     }
 
+    /// A required reference with the nullify rule cannot be left empty by a
+    /// local delete of its target: the delete is refused, as with `deny`,
+    /// until the referrers are deleted or pointed elsewhere.
+    @Test func aDeleteThatWouldEmptyARequiredReferenceIsRefused() async throws {
+        let schema = try Schema(version: 1, entities: [
+            Entity("Owner", attributes: [Attribute("name", .string)]),
+            Entity("Pet", attributes: [Attribute("name", .string)],
+                   relationships: [.toOne("owner", to: "Owner", deleteRule: .nullify, optional: false)]),
+        ])
+        let d = try await TestDevices(1, schema: schema)
+        let s = d.stores[0]
+        let (owner, other) = try await s.write { tx in (tx.insert("Owner", ["name": "Ann"]), tx.insert("Owner", ["name": "Bo"])) }
+        let pet = try await s.write { tx in tx.insert("Pet", ["name": "Rex", "owner": .reference(owner)]) }
+        let error = await #expect(throws: ChronicleError.self) { try await s.write { tx in tx.delete("Owner", id: owner) } }
+        #expect(error?.code == .deleteDenied)
+        #expect(error?.message.contains("Pet.owner") == true && error?.message.contains("required") == true)
+        // Pointed elsewhere first (in the same save), the delete goes through.
+        try await s.write { tx in
+            tx.update("Pet", id: pet, ["owner": .reference(other)])
+            tx.delete("Owner", id: owner)
+        }
+        #expect(try await d.count("SELECT COUNT(*) FROM Pet WHERE owner IS NOT NULL", on: 0) == 1)
+        #expect(try await d.count("SELECT COUNT(*) FROM Owner", on: 0) == 1)
+    }
+
     @Test func badInputIsATypedErrorAndWritesNothing() async throws {
         let d = try await TestDevices(1, schema: Self.schema)
         let s = d.stores[0]

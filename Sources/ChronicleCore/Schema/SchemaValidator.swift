@@ -48,6 +48,11 @@ struct SchemaValidator {
                 guard field.accepts(d) else {
                     throw fail(here, herePath + ".default", "default value \(d) is not a \(a.type.rawValue)")
                 }
+                // A save refuses such text (readers of SQLite's text stop at
+                // the NUL); a default would write it past that check.
+                if case .string(let text) = d, text.utf8.contains(0) {
+                    throw fail(here, herePath + ".default", "default value holds the character U+0000, which a save refuses (text read back from SQLite stops at it); keep such bytes in a data attribute")
+                }
             }
         }
         for (j, r) in entity.relationships.enumerated() {
