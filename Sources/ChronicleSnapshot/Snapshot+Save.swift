@@ -63,8 +63,32 @@ extension Snapshot {
                 // Records not visible right after their change, checked
                 // again once the whole save is applied.
                 var invisible: [(Change, Int)] = []
+                // A save's changes share one version: its keys must be unique
+                // once it is applied, not after each change. An update that
+                // moves a unique key is checked then (two records may swap
+                // keys in one save), and the records it meets on the way
+                // count as visible until then.
+                let keyMoves = changes.filter { movesKey($0) }
+                var visibleBefore: Set<RecordID> = []
+                if !keyMoves.isEmpty {
+                    for change in changes where change.kind != .insert {
+                        guard let e = schema.entityIndex(named: change.entity), !schema.entities[e].uniqueConstraints.isEmpty else { continue }
+                        if try db.first(entitySQL[e].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false { visibleBefore.insert(change.recordID) }
+                    }
+                }
                 for change in changes {
-                    let (entity, values, complete, keysFree) = try validate(change, inserted: inserted, db, engine: engine)
+                    let (entity, values, complete, keysFree): (Int, [(field: Int, value: Value)], Change, Bool)
+                    do {
+                        (entity, values, complete, keysFree) = try validate(change, inserted: inserted, db, engine: engine,
+                                                                            visibleBefore: visibleBefore, deferUnique: !keyMoves.isEmpty && movesKey(change))
+                    } catch {
+                        // The first problem by field name, whatever order the
+                        // change lists its fields in (an insert's come unsorted).
+                        var sorted = change
+                        sorted.values.sort { $0.name < $1.name }
+                        _ = try validate(sorted, inserted: inserted, db, engine: engine, visibleBefore: visibleBefore, deferUnique: true)
+                        throw error
+                    }
                     // A new record whose keys no record holds: most inserts
                     // are stored at once, visible, as their compact row.
                     if keysFree, try engine.insertNewLocal(entity, change.recordID, values: values, version: version) {
@@ -89,6 +113,7 @@ extension Snapshot {
                         normalized.append(Change(change.kind, entity: complete.entity, recordID: id, values: complete.values))
                     }
                 }
+                if !keyMoves.isEmpty { try checkKeysAfterSave(keyMoves, deleted: deleted, engine: engine, db) }
                 for (change, entity) in invisible where try !isVisible(change, entity: entity, db) {
                     throw ChronicleError(.recordNotFound, "\(schema.entities[entity].name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
                 }
@@ -166,12 +191,13 @@ extension Snapshot {
     /// The last value says the change is an insert whose unique keys (if
     /// any) no record holds, so the unique check needed no other query.
     private func validate(_ change: Change, inserted: Set<InsertedRecord>, _ db: Database,
-                          engine: MergeEngine) throws -> (Int, [(field: Int, value: Value)], Change, Bool) {
+                          engine: MergeEngine, visibleBefore: Set<RecordID> = [], deferUnique: Bool = false) throws -> (Int, [(field: Int, value: Value)], Change, Bool) {
         guard let entityIndex = schema.entityIndex(named: change.entity) else {
             throw ChronicleError(.unknownEntity, "no entity named \(change.entity)")
         }
         let entity = schema.entities[entityIndex]
-        let visible = try db.first(entitySQL[entityIndex].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false
+        let visible = try visibleBefore.contains(change.recordID)
+            || db.first(entitySQL[entityIndex].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false
         var values: [(field: Int, value: Value)] = []
         values.reserveCapacity(change.kind == .insert ? entity.fields.count : change.values.count)
         var seen = FieldSet(count: entity.fields.count)
@@ -246,8 +272,47 @@ extension Snapshot {
         if change.kind == .insert, try entity.uniqueConstraints.isEmpty || engine.keysAreFree(entity: entityIndex, values: values) {
             return (entityIndex, values, complete, true)
         }
-        try checkUnique(entity, change, values, db)
+        if !deferUnique { try checkUnique(entity, change, values, db) }
         return (entityIndex, values, complete, false)
+    }
+
+    /// Whether `change` is an update that writes a field of one of its
+    /// entity's unique keys.
+    private func movesKey(_ change: Change) -> Bool {
+        guard change.kind == .update, let e = schema.entity(named: change.entity), !e.uniqueConstraints.isEmpty else { return false }
+        let keyFields = Set(e.uniqueConstraints.joined())
+        return change.values.contains { keyFields.contains($0.name) }
+    }
+
+    /// After a save with key-moving updates is applied: a record that
+    /// would share a unique key with another (one of the two then merged
+    /// into the other, as two devices' records are) makes the save a
+    /// `uniqueViolation`. The records to look at are those the updates
+    /// moved, and any record the save made a duplicate of another (it was
+    /// shown before, and is now merged into another record). Duplicates
+    /// that a key change carries along (see `appliesToDuplicates`) stay
+    /// what they were.
+    private func checkKeysAfterSave(_ moves: [Change], deleted: Set<InsertedRecord>, engine: MergeEngine, _ db: Database) throws {
+        var suspects: [(entity: Int, id: RecordID)] = []
+        for change in moves {
+            if let e = schema.entityIndex(named: change.entity) { suspects.append((e, change.recordID)) }
+        }
+        // Shown before the save: its first event in the save is not an insert.
+        var first: [RecordID: RecordEvent.Kind] = [:]
+        for event in engine.events where first[event.recordID] == nil { first[event.recordID] = event.kind }
+        for event in engine.events where event.kind == .deleted && first[event.recordID] != .inserted {
+            guard let e = schema.entityIndex(named: event.entity), !schema.entities[e].uniqueConstraints.isEmpty,
+                  !deleted.contains(InsertedRecord(entity: event.entity, id: event.recordID)) else { continue }
+            suspects.append((e, event.recordID))
+        }
+        for (e, id) in suspects {
+            if try db.first(entitySQL[e].exists, { $0.bind(id) }, read: { _ in true }) ?? false { continue }
+            guard let survivor = try engine.survivor(entity: e, id: id), survivor != id else { continue }
+            let entity = schema.entities[e]
+            let keys = entity.uniqueConstraints.map { $0.count == 1 ? $0[0] : "(\($0.joined(separator: ", ")))" }.joined(separator: " or ")
+            throw ChronicleError(.uniqueViolation, "after this save \(entity.name) \(id) and \(survivor) would have the same \(keys), which is unique: "
+                + "a save must leave each key on one record")
+        }
     }
 
     /// The error for a change of a record the app does not see: one merged

@@ -239,6 +239,51 @@ import Testing
         }
     }
 
+    /// A save's changes share one version, so its keys must be unique once
+    /// it is applied, whatever order its changes are in: two folders swap
+    /// names (through a temporary name, which the transaction folds away),
+    /// three rotate codes; a save that leaves two records with one key is
+    /// refused whole.
+    @Test func aSaveMayMoveKeysBetweenItsRecordsButNotLeaveOneOnTwo() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        let s = d.stores[0]
+        let (a, b, c) = (Self.folder(1), Self.folder(2), Self.folder(3))
+        try await s.write { tx in
+            tx.insert("Folder", ["name": "P", "code": "1"], id: a)
+            tx.insert("Folder", ["name": "Q", "code": "2"], id: b)
+            tx.insert("Folder", ["name": "R", "code": "3"], id: c)
+        }
+        try await s.write { tx in
+            tx.update("Folder", id: a, ["name": "tmp"])
+            tx.update("Folder", id: b, ["name": "P"])
+            tx.update("Folder", id: a, ["name": "Q"])
+            tx.update("Folder", id: a, ["code": "2"])
+            tx.update("Folder", id: b, ["code": "3"])
+            tx.update("Folder", id: c, ["code": "1"])
+        }
+        let expected = ["P:3", "Q:2", "R:1"]
+        let shown = { (store: Store) in try await store.read { db in try String.fetchAll(db, sql: "SELECT name || ':' || code FROM Folder ORDER BY name") } }
+        #expect(try await shown(s) == expected)
+        func refused(_ label: String, _ body: @escaping @Sendable (inout WriteTransaction) -> Void) async throws {
+            do {
+                try await s.write(body)
+                Issue.record("the save that \(label) was taken")
+            } catch let error as ChronicleError {
+                #expect(error.code == .uniqueViolation, "\(label): \(error)")
+            }
+            #expect(try await shown(s) == expected, "nothing of the refused save that \(label)")
+        }
+        try await refused("gives a name to two folders") { tx in tx.update("Folder", id: a, ["name": "R"]) }
+        try await refused("gives a code to two folders") { tx in tx.update("Folder", id: c, ["code": "2"]) }
+        try await refused("moves names but leaves a clash") { tx in
+            tx.update("Folder", id: a, ["name": "P"])
+            tx.update("Folder", id: b, ["name": "X"])
+            tx.update("Folder", id: c, ["name": "X"])
+        }
+        try await Self.expectConverged(d)
+        #expect(try await shown(d.stores[1]) == expected)
+    }
+
     /// Devices save at random (folders whose names and codes collide,
     /// renames into and out of groups, deletes of survivors, notes and
     /// comments on whatever they see) and sync in random orders. After a
