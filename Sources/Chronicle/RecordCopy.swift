@@ -123,7 +123,8 @@ struct RecordCopy {
         // and a key they held is free again for a record copied below.
         var deletes: [(entity: String, id: RecordID)] = []
         if existing == .newer, only == nil, case .store(let store) = source {
-            let missing = try store.snapshot.deletes(missingIn: destination.snapshot)
+            let missing = try store.snapshot.deletes(missingIn: destination.snapshot,
+                                                     mergedInto: try store.snapshot.merged(into: destination.snapshot.storeID))
             if !missing.original.isEmpty {
                 _ = try destination.snapshot.adopt(missing.original)
                 report.deleted += missing.original.reduce(0) { $0 + $1.changes.count }

@@ -2420,6 +2420,9 @@ public actor StoreManager {
             var copy = RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .newer)
             copy.copies = try Self.copies(in: local.snapshot, of: cloud.snapshot.storeID)
             let report = try await copy.run(from: local, into: cloud)
+            // For the next merge: a delete of one of these reaches the
+            // record it was found as.
+            try local.snapshot.noteMerged(report.duplicates, into: cloud.snapshot.storeID)
             try await local.close()
             return report
         } catch {

@@ -261,11 +261,16 @@ extension Snapshot {
     ///   record (a copy of the record made later, as another copy of this
     ///   store merged it): the delete is made again, as a new save.
     ///
+    /// A record an earlier merge found in `destination` under another ID
+    /// (`merged`, this snapshot's ID to that one: a record of the same
+    /// unique key) is judged, and deleted, as that record.
+    ///
     /// A record `destination` shows with a value this snapshot never had,
     /// written after the delete, stays: a write newer than a delete brings
     /// the record back, as a sync would. One `destination` does not know is
     /// left out: it has nothing to delete.
-    package func deletes(missingIn destination: Snapshot) throws -> (original: [Transaction], seen: [(entity: String, id: RecordID)]) {
+    package func deletes(missingIn destination: Snapshot, mergedInto merged: [RecordID: RecordID] = [:]) throws
+        -> (original: [Transaction], seen: [(entity: String, id: RecordID)]) {
         guard destination.schema.hash == schema.hash else {
             throw ChronicleError(.schemaMismatch, "carrying deletes needs both copies on one schema version")
         }
@@ -307,14 +312,22 @@ extension Snapshot {
                 throw ChronicleError.sqlite(error, .database, "reading the deleted records failed")
             }
             if !page.isEmpty {
-                let there: [(state: RecordState?, shown: Bool)]
+                let there: [(id: RecordID, state: RecordState?, shown: Bool)]
                 do {
                     there = try destination.pool.read { db in
                         let engine = MergeEngine(db: db, schema: destination.schema, sql: destination.entitySQL, origin: .local)
                         return try page.map { record in
                             let table = SnapshotTables.rows(schema.entities[record.entity].name)
-                            let shown = try Bool.fetchOne(db, sql: "SELECT 1 FROM \(table.quotedDatabaseIdentifier) WHERE id = ?", arguments: [record.id]) ?? false
-                            return (try engine.loadState(record.entity, record.id), shown)
+                            var id = record.id
+                            var state = try engine.loadState(record.entity, id)
+                            // Never copied there: an earlier merge found it
+                            // under another record's ID, of the same unique key.
+                            if state == nil, let other = merged[id] {
+                                id = other
+                                state = try engine.loadState(record.entity, id)
+                            }
+                            let shown = try Bool.fetchOne(db, sql: "SELECT 1 FROM \(table.quotedDatabaseIdentifier) WHERE id = ?", arguments: [id]) ?? false
+                            return (id, state, shown)
                         }
                     }
                 } catch {
@@ -329,9 +342,9 @@ extension Snapshot {
                     let later = held.fields.entries.filter { $0.version.clock > deleted.clock }
                     if later.isEmpty {
                         origins[Origin(clock: deleted.clock, device: deleted.device), default: []]
-                            .append(Change(.delete, entity: entity, recordID: record.id))
+                            .append(Change(.delete, entity: entity, recordID: there.id))
                     } else if there.shown, later.allSatisfy({ record.state.fields[$0.index]?.value == $0.value }) {
-                        seen.append((entity, record.id))
+                        seen.append((entity, there.id))
                     }
                 }
             }
@@ -341,6 +354,50 @@ extension Snapshot {
             Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: schema.hash, changes: origins[origin]!)
         }
         return (original, seen)
+    }
+
+    // MARK: Records merged under another ID
+
+    private static let createMerged = """
+        CREATE TABLE IF NOT EXISTS _chronicle_merged (
+            store BLOB NOT NULL, source BLOB NOT NULL, target BLOB NOT NULL, PRIMARY KEY (store, source)
+        ) WITHOUT ROWID
+        """
+
+    /// Remembers that a merge of this snapshot's store into `store` found
+    /// these records there under other IDs (records of the same unique
+    /// key): a later merge carries their deletes to those records
+    /// (``deletes(missingIn:mergedInto:)``).
+    package func noteMerged(_ pairs: [RecordID: RecordID], into store: StoreID) throws {
+        guard !pairs.isEmpty else { return }
+        do {
+            try pool.write { db in
+                try db.execute(sql: Self.createMerged)
+                let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO _chronicle_merged (store, source, target) VALUES (?, ?, ?)")
+                for (source, target) in pairs where source != target {
+                    try statement.execute(arguments: [store.rawValue, source, target])
+                }
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "keeping the records a merge found under other IDs failed")
+        }
+    }
+
+    /// The records a merge into `store` found there under other IDs
+    /// (``noteMerged(_:into:)``).
+    package func merged(into store: StoreID) throws -> [RecordID: RecordID] {
+        do {
+            return try pool.read { db in
+                guard try db.tableExists("_chronicle_merged") else { return [:] }
+                var result: [RecordID: RecordID] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT source, target FROM _chronicle_merged WHERE store = ?", arguments: [store.rawValue]) {
+                    result[row[0] as RecordID] = row[1] as RecordID
+                }
+                return result
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "reading the records a merge found under other IDs failed")
+        }
     }
 
     // MARK: Logs of earlier IDs

@@ -340,6 +340,39 @@ import Testing
         try await m.close()
     }
 
+    /// A local record an earlier merge found in the cloud under another ID
+    /// (the same unique key) and the local store then deleted, while the
+    /// cloud was off, is deleted as that record, unless the cloud wrote to
+    /// it after the delete.
+    @Test(arguments: [false, true]) func aDeleteOfARecordMergedUnderAnotherIDReachesThatRecord(editedLater: Bool) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let peer = try await peer("b")
+        let theirs = try await Self.saveNotes(peer, folder: "Work", titles: ["b's note"])
+        try await peer.sync()
+        let m = try await manager("a")
+        let mine = try await Self.saveNotes(try await m.store, folder: "Work", titles: ["a's note"])
+        let merged = try #require(try await m.setCloudEnabled(true))
+        #expect(merged.duplicates[mine] == theirs)
+        _ = try await m.store.sync()
+        try await m.setCloudEnabled(false)
+        try await m.store.write { tx in tx.delete("Folder", id: mine) }
+        try await Task.sleep(for: .milliseconds(5))
+        try await peer.sync()
+        if editedLater { try await peer.write { tx in tx.update("Folder", id: theirs, ["name": "Work, kept"]) } }
+        try await peer.sync()
+
+        _ = try #require(try await m.setCloudEnabled(true))
+        _ = try await m.store.sync()
+        try await peer.sync()
+        for store in [try await m.store, peer] {
+            let folders = try await store.read { db in try String.fetchAll(db, sql: "SELECT name FROM Folder") }
+            #expect(folders == (editedLater ? ["Work, kept"] : []))
+            #expect(try await Self.titles(store) == ["a's note", "b's note"], "notes outlive their folder (nullify)")
+        }
+        try await peer.close()
+        try await m.close()
+    }
+
     /// Migrating the cloud store to the local store copies its records;
     /// turning the cloud on again merges back only what the local store
     /// changed since: a delete or an edit another device made before the
