@@ -118,6 +118,9 @@ struct RecordCopy {
         // Records the destination holds but does not show, to which the
         // source wrote later (``Existing/newer``).
         var hidden: [(entity: String, id: RecordID, values: [String: Value])] = []
+        // With ``Existing/newer``: the version of each field the source
+        // wrote, to write it there with (see ``adopt(_:versions:into:report:)``).
+        var sourceVersions: [RecordID: [String: Version]] = [:]
         // The source's deletes the destination lacks, first: the records it
         // deleted are not among those copied (see ``Snapshot/deletes(missingIn:)``),
         // and a key they held is free again for a record copied below.
@@ -161,7 +164,7 @@ struct RecordCopy {
                         }
                         if !changed.isEmpty { updates.append((schema.entities[row.entity].name, row.id, changed)) }
                     } else if existing == .newer, case .store(let store) = source {
-                        let changed = try newerFields(of: row, in: store, than: destination, visible: true)
+                        let changed = try newerFields(of: row, in: store, than: destination, visible: true, versions: &sourceVersions)
                         if !changed.isEmpty { updates.append((schema.entities[row.entity].name, row.id, changed)) }
                     }
                 case .deleted:
@@ -171,7 +174,7 @@ struct RecordCopy {
                     // wrote fields after that: as a sync would, those writes
                     // bring it back, or move it out of the key it shared.
                     if existing == .newer, case .store(let store) = source {
-                        let changed = try newerFields(of: row, in: store, than: destination, visible: false)
+                        let changed = try newerFields(of: row, in: store, than: destination, visible: false, versions: &sourceVersions)
                         if !changed.isEmpty {
                             hidden.append((schema.entities[row.entity].name, row.id, changed))
                             continue
@@ -217,14 +220,15 @@ struct RecordCopy {
         // not show, so each is kept as a sync keeps a change; references
         // to records not copied yet are set once they are.
         var hiddenLater: [(entity: String, id: RecordID, values: [String: Value])] = []
+        var revivals: [(entity: String, id: RecordID, values: [String: Value])] = []
         for record in hidden {
             var values = record.values
             var later: [String: Value] = [:]
             resolve(&values, later: &later) { inDestination.contains($0) }
-            try Self.keep(Change(.update, entity: record.entity, recordID: record.id, values: Self.fieldValues(values)), in: destination)
-            report.transactions += 1
+            revivals.append((record.entity, record.id, values))
             if !later.isEmpty { hiddenLater.append((record.entity, record.id, later)) }
         }
+        try Self.adopt(revivals, versions: sourceVersions, into: destination, report: &report)
         let revived = hidden
         let shown = try await destination.read { db in
             try revived.filter { record in
@@ -254,7 +258,16 @@ struct RecordCopy {
             let plain = update.values.filter { if case .reference = $0.value { false } else { true } }
             if !plain.isEmpty { early.append((update.entity, update.id, plain)) }
         }
-        try await Self.update(early, into: destination, batchSize: batchSize, report: &report)
+        if existing == .newer {
+            // Each field with the version the source wrote it with, as a
+            // sync would carry it: the merge is then right even against
+            // writes of other devices this copy has not seen yet (a merge
+            // while the container is away), and moves of keys between
+            // records settle as a sync settles them, in any number.
+            try Self.adopt(early, versions: sourceVersions, into: destination, report: &report)
+        } else {
+            try await Self.update(early, into: destination, batchSize: batchSize, report: &report)
+        }
         var unmatched: [SourceRow] = []
         for (row, other) in zip(inserts, try await lookUpKeys(inserts, in: destination)) {
             guard let other else { unmatched.append(row); continue }
@@ -369,7 +382,9 @@ struct RecordCopy {
                                report: inout StoreManager.MergeReport) async throws {
         do {
             try await destination.write { tx in tx.update(update.entity, id: update.id, update.values) }
-        } catch let error as ChronicleError where error.code == .uniqueViolation {
+        } catch let error as ChronicleError where error.code == .uniqueViolation || error.code == .recordNotFound {
+            // Or hidden by now (merged into a record of the same key by an
+            // update kept just before it): kept the same way.
             try keep(Change(.update, entity: update.entity, recordID: update.id, values: fieldValues(update.values)), in: destination)
         }
         report.transactions += 1
@@ -385,9 +400,11 @@ struct RecordCopy {
     /// destination got meanwhile. For a record the destination does not
     /// show (`visible` false), none unless one was written after the
     /// destination's delete of it, if any.
-    private func newerFields(of row: SourceRow, in source: Store, than destination: Store, visible: Bool) throws -> [String: Value] {
+    private func newerFields(of row: SourceRow, in source: Store, than destination: Store, visible: Bool,
+                             versions: inout [RecordID: [String: Version]]) throws -> [String: Value] {
         let name = schema.entities[row.entity].name
         let written = try source.snapshot.recordVersions(entity: name, id: row.id)?.fields ?? [:]
+        versions[row.id] = written
         let held = try destination.snapshot.recordVersions(entity: name, id: row.id)
         let own = source.snapshot.deviceID
         let changed = row.values.filter { field, _ in
@@ -400,6 +417,46 @@ struct RecordCopy {
         // delete beats every earlier write.
         guard let deleted = held?.deleteVersion, !visible else { return changed }
         return changed.keys.contains { written[$0].map { $0 > deleted } ?? false } ? changed : [:]
+    }
+
+    /// Saves `updates` in `destination` the way a sync applies them, each
+    /// field with the clock the source wrote it with (`versions`, by record
+    /// and field name): one save of the destination's own per original save
+    /// (see ``Snapshot/adopt(_:)``). A field with no known version is kept
+    /// as ``keep(_:in:)`` keeps a change.
+    private static func adopt(_ updates: [(entity: String, id: RecordID, values: [String: Value])], versions: [RecordID: [String: Version]],
+                              into destination: Store, report: inout StoreManager.MergeReport) throws {
+        struct Origin: Hashable, Comparable {
+            var clock: HybridTimestamp
+            var device: DeviceID
+            static func < (a: Origin, b: Origin) -> Bool { (a.clock, a.device) < (b.clock, b.device) }
+        }
+        var origins: [Origin: [Change]] = [:]
+        for update in updates {
+            var byOrigin: [Origin: [FieldValue]] = [:]
+            var unknown: [FieldValue] = []
+            for (name, value) in update.values.sorted(by: { $0.key < $1.key }) {
+                if let v = versions[update.id]?[name] {
+                    byOrigin[Origin(clock: v.clock, device: v.device), default: []].append(FieldValue(name, value))
+                } else {
+                    unknown.append(FieldValue(name, value))
+                }
+            }
+            for (origin, fields) in byOrigin {
+                origins[origin, default: []].append(Change(.update, entity: update.entity, recordID: update.id, values: fields))
+            }
+            if !unknown.isEmpty {
+                try keep(Change(.update, entity: update.entity, recordID: update.id, values: unknown), in: destination)
+                report.transactions += 1
+            }
+        }
+        guard !origins.isEmpty else { return }
+        let snapshot = destination.snapshot
+        let saves = origins.keys.sorted().map { origin in
+            Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: snapshot.schema.hash, changes: origins[origin]!)
+        }
+        _ = try snapshot.adopt(saves)
+        report.transactions += saves.count
     }
 
     /// Saves `change` in `destination` the way a sync applies one, without

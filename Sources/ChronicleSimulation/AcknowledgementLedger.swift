@@ -82,10 +82,14 @@ struct AcknowledgementLedger {
         }
     }
 
-    /// The device's fallback store was merged into the cloud store `store`.
-    mutating func fallbackMerged(deviceIndex: Int, into store: StoreID) {
+    /// The device's fallback store was merged into the cloud store `store`,
+    /// where the device saves as `device`: the merge writes the fields of
+    /// records the cloud store held with their fallback clocks, under that
+    /// ID, so `device` continues the fallback store's ID (see ``continues(_:_:)``).
+    mutating func fallbackMerged(deviceIndex: Int, into store: StoreID, as device: DeviceID) {
         for i in entries.indices where entries[i].place == .fallback && entries[i].deviceIndex == deviceIndex && entries[i].mergedInto == nil {
             entries[i].mergedInto = store
+            successors[entries[i].device, default: []].insert(device)
         }
     }
 

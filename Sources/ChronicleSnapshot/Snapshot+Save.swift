@@ -69,8 +69,19 @@ extension Snapshot {
                 // keys in one save), and the records it meets on the way
                 // count as visible until then.
                 let keyMoves = changes.filter { movesKey($0) }
+                // Likewise an insert of a key that a delete or a move later
+                // in the save frees.
+                let freesKeys = !keyMoves.isEmpty || changes.contains { change in
+                    change.kind == .delete && !(schema.entity(named: change.entity)?.uniqueConstraints.isEmpty ?? true)
+                }
+                let keyed = freesKeys ? keyMoves + changes.filter { change in
+                    change.kind == .insert && !(schema.entity(named: change.entity)?.uniqueConstraints.isEmpty ?? true)
+                } : []
+                // Records that share a key with another only on the way
+                // are not that record's duplicates: a delete of it leaves them.
+                let passing = Set(keyed.map(\.recordID))
                 var visibleBefore: Set<RecordID> = []
-                if !keyMoves.isEmpty {
+                if freesKeys {
                     for change in changes where change.kind != .insert {
                         guard let e = schema.entityIndex(named: change.entity), !schema.entities[e].uniqueConstraints.isEmpty else { continue }
                         if try db.first(entitySQL[e].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false { visibleBefore.insert(change.recordID) }
@@ -80,7 +91,8 @@ extension Snapshot {
                     let (entity, values, complete, keysFree): (Int, [(field: Int, value: Value)], Change, Bool)
                     do {
                         (entity, values, complete, keysFree) = try validate(change, inserted: inserted, db, engine: engine,
-                                                                            visibleBefore: visibleBefore, deferUnique: !keyMoves.isEmpty && movesKey(change))
+                                                                            visibleBefore: visibleBefore,
+                                                                            deferUnique: freesKeys && (change.kind == .insert || movesKey(change)))
                     } catch {
                         // The first problem by field name, whatever order the
                         // change lists its fields in (an insert's come unsorted).
@@ -101,7 +113,8 @@ extension Snapshot {
                     // A record and the duplicates merged into it are one
                     // record to the app: a delete or a key change of it is
                     // one of them all, so no duplicate comes back.
-                    let duplicates = try appliesToDuplicates(change, entity: entity, values) ? engine.duplicates(entity: entity, of: change.recordID) : []
+                    let duplicates = try appliesToDuplicates(change, entity: entity, values)
+                        ? engine.duplicates(entity: entity, of: change.recordID).filter { !passing.contains($0) } : []
                     try engine.apply(change.kind, entity: entity, id: change.recordID, values: values, version: version)
                     for id in duplicates {
                         try engine.apply(change.kind, entity: entity, id: id, values: values, version: version)
@@ -113,7 +126,7 @@ extension Snapshot {
                         normalized.append(Change(change.kind, entity: complete.entity, recordID: id, values: complete.values))
                     }
                 }
-                if !keyMoves.isEmpty { try checkKeysAfterSave(keyMoves, deleted: deleted, engine: engine, db) }
+                if freesKeys { try checkKeysAfterSave(keyed, deleted: deleted, engine: engine, db) }
                 for (change, entity) in invisible where try !isVisible(change, entity: entity, db) {
                     throw ChronicleError(.recordNotFound, "\(schema.entities[entity].name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
                 }

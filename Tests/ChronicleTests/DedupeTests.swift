@@ -284,6 +284,39 @@ import Testing
         #expect(try await shown(d.stores[1]) == expected)
     }
 
+    /// A key a later change of the same save frees (a delete of its holder,
+    /// or a rename) may be taken earlier in that save, by an insert or by
+    /// another record; the record that held it is deleted alone.
+    @Test func aKeyFreedLaterInTheSameSaveMayBeTakenEarlierInIt() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        let s = d.stores[0]
+        let (a, b, c) = (Self.folder(1), Self.folder(2), Self.folder(3))
+        try await s.write { tx in
+            tx.insert("Folder", ["name": "A"], id: a)
+            tx.insert("Folder", ["name": "B"], id: b)
+            tx.insert("Folder", ["name": "C"], id: c)
+        }
+        let shown = { (store: Store) in try await store.read { db in try String.fetchAll(db, sql: "SELECT name FROM Folder ORDER BY name") } }
+        let new = try await s.write { tx in
+            let new = tx.insert("Folder", ["name": "A"])
+            tx.delete("Folder", id: a)
+            return new
+        }
+        try await s.write { tx in
+            tx.insert("Folder", ["name": "B"])
+            tx.update("Folder", id: b, ["name": "B2"])
+        }
+        try await s.write { tx in
+            tx.update("Folder", id: c, ["name": "A"])
+            tx.delete("Folder", id: new)
+        }
+        let expected = ["A", "B", "B2"]
+        #expect(try await shown(s) == expected)
+        #expect(try await s.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Folder WHERE name = 'A'") } == c)
+        try await Self.expectConverged(d)
+        #expect(try await shown(d.stores[1]) == expected)
+    }
+
     /// Devices save at random (folders whose names and codes collide,
     /// renames into and out of groups, deletes of survivors, notes and
     /// comments on whatever they see) and sync in random orders. After a

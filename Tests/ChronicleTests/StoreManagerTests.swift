@@ -373,6 +373,75 @@ import Testing
         try await m.close()
     }
 
+    /// The merge writes each field it carries with the clock the local
+    /// store wrote it with: merged while the container is away, edits made
+    /// while the cloud was off lose to another device's later edit and
+    /// delete once the devices meet, as they would in a sync.
+    @Test func aMergeWhileTheContainerIsAwayKeepsOtherDevicesLaterWrites() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let configuration = StoreManager.Configuration(store: try storeConfiguration("a"), mergeBatchSize: 500)
+        var m = try await StoreManager.open(configuration)
+        try await Self.saveNotes(try await m.store, folder: "Inbox", titles: ["edited", "deleted"])
+        try await m.setCloudEnabled(true)
+        _ = try await m.store.sync()
+        let peer = try await peer("b")
+        try await peer.sync()
+        let ids = try await peer.read { db in
+            try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT title, id FROM Note").map { ($0[0] as String, $0[1] as RecordID) })
+        }
+        try await m.setCloudEnabled(false)
+        let local = try await m.store
+        try await local.write { tx in
+            tx.update("Note", id: ids["edited"]!, ["title": .string("a, while off")])
+            tx.update("Note", id: ids["deleted"]!, ["title": .string("a, while off, deleted later")])
+        }
+        try await Task.sleep(for: .milliseconds(5))
+        try await peer.write { tx in
+            tx.update("Note", id: ids["edited"]!, ["title": .string("b, later")])
+            tx.delete("Note", id: ids["deleted"]!)
+        }
+        try await peer.sync()
+        try await m.close()
+        let away = root.appendingPathComponent("unmounted")
+        try FileManager.default.moveItem(at: containerURL, to: away)
+        m = try await StoreManager.open(configuration)
+        _ = try await m.setCloudEnabled(true)
+        #expect(await m.loadedKind == .cloud)
+        try FileManager.default.moveItem(at: away, to: containerURL)
+        _ = try await m.store.sync()
+        try await peer.sync()
+        _ = try await m.store.sync()
+        for store in [try await m.store, peer] { #expect(try await Self.titles(store) == ["b, later"]) }
+        try await peer.close()
+        try await m.close()
+    }
+
+    /// Keys moved between many records while the cloud was off (more than
+    /// a merge batch) reach the cloud store whole.
+    @Test func keysMovedBetweenMoreRecordsThanABatchAreMergedWhole() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let m = try await manager("a", batch: 3)
+        let ids = try await m.store.write { tx in (0..<7).map { tx.insert("Folder", ["name": .string("n\($0)")]) } }
+        try await m.setCloudEnabled(true)
+        _ = try await m.store.sync()
+        try await m.setCloudEnabled(false)
+        // The merge copied the local folders under their IDs: the next one
+        // finds them there.
+        try await m.store.write { tx in
+            for (i, id) in ids.enumerated() { tx.update("Folder", id: id, ["name": .string("n\((i + 1) % 7)")]) }
+        }
+        _ = try #require(try await m.setCloudEnabled(true))
+        _ = try await m.store.sync()
+        let peer = try await peer("b")
+        try await peer.sync()
+        for store in [try await m.store, peer] {
+            let names = try await store.read { db in try String.fetchAll(db, sql: "SELECT name FROM Folder ORDER BY id") }
+            #expect(names == (0..<7).map { "n\(($0 + 1) % 7)" })
+        }
+        try await peer.close()
+        try await m.close()
+    }
+
     /// Migrating the cloud store to the local store copies its records;
     /// turning the cloud on again merges back only what the local store
     /// changed since: a delete or an edit another device made before the
