@@ -87,9 +87,11 @@ struct AcknowledgementLedger {
     /// records the cloud store held with their fallback clocks, under that
     /// ID, so `device` continues the fallback store's ID (see ``continues(_:_:)``).
     mutating func fallbackMerged(deviceIndex: Int, into store: StoreID, as device: DeviceID) {
-        for i in entries.indices where entries[i].place == .fallback && entries[i].deviceIndex == deviceIndex && entries[i].mergedInto == nil {
-            entries[i].mergedInto = store
+        for i in entries.indices where entries[i].place == .fallback && entries[i].deviceIndex == deviceIndex {
+            // A copy of the folder merges the saves the other copy made
+            // before it was copied, under the same fallback ID.
             successors[entries[i].device, default: []].insert(device)
+            if entries[i].mergedInto == nil { entries[i].mergedInto = store }
         }
     }
 

@@ -151,8 +151,9 @@ extension Simulation {
         }
         let before = d.loadedKind
         d.loadedKind = await manager.loadedKind
-        // A fallback store is merged into the cloud store that loads after it.
-        if before == .fallback, d.loadedKind == .cloud, let store { ledger.fallbackMerged(deviceIndex: d.index, into: store.storeID, as: store.deviceID) }
+        // A fallback store is merged into the cloud store that loads after
+        // it (also at a restart: the open merges it).
+        if before != .cloud, d.loadedKind == .cloud, let store { ledger.fallbackMerged(deviceIndex: d.index, into: store.storeID, as: store.deviceID) }
         await absorbIdentityChanges(d)
         if let store, d.loadedKind == .cloud {
             d.knownStore[d.account] = store.storeID
