@@ -269,13 +269,24 @@ struct RecordCopy {
             try await Self.update(early, into: destination, batchSize: batchSize, report: &report)
         }
         var unmatched: [SourceRow] = []
+        var merged: [(entity: String, id: RecordID, values: [String: Value])] = []
+        var mergedVersions: [RecordID: [String: Version]] = [:]
         for (row, other) in zip(inserts, try await lookUpKeys(inserts, in: destination)) {
             guard let other else { unmatched.append(row); continue }
             target[row.id] = other
             inDestination.insert(other)
             report.deduplicated += 1
             report.duplicates[row.id] = other
+            // As a sync shows two records of one key (merge.md, rule 4): the
+            // record that stays shows the newer value of each field that
+            // is neither a key nor a reference.
+            if existing == .newer, case .store(let store) = source,
+               let (values, versions) = try newerValues(of: row, in: store, over: other, of: destination) {
+                merged.append((schema.entities[row.entity].name, other, values))
+                mergedVersions[other] = versions
+            }
         }
+        try Self.adopt(merged, versions: mergedVersions, into: destination, report: &report)
         inserts = unmatched
         for start in stride(from: 0, to: inserts.count, by: batchSize) {
             let batch = inserts[start..<min(inserts.count, start + batchSize)]
@@ -417,6 +428,29 @@ struct RecordCopy {
         // delete beats every earlier write.
         guard let deleted = held?.deleteVersion, !visible else { return changed }
         return changed.keys.contains { written[$0].map { $0 > deleted } ?? false } ? changed : [:]
+    }
+
+    /// The values of `row`'s fields that are neither keys nor references
+    /// and that the source wrote later than `destination` wrote those of
+    /// `other` (the record of the same key the row was matched to), with
+    /// their versions; nil for none.
+    private func newerValues(of row: SourceRow, in source: Store, over other: RecordID,
+                             of destination: Store) throws -> (values: [String: Value], versions: [String: Version])? {
+        let entity = schema.entities[row.entity]
+        let keyFields = Set(entity.uniqueConstraints.joined())
+        let written = try source.snapshot.recordVersions(entity: entity.name, id: row.id)?.fields ?? [:]
+        let held = try destination.snapshot.recordVersions(entity: entity.name, id: other)?.fields ?? [:]
+        let own = source.snapshot.deviceID
+        var values: [String: Value] = [:]
+        var versions: [String: Version] = [:]
+        for (name, value) in row.values where !keyFields.contains(name) {
+            guard let field = entity.field(named: name), case .attribute = field.kind, let version = written[name] else { continue }
+            if version.device == own, copies.contains(where: { $0.contains(version.clock) }) { continue }
+            if let there = held[name], there >= version { continue }
+            values[name] = value
+            versions[name] = version
+        }
+        return values.isEmpty ? nil : (values, versions)
     }
 
     /// Saves `updates` in `destination` the way a sync applies them, each

@@ -442,6 +442,50 @@ import Testing
         try await m.close()
     }
 
+    /// A local record matched by its unique key to a record the cloud holds
+    /// is one record with it, as two devices' records of one key are in a
+    /// sync: the record that stays shows the newer value of each field
+    /// that is neither a key nor a reference. Here the local store gave a
+    /// deleted record's key to a new one, and another device's later edit
+    /// brought the deleted one back.
+    @Test func aRecordMatchedByKeyShowsItsNewerValuesOnTheRecordThatStays() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let schema = try Schema(version: 1, entities: [
+            Entity("Item", attributes: [Attribute("code", .string), Attribute("title", .string), Attribute("n", .int64, optional: true)],
+                   unique: [["code"]]),
+        ])
+        func configuration(_ device: String) throws -> Store.Configuration {
+            var c = try storeConfiguration(device)
+            c.schema = schema
+            return c
+        }
+        let m = try await StoreManager.open(StoreManager.Configuration(store: try configuration("a")))
+        let old = try await m.store.write { tx in tx.insert("Item", ["code": "k1", "title": "old"]) }
+        try await m.setCloudEnabled(true)
+        _ = try await m.store.sync()
+        try await m.setCloudEnabled(false)
+        try await m.store.write { tx in
+            tx.delete("Item", id: old)
+            _ = tx.insert("Item", ["code": "k1", "title": "new", "n": 5])
+        }
+        try await Task.sleep(for: .milliseconds(5))
+        let peer = try await Store.open(try configuration("b"))
+        try await peer.sync()
+        try await peer.write { tx in tx.update("Item", id: old, ["title": "b, after the delete"]) }
+        try await peer.sync()
+
+        let report = try #require(try await m.setCloudEnabled(true))
+        #expect(report.deduplicated == 1)
+        _ = try await m.store.sync()
+        try await peer.sync()
+        for store in [try await m.store, peer] {
+            let rows = try await store.read { db in try String.fetchAll(db, sql: "SELECT code || ':' || title || ':' || COALESCE(n, '-') FROM Item") }
+            #expect(rows == ["k1:b, after the delete:5"])
+        }
+        try await peer.close()
+        try await m.close()
+    }
+
     /// Migrating the cloud store to the local store copies its records;
     /// turning the cloud on again merges back only what the local store
     /// changed since: a delete or an edit another device made before the
