@@ -1,4 +1,5 @@
 import ChronicleCore
+import ChronicleSnapshot
 import Foundation
 import GRDB
 
@@ -420,7 +421,7 @@ struct RecordCopy {
         let own = source.snapshot.deviceID
         let changed = row.values.filter { field, _ in
             guard let source = written[field] else { return false }
-            if source.device == own, copies.contains(where: { $0.contains(source.clock) }) { return false }
+            if isCopy(source, own: own) { return false }
             if let there = held?.fields[field], there >= source { return false }
             return true
         }
@@ -428,6 +429,12 @@ struct RecordCopy {
         // delete beats every earlier write.
         guard let deleted = held?.deleteVersion, !visible else { return changed }
         return changed.keys.contains { written[$0].map { $0 > deleted } ?? false } ? changed : [:]
+    }
+
+    /// Whether a write of the source (whose own device is `own`) is one of
+    /// its ``copies`` of the destination's records.
+    private func isCopy(_ version: Version, own: DeviceID) -> Bool {
+        version.device == own && copies.contains { $0.contains(version.clock) }
     }
 
     /// The values of `row`'s fields that are neither keys nor references
@@ -445,7 +452,7 @@ struct RecordCopy {
         var versions: [String: Version] = [:]
         for (name, value) in row.values where !keyFields.contains(name) {
             guard let field = entity.field(named: name), case .attribute = field.kind, let version = written[name] else { continue }
-            if version.device == own, copies.contains(where: { $0.contains(version.clock) }) { continue }
+            if isCopy(version, own: own) { continue }
             if let there = held[name], there >= version { continue }
             values[name] = value
             versions[name] = version
@@ -460,18 +467,13 @@ struct RecordCopy {
     /// as ``keep(_:in:)`` keeps a change.
     private static func adopt(_ updates: [(entity: String, id: RecordID, values: [String: Value])], versions: [RecordID: [String: Version]],
                               into destination: Store, report: inout StoreManager.MergeReport) throws {
-        struct Origin: Hashable, Comparable {
-            var clock: HybridTimestamp
-            var device: DeviceID
-            static func < (a: Origin, b: Origin) -> Bool { (a.clock, a.device) < (b.clock, b.device) }
-        }
-        var origins: [Origin: [Change]] = [:]
+        var origins: [Version: [Change]] = [:]
         for update in updates {
-            var byOrigin: [Origin: [FieldValue]] = [:]
+            var byOrigin: [Version: [FieldValue]] = [:]
             var unknown: [FieldValue] = []
             for (name, value) in update.values.sorted(by: { $0.key < $1.key }) {
                 if let v = versions[update.id]?[name] {
-                    byOrigin[Origin(clock: v.clock, device: v.device), default: []].append(FieldValue(name, value))
+                    byOrigin[v, default: []].append(FieldValue(name, value))
                 } else {
                     unknown.append(FieldValue(name, value))
                 }
@@ -486,9 +488,7 @@ struct RecordCopy {
         }
         guard !origins.isEmpty else { return }
         let snapshot = destination.snapshot
-        let saves = origins.keys.sorted().map { origin in
-            Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: snapshot.schema.hash, changes: origins[origin]!)
-        }
+        let saves = Snapshot.saves(origins, schemaHash: snapshot.schema.hash)
         _ = try snapshot.adopt(saves)
         report.transactions += saves.count
     }

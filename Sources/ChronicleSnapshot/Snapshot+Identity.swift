@@ -174,16 +174,10 @@ extension Snapshot {
         guard destination.schema.hash == schema.hash else {
             throw ChronicleError(.schemaMismatch, "carrying writes needs both copies on one schema version")
         }
-        struct Origin: Hashable, Comparable {
-            var clock: HybridTimestamp
-            var device: DeviceID
-            init(_ version: Version) { clock = version.clock; device = version.device }
-            static func < (a: Origin, b: Origin) -> Bool { (a.clock, a.device) < (b.clock, b.device) }
-        }
         var scan = RecordStateScan(schema: schema)
         // Every page's, so that the writes of one original save stay one
         // save: two saves of one version would merge depending on their order.
-        var origins: [Origin: [Change]] = [:]
+        var origins: [Version: [Change]] = [:]
         var unreadable: ChronicleError?
         scanning: while !scan.finished {
             var page: [(entity: Int, id: RecordID, state: RecordState)] = []
@@ -210,10 +204,10 @@ extension Snapshot {
             for (record, there) in zip(page, held) {
                 let entity = schema.entities[record.entity]
                 let state = record.state
-                var writes: [Origin: [FieldValue]] = [:]
+                var writes: [Version: [FieldValue]] = [:]
                 for entry in state.fields.entries {
                     if let theirs = there?.fields[entry.index], theirs.version.clock >= entry.version.clock { continue }
-                    writes[Origin(entry.version), default: []].append(FieldValue(entity.fields[entry.index].name, entry.value))
+                    writes[entry.version, default: []].append(FieldValue(entity.fields[entry.index].name, entry.value))
                 }
                 if state.inserted, !(there?.inserted ?? false) {
                     // The insert came with the oldest write; it wrote every
@@ -222,7 +216,7 @@ extension Snapshot {
                     // own save, where it is newer than what is there). A
                     // record with no field left has only its delete.
                     if let version = state.fields.entries.map(\.version).min() ?? state.deleteVersion {
-                        let first = Origin(version)
+                        let first = version
                         let values = state.fields.entries.map { FieldValue(entity.fields[$0.index].name, $0.value) }
                         origins[first, default: []].append(Change(.insert, entity: entity.name, recordID: record.id, values: values))
                         writes[first] = nil
@@ -232,14 +226,11 @@ extension Snapshot {
                     origins[origin, default: []].append(Change(.update, entity: entity.name, recordID: record.id, values: values))
                 }
                 if let deleted = state.deleteVersion, there?.deleteVersion.map({ $0.clock < deleted.clock }) ?? true {
-                    origins[Origin(deleted), default: []].append(Change(.delete, entity: entity.name, recordID: record.id))
+                    origins[deleted, default: []].append(Change(.delete, entity: entity.name, recordID: record.id))
                 }
             }
         }
-        let carried = origins.keys.sorted().map { origin in
-            Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: schema.hash, changes: origins[origin]!)
-        }
-        return (try destination.adopt(carried).count, unreadable)
+        return (try destination.adopt(Self.saves(origins, schemaHash: schema.hash)).count, unreadable)
     }
 
     /// The deletes this snapshot holds that `destination` lacks, for a
@@ -274,12 +265,7 @@ extension Snapshot {
         guard destination.schema.hash == schema.hash else {
             throw ChronicleError(.schemaMismatch, "carrying deletes needs both copies on one schema version")
         }
-        struct Origin: Hashable, Comparable {
-            var clock: HybridTimestamp
-            var device: DeviceID
-            static func < (a: Origin, b: Origin) -> Bool { (a.clock, a.device) < (b.clock, b.device) }
-        }
-        var origins: [Origin: [Change]] = [:]
+        var origins: [Version: [Change]] = [:]
         var seen: [(entity: String, id: RecordID)] = []
         var cursor: (entity: Int, id: RecordID) = (-1, RecordID(high: 0, low: 0))
         while true {
@@ -341,7 +327,7 @@ extension Snapshot {
                     if let gone = held.deleteVersion, gone.clock >= deleted.clock { continue }
                     let later = held.fields.entries.filter { $0.version.clock > deleted.clock }
                     if later.isEmpty {
-                        origins[Origin(clock: deleted.clock, device: deleted.device), default: []]
+                        origins[deleted, default: []]
                             .append(Change(.delete, entity: entity, recordID: there.id))
                     } else if there.shown, later.allSatisfy({ record.state.fields[$0.index]?.value == $0.value }) {
                         seen.append((entity, there.id))
@@ -350,10 +336,16 @@ extension Snapshot {
             }
             if read < RecordStateScan.page { break }
         }
-        let original = origins.keys.sorted().map { origin in
-            Transaction(deviceID: origin.device, sequence: 0, clock: origin.clock, schemaHash: schema.hash, changes: origins[origin]!)
+        return (Self.saves(origins, schemaHash: schema.hash), seen)
+    }
+
+    /// Changes grouped by the version (clock and device) of the save that
+    /// made them, as saves to ``adopt(_:)``: one per version, in version
+    /// order, so that the writes of one original save stay one save.
+    package static func saves(_ changes: [Version: [Change]], schemaHash: UInt64) -> [Transaction] {
+        changes.keys.sorted().map { version in
+            Transaction(deviceID: version.device, sequence: 0, clock: version.clock, schemaHash: schemaHash, changes: changes[version]!)
         }
-        return (original, seen)
     }
 
     // MARK: Records merged under another ID
