@@ -1154,6 +1154,9 @@ public actor Store {
             // What the container adds to what the app saw is news to it.
             builder.eventSink = { [hub] events in hub.publish(events) }
             let built = try await builder.importOnce()
+            // The baseline it started from, if any: what a rebuild from this
+            // copy, or a republish when the container loses it, looks for.
+            if let prefix = built.baselinePrefix { try next.setHeldBaseline(prefix) }
             importedLogs = built.appliedLogs
             importedTransactions = built.appliedTransactions
             // The old ID's logs that only the container holds: the new ID

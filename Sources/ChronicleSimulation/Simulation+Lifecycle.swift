@@ -84,7 +84,7 @@ extension Simulation {
         var configuration = Store.Configuration(
             schema: Workload.schema(version: d.schemaVersion), deviceID: d.initialID, directory: d.folder,
             container: accounts[d.account].view(for: d.initialID), clock: clock, seed: seed &+ UInt64(d.index) &* 31 &+ UInt64(d.syncs),
-            logger: logger, durability: .normal, knownStore: options.lifecycle ? nil : d.knownStore[d.account])
+            logger: { var l = logger; l[metadataKey: "sim.device"] = "\(d.index)"; return l }(), durability: .normal, knownStore: options.lifecycle ? nil : d.knownStore[d.account])
             .crashing(with: injector)
             // A device that has imported nothing waits this long for a
             // baseline still being written (the run lasts seconds).

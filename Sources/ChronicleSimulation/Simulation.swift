@@ -102,7 +102,14 @@ package final class Simulation {
     var deviceFaults = FaultCounts()
     var timeline: [String] = []
     let verbose: Bool
-    let logger = Logger(label: "chronicle.simulation") { _ in SwiftLogNoOpLogHandler() }
+    let logger = Logger(label: "chronicle.simulation") { label in
+        if let level = ProcessInfo.processInfo.environment["CHRONICLE_SIMULATION_LOG"].flatMap(Logger.Level.init(rawValue:)) {
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        return SwiftLogNoOpLogHandler()
+    }
     let injectors: [any FaultInjector]
     let checkers: [any InvariantChecker]
     /// Runs after quiescence, before the checks: tests break the state here

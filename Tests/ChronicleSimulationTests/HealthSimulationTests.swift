@@ -26,6 +26,8 @@ import Testing
         (0x28b, "the checker's fresh replay ignored the baseline that covers a log damaged after every device applied it"),
         (0x7c, "the checker missed that a fallback save the container held when its store was deleted went with it, once the log was lost afterwards"),
         (0x89, "a device switching back to its account while the container was down opened its copy of the other account's store offline: its saves went there"),
+        (0x27e3, "a device whose copy was built again under a new ID no longer knew it held the baseline a rebuilt store started from: elected, it refused to rebuild, and every device stayed on the corrupted store"),
+        (0x282b, "the same, with the mark made by a healthy device: the elected device's rebuild kept waiting for a baseline it had applied"),
     ]
 
     /// Seeds that failed with the health monitor alone, the lifecycle's

@@ -543,6 +543,31 @@ import Testing
         for m in [a, b] { try await m.close() }
     }
 
+    /// A device whose copy of a store that started from a baseline (a
+    /// rebuilt one) was built again from the container still holds that
+    /// baseline's content, and may rebuild the store from its copy: the
+    /// copy built again applied the baseline too, and says so.
+    @Test func aCopyBuiltAgainFromABaselineMayRebuildTheStore() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        try await a.sync()
+        let first = try await a.rebuildCloudStore()
+        let c = try await manager("c")
+        try await c.sync()
+        #expect(try await c.store.storeID == first)
+        #expect(try await Self.titles(c) == ["a1"])
+        _ = try await c.store.rebuildLocalCopy(reason: "a test")
+        #expect(try await Self.titles(c) == ["a1"])
+        let second = try await c.rebuildCloudStore()
+        #expect(second != first)
+        let d = try await manager("d")
+        try await d.sync()
+        #expect(try await d.store.storeID == second)
+        #expect(try await Self.titles(d) == ["a1"], "the first baseline's content reaches the store built from c's copy")
+        for m in [a, c, d] { try await m.close() }
+    }
+
     /// A device that leaves a cloud store deleted on purpose carries into its
     /// local store the saves whose log the container holds damaged even
     /// after it put it back: the deleted store never held them.
