@@ -1042,7 +1042,24 @@ public actor StoreManager {
             // No pointer: the store that replaced this one may have been
             // deleted since (its deletion removed the pointer). Leaving
             // finds out, and carries what that store never got.
-            guard try await container.readMarker(ContainerLayout.supersession(store: storeID)) != nil else { return false }
+            guard try await container.readMarker(ContainerLayout.supersession(store: storeID)) != nil else {
+                // Neither deleted nor replaced: the container lost the
+                // pointer (its files were lost, or the deletion of another
+                // store that had taken it removed it). It goes back to this
+                // store, as a device opening it would put it back; where
+                // another active store's device puts back its own first,
+                // the next check ranks the two (see ``replaced(_:by:)``).
+                // Without it, a device turning the cloud on beside two
+                // such stores could join neither.
+                do {
+                    _ = try await container.createMarker(ContainerLayout.activeStore, ActiveStorePointer(store: storeID))
+                    configuration.store.log.notice("the container lost the active-store pointer; put it back naming this store",
+                                                   metadata: ["chronicle.store": "\(storeID)"])
+                } catch let error as ChronicleError where error.code == .markerConflict {
+                    // Another device put one back first.
+                }
+                return false
+            }
         }
         // Rebuilt as another store, or merged into the active one: move to it.
         state.leaving = storeID

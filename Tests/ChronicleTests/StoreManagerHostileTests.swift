@@ -635,6 +635,43 @@ import Testing
         for m in [a, b, c] { try await m.close() }
     }
 
+    /// Two stores are active (one made while the pointer was missing) and
+    /// the container loses the pointer again. A device that turns the cloud
+    /// on cannot tell which to join; the devices on them put the pointer
+    /// back, the two are ranked as usual, and everyone ends on one store
+    /// with every save.
+    @Test func devicesOnTwoStoresPutALostPointerBack() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let first = try await a.store.storeID
+        try await Self.saveNote(try await a.store, "a1")
+        try await a.sync()
+        // b makes a second store while the pointer and a's store are out of sight.
+        let aside = root.appendingPathComponent("aside")
+        try await container().deleteMarker(ContainerLayout.activeStore, expected: nil)
+        try FileManager.default.moveItem(at: containerURL.appendingPathComponent("blobs/\(first)"), to: aside)
+        let b = try await manager("b", cloudByDefault: true)
+        let second = try await b.store.storeID
+        #expect(second != first)
+        try await Self.saveNote(try await b.store, "b1")
+        try await b.sync()
+        try FileManager.default.moveItem(at: aside, to: containerURL.appendingPathComponent("blobs/\(first)"))
+        try await container().deleteMarker(ContainerLayout.activeStore, expected: nil)
+
+        var c = try await manager("c", cloudByDefault: true)
+        #expect(await c.loadedKind != .cloud, "with two stores and no pointer, c cannot tell which to join")
+        try await c.close()
+        for _ in 0..<2 { for m in [a, b] { try await m.sync() } }
+        #expect(try await activeStore() == first, "the store made first wins")
+        c = try await manager("c", cloudByDefault: true)
+        try await c.sync()
+        for m in [a, b, c] {
+            #expect(try await m.store.storeID == first)
+            #expect(try await Self.titles(try await m.store) == ["a1", "b1"])
+        }
+        for m in [a, b, c] { try await m.close() }
+    }
+
     /// Two devices rebuild at the same moment: one wins, the other is told
     /// `markerConflict`, and every device converges on the winner with
     /// every save.
