@@ -17,7 +17,11 @@ struct LogBitFlipFault: FaultInjector {
         // A device whose files went back in time holds none of the bodies its
         // ID uploaded after its copy was made: its ID has no owner either
         // until it moves on.
-        let owned = Set(run.devices.filter { !$0.wentBackInTime }.compactMap(\.containerID))
+        // Nor does an ID that a copy of the folder shares with a device
+        // that went back in time: the log may be the copy's, uploaded just
+        // before its files went back, and the other device never held it.
+        let behind = Set(run.devices.filter(\.wentBackInTime).compactMap(\.containerID))
+        let owned = Set(run.devices.filter { !$0.wentBackInTime }.compactMap(\.containerID)).subtracting(behind)
         let unowned = !run.devices.flatMap(\.retiredIDs).isEmpty || run.devices.contains(where: \.wentBackInTime)
         if let name = try await run.accounts[0].flipRandomBit(where: { name in
             guard unowned, let device = ContainerLayout.parseLog(name)?.device else { return true }
