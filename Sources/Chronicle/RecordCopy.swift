@@ -336,6 +336,13 @@ struct RecordCopy {
                     }
                     return result
                 }
+                // A record the source store knows nothing of was never
+                // deleted there: it never applied the save that made it (a
+                // seed it had not imported yet, whose log it puts back), and
+                // the destination's copy is the one there is.
+                if case .store(let store) = source {
+                    deletes = try deletes.filter { try store.snapshot.recordVersions(entity: $0.entity, id: $0.id) != nil }
+                }
             }
         }
         try await Self.update(deferred, into: destination, batchSize: batchSize, report: &report)

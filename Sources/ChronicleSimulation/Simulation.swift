@@ -159,7 +159,13 @@ package final class Simulation {
     ///   cannot recover from (a store that does not reopen).
     package func run() async throws -> SimulationSummary {
         try options.validate()
-        defer { try? FileManager.default.removeItem(at: root) }
+        defer {
+            if ProcessInfo.processInfo.environment["CHRONICLE_SIMULATION_KEEP"] == nil {
+                try? FileManager.default.removeItem(at: root)
+            } else {
+                FileHandle.standardError.write(Data("the devices' folders are kept in \(root.path)\n".utf8))
+            }
+        }
         for account in 0..<2 {
             var faults = options.container
             // Without repair, what is lost stays lost: every sync would otherwise put it back.

@@ -90,6 +90,7 @@ import Testing
         (0x257, "a device leaving a deleted store carried a folder's delete and then its note's, which the cascade already hid: the note's delete was dropped, and the note would come back with its folder"),
         (0x2c8, "a store was deleted while a device's move into it waited for its baseline: the device left the new, empty store and dropped the saves still in the one it was leaving; later, the harness recorded a deletion made right after a rebuild under the store the device had left, not the one deleted"),
         (0x53f, "a device that joined a rebuilt store before its baseline arrived rebuilt the store from its copy, and the new store lost the whole past the baseline held"),
+        (0x1fed, "a device leaving a deleted store whose copy had not imported the seed of its own local data deleted that data from its local store: the copy knew nothing of the seeded folder, and the carry took that for a delete"),
         (0x23dc, "the harness flipped a bit in the only copy of a twin's update, uploaded just before the twin lost its -wal; the device it shared the ID with never held it"),
         (0x182e, "a device on a deleted store whose tombstone a wipe took put the pointer back to it; its deleter wrote the tombstone again and removed the pointer, and the two stores left stayed active with no pointer: devices turning the cloud on could join neither"),
     ]

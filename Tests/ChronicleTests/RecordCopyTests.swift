@@ -59,6 +59,27 @@ import Testing
         try await source.close()
         try await destination.close()
     }
+    /// Regression: a device leaving a cloud store deleted on purpose carries
+    /// its saves the store never got, the seed of its local data among
+    /// them when its copy had not imported that seed yet (an import cut
+    /// short). The copy knows nothing of the seeded folder, so it holds no
+    /// delete of it either: the local store's folder stays.
+    @Test func aSelectedRecordTheSourceNeverKnewIsNotDeleted() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let home = RecordID(UUID()), other = RecordID(UUID())
+        let destination = try await store("destination")
+        try await destination.write { tx in _ = tx.insert("Folder", ["name": .string("Home")], id: home) }
+        let source = try await store("source")
+        try await source.write { tx in _ = tx.insert("Folder", ["name": .string("Other")], id: other) }
+        let report = try await RecordCopy(schema: Self.schema, batchSize: 500, existing: .overwrite, only: [home, other])
+            .run(from: source, into: destination)
+        #expect(report.deleted == 0, "\(report)")
+        #expect(try destination.snapshot.recordVersions(entity: "Folder", id: home)?.deleteVersion == nil)
+        #expect(try await destination.read { db in try String.fetchAll(db, sql: "SELECT name FROM Folder ORDER BY name") } == ["Home", "Other"])
+        try await source.close()
+        try await destination.close()
+    }
+
     /// Regression: merging a store (a fallback store, the local store) into
     /// one that already had a record kept the destination's values whole,
     /// so an edit made in the merged store after the destination got the
