@@ -117,6 +117,10 @@ package final class SimulatedContainer: Sendable {
         }
     }
 
+    /// The blobs whose every later put is lost (damaged for good, or an
+    /// upload lost for good): the container will not hold them again.
+    package var lostForGood: Set<ContainerName> { state.withLock { $0.swallowed } }
+
     /// Flips one bit of the stored blob `name`, and loses every later put of
     /// it: not even its owner can put it back.
     package func damageForGood(_ name: ContainerName) async throws {

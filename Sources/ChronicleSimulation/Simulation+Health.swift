@@ -111,11 +111,25 @@ extension Simulation {
 
     /// Whether a device of account A, with its files not behind the
     /// container, has applied (or made) every save of the log.
-    func someDeviceHolds(_ log: (name: ContainerName, owner: DeviceID)) async throws -> Bool {
+    func someDeviceHolds(_ log: (name: ContainerName, owner: DeviceID), besides other: SimulatedDevice? = nil) async throws -> Bool {
         guard let parsed = ContainerLayout.parseLog(log.name) else { return false }
-        for d in devices where d.account == 0 && !d.wentBackInTime && d.loadedKind == .cloud {
+        for d in devices where d.account == 0 && !d.wentBackInTime && d.loadedKind == .cloud && d !== other {
             guard let store = d.store, store.storeID == parsed.store else { continue }
             if try store.snapshot.vector()[log.owner] ?? 0 >= parsed.last { return true }
+        }
+        return false
+    }
+
+    /// Whether `d` is the only device of account A that holds the saves of
+    /// a log the container lost for good: its files going back in time
+    /// would destroy the last copy, which no store can survive.
+    func holdsTheOnlyCopy(_ d: SimulatedDevice) async throws -> Bool {
+        guard d.account == 0, let store = d.store else { return false }
+        let vector = try store.snapshot.vector()
+        for name in accounts[0].lostForGood {
+            guard let parsed = ContainerLayout.parseLog(name), parsed.store == store.storeID,
+                  vector[parsed.device] ?? 0 >= parsed.last else { continue }
+            if try await !someDeviceHolds((name, parsed.device), besides: d) { return true }
         }
         return false
     }

@@ -40,8 +40,8 @@ struct FolderRestoreFault: FaultInjector {
             run.note("device \(d.number)'s folder copied (a backup)")
             return
         }
-        guard try await run.uploadedEverything(d) else {
-            run.note("device \(d.number)'s folder restore waits: the container does not hold all it saved")
+        guard try await run.uploadedEverything(d), try await !run.holdsTheOnlyCopy(d) else {
+            run.note("device \(d.number)'s folder restore waits: the container does not hold all it saved, or this device alone holds a log the container lost")
             return
         }
         try await run.reopen(d) {
@@ -113,8 +113,8 @@ struct LostWALFault: FaultInjector {
     func step(_ run: Simulation) async throws {
         guard probability.draw(&run.folderRandom) else { return }
         let d = run.pickForFolderFault()
-        guard try await run.uploadedEverything(d), let store = d.store else {
-            run.note("device \(d.number)'s lost -wal waits: the container does not hold all it saved")
+        guard try await run.uploadedEverything(d), try await !run.holdsTheOnlyCopy(d), let store = d.store else {
+            run.note("device \(d.number)'s lost -wal waits: the container does not hold all it saved, or this device alone holds a log the container lost")
             return
         }
         let path = store.snapshot.path
