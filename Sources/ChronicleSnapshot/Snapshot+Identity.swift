@@ -268,6 +268,27 @@ extension Snapshot {
         var origins: [Version: [Change]] = [:]
         var seen: [(entity: String, id: RecordID)] = []
         var cursor: (entity: Int, id: RecordID) = (-1, RecordID(high: 0, low: 0))
+        // Every value this store's own saves gave each field of a record
+        // (read once, when first needed): a later write there of a value
+        // the deleter once had, before it changed it and then deleted the
+        // record, is another copy of the same folder merging what it had
+        // from before they parted.
+        var written: [RecordID: [Int: [Value]]]?
+        func everWritten() throws -> [RecordID: [Int: [Value]]] {
+            if let written { return written }
+            var result: [RecordID: [Int: [Value]]] = [:]
+            for t in try ownTransactions(since: .zero) {
+                for change in t.changes {
+                    guard let e = schema.entityIndex(named: change.entity) else { continue }
+                    for fv in change.values {
+                        guard let i = schema.entities[e].fieldIndex(named: fv.name) else { continue }
+                        result[change.recordID, default: [:]][i, default: []].append(fv.value)
+                    }
+                }
+            }
+            written = result
+            return result
+        }
         while true {
             // A page of this snapshot's deleted records (compact states are
             // never deleted).
@@ -322,14 +343,30 @@ extension Snapshot {
                 for (record, there) in zip(page, there) {
                     let deleted = record.state.deleteVersion!
                     let entity = schema.entities[record.entity].name
-                    // One it does not know it never needs deleted.
-                    guard let held = there.state else { continue }
+                    // One it does not know yet: another copy of this store
+                    // (of the device's folder) may bring it later, with the
+                    // writes it made before the delete. The delete goes
+                    // there as it was, and wins over those.
+                    guard let held = there.state else {
+                        origins[deleted, default: []].append(Change(.delete, entity: entity, recordID: there.id))
+                        continue
+                    }
                     if let gone = held.deleteVersion, gone.clock >= deleted.clock { continue }
                     let later = held.fields.entries.filter { $0.version.clock > deleted.clock }
                     if later.isEmpty {
                         origins[deleted, default: []]
                             .append(Change(.delete, entity: entity, recordID: there.id))
-                    } else if there.shown, later.allSatisfy({ record.state.fields[$0.index]?.value == $0.value }) {
+                    } else if there.shown, try later.allSatisfy({ entry in
+                        let mine = record.state.fields[entry.index]?.value
+                        if mine == entry.value { return true }
+                        let once = try everWritten()[record.id]?[entry.index]
+                        if once?.contains(entry.value) == true { return true }
+                        // A reference the other copy's merge moved to the
+                        // record it matched by unique key.
+                        guard case .reference(let theirs)? = Optional(entry.value), case .reference(let ours)? = mine,
+                              case .reference(let target, _) = schema.entities[record.entity].fields[entry.index].kind else { return false }
+                        return try sameKey(target, ours, theirs, in: destination)
+                    }) {
                         seen.append((entity, there.id))
                     }
                 }
@@ -337,6 +374,28 @@ extension Snapshot {
             if read < RecordStateScan.page { break }
         }
         return (Self.saves(origins, schemaHash: schema.hash), seen)
+    }
+
+    /// Whether record `ours` of entity `entity` here and record `theirs`
+    /// in `destination` hold the same value of one of the entity's unique
+    /// keys: a merge takes them for one record.
+    private func sameKey(_ entity: String, _ ours: RecordID, _ theirs: RecordID, in destination: Snapshot) throws -> Bool {
+        guard let e = schema.entityIndex(named: entity), !schema.entities[e].uniqueConstraints.isEmpty else { return false }
+        let constraints = schema.entities[e].uniqueConstraints
+        let columns = Array(Set(constraints.joined())).sorted()
+        let sql = "SELECT \(columns.map(\.quotedDatabaseIdentifier).joined(separator: ", ")) FROM \(entity.quotedDatabaseIdentifier) WHERE id = ?"
+        do {
+            guard let mine = try pool.read({ db in try Row.fetchOne(db, sql: sql, arguments: [ours]) }),
+                  let other = try destination.pool.read({ db in try Row.fetchOne(db, sql: sql, arguments: [theirs]) }) else { return false }
+            return constraints.contains { constraint in
+                constraint.allSatisfy { name in
+                    let a: DatabaseValue = mine[name], b: DatabaseValue = other[name]
+                    return !a.isNull && a == b
+                }
+            }
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "comparing two records' unique keys failed")
+        }
     }
 
     /// Changes grouped by the version (clock and device) of the save that

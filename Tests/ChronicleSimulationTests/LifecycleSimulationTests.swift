@@ -35,6 +35,7 @@ import Testing
         (0x3e2, "the seeding device lost its -wal and with it the seed's log bodies; a wipe then took the seed from every device that had not imported it"),
         (0x7da, "a copy of a device's folder merged its fallback store first; the original's later edit of a record both held was dropped by its own merge, which kept what the cloud had"),
         (0xec, "the harness wiped the container after a folder's twin left the device ID it shared with its original and before the original had met the twin's logs under it; it now waits, as it does while two copies share an ID"),
+        (0x2767, "a note deleted in one copy of a fallback store came back: the other copy merged it first, and its merge had moved the note's folder reference to the cloud's folder of the same name, which the deleting copy's merge took for a write it never saw"),
         (0x1393, "a merge of a fallback store took a record the cloud held but did not show (merged into another of the same name) as deleted, and dropped the fallback's later edit of it"),
     ]
 
