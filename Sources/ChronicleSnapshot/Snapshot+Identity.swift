@@ -63,7 +63,8 @@ extension Snapshot {
     }
 
     /// This device's saves `first...last` as transactions, decoded from the
-    /// outbox (which keeps every saved body), or nil if any is missing.
+    /// outbox (which keeps every body after the newest compaction; see
+    /// ``pruneOutbox(through:)``), or nil if any is missing.
     package func ownTransactions(first: UInt64, last: UInt64) throws -> [Transaction]? {
         guard first <= last, let encoded = try outboxTransactions(first: first, last: last) else { return nil }
         return try transactions(encoded, device: deviceID)
@@ -343,14 +344,8 @@ extension Snapshot {
                 for (record, there) in zip(page, there) {
                     let deleted = record.state.deleteVersion!
                     let entity = schema.entities[record.entity].name
-                    // One it does not know yet: another copy of this store
-                    // (of the device's folder) may bring it later, with the
-                    // writes it made before the delete. The delete goes
-                    // there as it was, and wins over those.
-                    guard let held = there.state else {
-                        origins[deleted, default: []].append(Change(.delete, entity: entity, recordID: there.id))
-                        continue
-                    }
+                    // One it does not know it never needs deleted.
+                    guard let held = there.state else { continue }
                     if let gone = held.deleteVersion, gone.clock >= deleted.clock { continue }
                     let later = held.fields.entries.filter { $0.version.clock > deleted.clock }
                     if later.isEmpty {

@@ -184,11 +184,6 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         var problems: [String] = []
         switch ack.kind {
         case .insert, .update:
-            // Deleted afterwards by an acknowledged save the snapshot holds:
-            // the delete wins the merge order, and a record whose delete
-            // arrived first (a copy of the device's folder merged it before
-            // the other copy brought the insert) holds no fields at all.
-            if id == ack.id, supersededByLaterDelete(ack, v, state.ledger) { break }
             if ack.kind == .insert && !v.inserted { problems.append("never applied the insert of \(ack.entity) \(ack.id)") }
             // A record found under another ID holds the other record's values.
             guard id == ack.id else { break }
@@ -213,15 +208,6 @@ struct NoAcknowledgedSaveLostChecker: InvariantChecker {
         return ledger.entries.contains { later in
             later.id == ack.id && later.kind != .delete && !later.discarded && later.clock > ack.clock
                 && later.fields.allSatisfy { covers(v.fields[$0], later, ledger) }
-        }
-    }
-
-    /// Whether an acknowledged delete of the record made after the save
-    /// hides it, and the snapshot holds that delete.
-    static func supersededByLaterDelete(_ ack: AcknowledgementLedger.Entry, _ v: Snapshot.RecordVersions, _ ledger: AcknowledgementLedger) -> Bool {
-        guard let deleted = v.deleteVersion, v.fields.values.allSatisfy({ $0 < deleted }) else { return false }
-        return ledger.entries.contains { later in
-            later.id == ack.id && later.kind == .delete && !later.discarded && later.clock > ack.clock && covers(deleted, later, ledger)
         }
     }
 
