@@ -842,6 +842,13 @@ public actor Store {
         } catch let error as ChronicleError where error.code != .simulatedCrash {
             configuration.log.warning("could not check the store's baselines", metadata: ["chronicle.error": "\(error)"])
         }
+        // The outbox keeps what the container keeps: the saves after the
+        // newest compaction.
+        do {
+            try await replayer.pruneCompactedOutbox(known: imported.compactionMarker)
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            configuration.log.notice("could not drop the outbox bodies the compaction covers; the next sync tries again", metadata: ["chronicle.error": "\(error)"])
+        }
         // What the move to a new ID imported counts as this sync's import.
         for moved in [change, uploaded.change, apart].compactMap({ $0 }) {
             imported.appliedLogs += moved.importedLogs

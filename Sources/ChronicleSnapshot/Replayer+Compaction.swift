@@ -48,6 +48,30 @@ extension Replayer {
         try snapshot.setMetadata("applied_report", "\(digest) \(now)")
     }
 
+    /// Drops the outbox bodies the store's compaction covers (see
+    /// ``Snapshot/pruneOutbox(through:)``), when the compaction marker
+    /// `known` (as the import read it) names, by its clock, this device's
+    /// own save at the sequence it covers through, and its baseline is in
+    /// the container: a marker about another copy of this device's files,
+    /// or one whose baseline is gone, drops nothing.
+    ///
+    /// - Returns: how many bodies went.
+    @discardableResult
+    package func pruneCompactedOutbox(known: Marker??) async throws -> Int {
+        guard case .some(let read) = known, let horizon = horizon(of: read),
+              let covered = horizon.vector[snapshot.deviceID], covered > 0,
+              let clock = horizon.clocks[snapshot.deviceID],
+              try snapshot.transactionClocks(at: [snapshot.deviceID: covered])[snapshot.deviceID] == clock,
+              try await !container.list(prefix: horizon.baseline, after: nil, limit: 1).isEmpty
+        else { return 0 }
+        let pruned = try snapshot.pruneOutbox(through: covered)
+        if pruned.saves > 0 {
+            logger.info("dropped the outbox bodies the store's compaction covers",
+                        metadata: ["chronicle.saves": "\(pruned.saves)", "chronicle.bytes": "\(pruned.bytes)", "chronicle.through": "\(covered)"])
+        }
+        return pruned.saves
+    }
+
     /// After an import: if this device has applied less of some device than
     /// the compaction marker covers (it was away longer than the retention
     /// period, or its import was under way when the logs went), it applies

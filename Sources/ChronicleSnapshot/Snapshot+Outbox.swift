@@ -68,10 +68,39 @@ extension Snapshot {
     /// lost it for a while) uploaded them into a store already deleted.
     package func ownTransactions(uploadedSince milliseconds: UInt64) throws -> [Transaction] {
         let encoded = try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE uploaded_at >= ? ORDER BY sequence",
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE uploaded_at >= ? AND length(body) > 0 ORDER BY sequence",
                              arguments: [Int64(clamping: milliseconds)]).map(Self.encoded)
         }
         return try transactions(encoded, device: deviceID)
+    }
+
+    /// Drops the bodies of this device's uploaded saves through sequence
+    /// `sequence`, which a compaction covers: the container removed their
+    /// logs for a baseline that holds them, nothing puts those logs back,
+    /// and a move to a new ID passes over them. Each save keeps its row
+    /// (its clock says which save the compaction covered). So the outbox,
+    /// like the container, holds the saves after the newest compaction.
+    ///
+    /// - Returns: how many bodies went, and their bytes.
+    @discardableResult
+    package func pruneOutbox(through sequence: UInt64) throws -> (saves: Int, bytes: Int) {
+        guard sequence > 0 else { return (0, 0) }
+        let covered = "uploaded = 1 AND log_last IS NOT NULL AND log_last <= ? AND length(body) > 0"
+        do {
+            return try pool.write { db in
+                let bound = Int64(clamping: sequence)
+                let row = try Row.fetchOne(db, sql: "SELECT COUNT(*), COALESCE(SUM(length(body)), 0) FROM _chronicle_outbox WHERE \(covered)",
+                                           arguments: [bound])
+                let saves: Int = row?[0] ?? 0
+                guard saves > 0 else { return (0, 0) }
+                try db.execute(sql: "UPDATE _chronicle_outbox SET body = x'' WHERE \(covered)", arguments: [bound])
+                return (saves, row?[1] ?? 0)
+            }
+        } catch let error as ChronicleError {
+            throw error
+        } catch {
+            throw ChronicleError.sqlite(error, .database, "dropping the outbox's compacted bodies failed")
+        }
     }
 
     /// Notes that this device is putting back its log (or an earlier ID's)
@@ -114,7 +143,7 @@ extension Snapshot {
     /// whichever of them it holds.
     package func outboxTransactions(presentIn first: UInt64, _ last: UInt64) throws -> [LogEncoder.EncodedTransaction] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE sequence BETWEEN ? AND ? ORDER BY sequence",
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE sequence BETWEEN ? AND ? AND length(body) > 0 ORDER BY sequence",
                              arguments: [Int64(first), Int64(last)]).map(Self.encoded)
         }
     }
@@ -122,7 +151,7 @@ extension Snapshot {
     /// This device's saves made at `clock` or later, uploaded or not, in order.
     package func ownTransactions(since clock: HybridTimestamp) throws -> [Transaction] {
         let encoded = try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE clock >= ? ORDER BY sequence",
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE clock >= ? AND length(body) > 0 ORDER BY sequence",
                              arguments: [Int64(bitPattern: clock.rawValue)]).map(Self.encoded)
         }
         return try transactions(encoded, device: deviceID)
@@ -145,7 +174,7 @@ extension Snapshot {
     /// from sequence `from` on if it is given, decoded, in sequence order.
     public func pendingUploadTransactions(alsoFrom from: UInt64? = nil) throws -> [Transaction] {
         let encoded = try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE uploaded = 0 OR sequence >= ? ORDER BY sequence",
+            try Row.fetchAll(db, sql: "SELECT sequence, clock, body, schema_hash FROM _chronicle_outbox WHERE (uploaded = 0 OR sequence >= ?) AND length(body) > 0 ORDER BY sequence",
                              arguments: [from.map { Int64(bitPattern: $0) } ?? Int64.max]).map(Self.encoded)
         }
         return try transactions(encoded, device: deviceID)

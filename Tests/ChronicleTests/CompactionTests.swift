@@ -66,6 +66,44 @@ import Testing
         #expect(try await d.hashes().count == 1)
     }
 
+    /// Each device's outbox drops the bodies of its saves the compaction
+    /// covers and keeps the rest: its saves after the compaction still go
+    /// back into the container from it when the container loses them.
+    @Test func theOutboxKeepsTheBodiesAfterTheCompactionOnly() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        var rng = SeededRandom(seed: 11)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 10)
+        try await d.syncAll()
+        _ = try await d.stores[0].publishBaseline(partBytes: 1024)
+        try await d.syncAll()
+        let vector = try d.stores[0].snapshot.vector()
+        let report = try await d.stores[1].compact()
+        #expect(report.removedLogs > 0)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 4)
+        try await d.syncAll()
+        for store in d.stores {
+            let covered = vector[store.deviceID] ?? 0
+            #expect(covered > 0)
+            let rows = try await store.read { db in
+                try Row.fetchAll(db, sql: "SELECT sequence, length(body), log_last FROM _chronicle_outbox ORDER BY sequence")
+                    .map { (sequence: $0[0] as Int64, bytes: $0[1] as Int64, last: $0[2] as Int64?) }
+            }
+            #expect(rows.filter { $0.sequence <= covered }.allSatisfy { $0.bytes == 0 }, "the bodies the compaction covers went")
+            #expect(rows.contains { $0.sequence <= covered })
+            #expect(rows.filter { $0.sequence > covered }.allSatisfy { $0.bytes > 0 }, "the later ones stay")
+            #expect(rows.contains { $0.sequence > covered })
+        }
+        // The container loses device 0's later logs: it puts them back from what its outbox kept.
+        let store = d.stores[0]
+        let later = try await d.container.listAll(prefix: ContainerLayout.logPrefix(store: store.storeID, device: store.deviceID))
+        #expect(!later.isEmpty)
+        for blob in later { try await d.container.delete(blob.name) }
+        #expect(try await store.repairOwnLogs().count == later.count)
+        try await d.add()
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+    }
+
     @Test func aDeviceThatReportedWithinTheRetentionHoldsCompactionBackAndOneAwayLongerCatchesUpFromTheBaseline() async throws {
         let d = try await TestDevices(3, schema: Self.schema)
         var rng = SeededRandom(seed: 11)
