@@ -307,7 +307,11 @@ package struct Replayer: Sendable {
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
             // Encoding is deterministic: this device's log is exactly these bytes.
             if stored == bytes { continue }
-            if let stored, let log = try? decoder.open(stored) {
+            // A log that verifies but is not one of this name (another
+            // device's, or another of this device's, copied over it) is
+            // damage like any other: no copy of these files wrote it there.
+            if let stored, let log = try? decoder.open(stored), log.header.deviceID == device, log.header.storeID == snapshot.storeID,
+               (log.header.firstSequence, log.header.lastSequence) == (parsed.first, parsed.last) {
                 // Other bytes that verify: the same saves encoded otherwise
                 // (another LZ4 build), or someone else's saves.
                 if try holds(log, device: device, transactions) { continue }
@@ -405,7 +409,15 @@ package struct Replayer: Sendable {
         for name in Set(toRead).union(recheck).sorted() {
             do {
                 let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-                _ = try decoder.open(bytes)
+                let log = try decoder.open(bytes)
+                // A log that is not one of this name (another log copied
+                // over it) is damage, for its owner to put back, not another
+                // copy of the owner's files saving again.
+                guard let parsed = ContainerLayout.parseLog(name), log.header.deviceID == parsed.device, log.header.storeID == snapshot.storeID,
+                      (log.header.firstSequence, log.header.lastSequence) == (parsed.first, parsed.last) else {
+                    findings.damaged.append(name)
+                    continue
+                }
                 if let kept = ledger[name.rawValue]?.checksum, let header = try? bytes.withUnsafeBytes({ raw throws(ChronicleError) in try LogHeader.decode(raw) }), header.bodyChecksum != kept {
                     findings.replaced.append(name)
                 }

@@ -457,6 +457,43 @@ import Testing
         for s in [a, b] { try await s.close() }
     }
 
+    /// A whole, valid log copied over one of a device's logs (another
+    /// device's log, or another of its own) is damage at that name, not
+    /// another copy of the owner's files saving again: the owner puts its
+    /// log back and keeps its ID, and a device that applied the log finds it
+    /// damaged, not replaced.
+    @Test(arguments: ["another device's log", "another of its own logs"])
+    func aValidLogCopiedOverAnOwnLogIsPutBack(copied: String) async throws {
+        let world = try World()
+        let a = try await world.open("a")
+        let b = try await world.open("b")
+        var notes = try await world.save(a, "a", 1)
+        try await a.sync()
+        notes += try await world.save(a, "a2", 1)
+        try await a.sync()
+        notes += try await world.save(b, "b", 1)
+        try await b.sync()
+        try await a.sync()
+        let id = a.deviceID
+        let over = ContainerLayout.log(store: a.storeID, device: id, first: 1, last: 1)
+        let source = copied == "another device's log"
+            ? ContainerLayout.log(store: b.storeID, device: b.deviceID, first: 1, last: 1)
+            : ContainerLayout.log(store: a.storeID, device: id, first: 2, last: 2)
+        let bytes = try await world.container.get(source)
+        try await world.container.delete(over)
+        try await world.container.put(over, bytes)
+
+        let findings = try await b.scrub(recheck: [over.rawValue], bytes: 1 << 30)
+        #expect(findings.damaged.contains(over), "\(findings)")
+        #expect(!findings.replaced.contains(over))
+        let report = try await a.sync()
+        #expect(report.identityChange == nil)
+        #expect(a.deviceID == id)
+        #expect(report.repairedLogs.contains(over))
+        try await Self.expectConverged(world, [a, b], notes: notes)
+        for s in [a, b] { try await s.close() }
+    }
+
     /// After a move, the device still holds the bodies of the logs its old ID
     /// uploaded, and puts them back if the container loses them: nobody
     /// else can.
