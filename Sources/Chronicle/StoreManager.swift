@@ -1308,11 +1308,27 @@ public actor StoreManager {
 
     /// The account token now: the app's, or the container's (written here
     /// if the container has none); nil if the container cannot be reached.
+    ///
+    /// A marker that cannot be read (cut short, not JSON: written by hand,
+    /// or by a tool) is written again with the token this device last saw
+    /// there, so that the devices of the account keep recognising it; a
+    /// device that never saw one leaves it for one that did (nil: no
+    /// account change is seen until then), since a token of its own would
+    /// look like another account to every other device.
     private func accountToken() async throws -> String? {
         if let token = configuration.accountToken { return token }
         let container = configuration.store.container
         do {
-            if let marker = try await container.readMarker(ContainerLayout.account, as: AccountToken.self) { return marker.payload.token }
+            let marker: Marker?
+            do {
+                marker = try await container.readMarker(ContainerLayout.account)
+            } catch let error as ChronicleError where !error.code.isTransient && error.code != .foreignEntry {
+                return try await rewriteAccountMarker(current: nil, because: error)
+            }
+            if let marker {
+                if let token = try? AccountToken(markerBytes: marker.bytes).token { return token }
+                return try await rewriteAccountMarker(current: marker, because: ChronicleError(.malformedBody, "the account marker is not valid"))
+            }
             var random = SeededRandom(seed: configuration.store.seed ^ configuration.store.clock.nowMilliseconds() ^ 0x4143_434F_554E_5400)
             let token = (0..<2).map { _ in random.next().paddedHex }.joined()
             do {
@@ -1324,6 +1340,31 @@ public actor StoreManager {
         } catch let error as ChronicleError where error.code.isTransient {
             return nil
         }
+    }
+
+    /// Writes the account marker again, with the token this device last saw
+    /// (see ``accountToken()``); returns that token, or nil if this device
+    /// never saw one.
+    private func rewriteAccountMarker(current: Marker?, because error: ChronicleError) async throws -> String? {
+        let container = configuration.store.container
+        guard let known = state.account else {
+            configuration.store.log.warning("the container's account marker cannot be read, and this device never saw the account's token; a device that did writes it again",
+                                            metadata: ["chronicle.error": "\(error)"])
+            return nil
+        }
+        do {
+            if let current {
+                _ = try await container.replaceMarker(ContainerLayout.account, AccountToken(token: known), expected: current.version)
+            } else {
+                try await container.deleteMarker(ContainerLayout.account, expected: nil)
+                _ = try await container.createMarker(ContainerLayout.account, AccountToken(token: known))
+            }
+            configuration.store.log.notice("the container's account marker could not be read; wrote it again with the account this device knows",
+                                           metadata: ["chronicle.error": "\(error)"])
+        } catch let conflict as ChronicleError where conflict.code == .markerConflict || conflict.code == .notFound {
+            // Another device wrote it again first: theirs is read next time.
+        }
+        return known
     }
 
     /// Forgets the previous account's store, so it is never put back into

@@ -635,6 +635,38 @@ import Testing
         for m in [a, b, c] { try await m.close() }
     }
 
+    /// The container's account marker is damaged (cut short, or not JSON):
+    /// the devices go on, on the same store with their saves; the first to
+    /// sync writes the marker again with the token it knew, so no device
+    /// takes it for another account.
+    @Test(arguments: ["xx\n", "{\"tok"])
+    func aDamagedAccountMarkerIsWrittenAgainNotTakenForAnotherAccount(garbage: String) async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a", cloudByDefault: true)
+        let b = try await manager("b", cloudByDefault: true)
+        let store = try await a.store.storeID
+        try await Self.saveNote(try await a.store, "a1")
+        for m in [a, b] { try await m.sync() }
+        let token = try #require(try await container().readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token)
+        let file = containerURL.appendingPathComponent("markers/account")
+        if garbage.hasPrefix("{") {
+            // A marker whose version header is whole and whose JSON is cut short.
+            var bytes = try Data(contentsOf: file)
+            bytes = bytes.prefix(8) + Data(garbage.utf8)
+            try bytes.write(to: file)
+        } else {
+            try Data(garbage.utf8).write(to: file)
+        }
+        try await Self.saveNote(try await b.store, "b1")
+        for _ in 0..<2 { for m in [a, b] { try await m.sync() } }
+        #expect(try await container().readMarker(ContainerLayout.account, as: AccountToken.self)?.payload.token == token)
+        for m in [a, b] {
+            #expect(try await m.store.storeID == store)
+            #expect(try await Self.titles(try await m.store) == ["a1", "b1"])
+        }
+        for m in [a, b] { try await m.close() }
+    }
+
     /// Two stores are active (one made while the pointer was missing) and
     /// the container loses the pointer again. A device that turns the cloud
     /// on cannot tell which to join; the devices on them put the pointer
