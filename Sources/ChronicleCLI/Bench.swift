@@ -17,7 +17,7 @@ struct ScenarioBench: AsyncParsableCommand {
         abstract: "Save, replay, cold start, bytes, scaling, convergence, memory and bulk import, against plain SQLite and the targets.",
         discussion: "Exit status 0 whether targets are met or not; each is reported as met or missed with its ratio.")
 
-    @Option(help: "Scale every scenario's size (1 = the sizes of the benchmark issue; more than 0, at most 100).")
+    @Option(help: "Scale every scenario's size (1 = the sizes docs/benchmarks.md reports; more than 0, at most 100).")
     var scale: Double = 1
 
     @Option(help: "Run only these scenarios: save, replay (with the cold start from a baseline and memory), realistic (replay of notes, folders and comments with unique keys, references and cascades), bytes, scaling, history (unique-key inserts and save+upload after a long history), convergence, import (a bulk import with a UI reading beside it), compaction (container bytes over a long run with baselines and compactions), large (the realistic replay at ten million records, and a sync into a snapshot that holds them: takes about ten minutes at scale 1).")
