@@ -961,6 +961,11 @@ public actor StoreManager {
         if loaded == nil, state.cloudEnabled, state.health?.status == .corrupted {
             // Rebuilt yet? Then this loads the new store, else it throws.
             try await followRebuild()
+        } else if loaded == nil, state.cloudEnabled, let failed = loadError, failed.code == .unavailable {
+            // The last load waited for something still on its way (the
+            // baseline of the store this device moves to, the container):
+            // it is tried again, as the next load would.
+            _ = try await load()
         }
         guard loaded?.kind == .cloud else {
             _ = try store
@@ -1760,6 +1765,75 @@ public actor StoreManager {
         return chain
     }
 
+    /// When the store that replaced `old` (rebuilt from a baseline,
+    /// `supersession`) has no complete baseline that verifies, only damaged
+    /// ones, for longer than ``HealthConfiguration/repairWait``, and this
+    /// device's copy of `old` (`previous`) holds everything the damaged one
+    /// did (its vector covers the supersession's): publishes that copy as
+    /// the new store's baseline, as the rebuild did, and removes the damaged
+    /// parts. Without it, a rebuilt store whose only baseline was damaged
+    /// after its rebuilder left for good could never be joined: every
+    /// device would wait for it, with its saves out of reach.
+    ///
+    /// - Returns: whether it published one.
+    private func standInForDamagedBaseline(of supersession: StoreSupersession, from previous: Store) async throws -> Bool {
+        guard supersession.continuesUnchanged else { return false }
+        let container = configuration.store.container
+        let store = supersession.store
+        let decoder = await decoder(for: store)
+        var byFolder: [String: [(part: UInt64, name: ContainerName)]] = [:]
+        for blob in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: store)) {
+            guard let parsed = ContainerLayout.parseBaselinePart(blob.name) else { continue }
+            byFolder[ContainerLayout.baselinePrefix(store: parsed.store, clock: parsed.clock, device: parsed.device, vector: parsed.vector), default: []]
+                .append((parsed.part, blob.name))
+        }
+        var damaged: [ContainerName] = []
+        for (_, parts) in byFolder {
+            var bad = false
+            var final = false
+            for part in parts.sorted(by: { $0.part < $1.part }) {
+                do {
+                    let decoded = try decoder.decode(try await container.get(part.name, maxBytes: decoder.limits.maxLogBytes))
+                    final = decoded.header.isFinalBaselinePart
+                } catch let error as ChronicleError where error.code.isTransient || error.code == .notFound || error.code == .schemaMismatch {
+                    // Unreachable now, gone meanwhile, or another app version's: no damage seen.
+                    return false
+                } catch {
+                    bad = true
+                }
+            }
+            let complete = parts.map(\.part).sorted() == Array(1...UInt64(parts.count))
+            if bad {
+                damaged += parts.map(\.name)
+            } else if complete && final {
+                return false
+            }
+        }
+        let key = "successor_baseline_damaged"
+        let now = configuration.store.clock.nowMilliseconds()
+        guard !damaged.isEmpty else {
+            try previous.snapshot.setMetadata(key, "")
+            return false
+        }
+        let seen = try previous.snapshot.metadata(key).map { $0.split(separator: " ") }
+        let since = seen.flatMap { $0.count == 2 && $0[0] == Substring(store.description) ? UInt64($0[1]) : nil }
+        guard let since else {
+            try previous.snapshot.setMetadata(key, "\(store) \(now)")
+            return false
+        }
+        guard now &- since >= configuration.health.repairWait.milliseconds else { return false }
+        let vector = try previous.snapshot.vector()
+        guard supersession.vector.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else { return false }
+        var random = SeededRandom(seed: configuration.store.seed ^ now ^ 0x5354_414E_4449_4E00)
+        try await previous.publishBaseline(for: store, into: container, publisher: DeviceID.drawn(&random))
+        for name in damaged {
+            do { try await container.delete(name) } catch let error as ChronicleError where error.code == .notFound {}
+        }
+        configuration.store.log.warning("the baseline the rebuilt store starts from is damaged, and its publisher did not put it back; published this device's copy of the store it replaced in its place",
+                                        metadata: ["chronicle.store": "\(store)", "chronicle.parts": "\(damaged.count)"])
+        return true
+    }
+
     /// Opens the store that replaced `old`, carrying into it this device's
     /// saves it does not cover, then removes the copy of `old`.
     private func move(from old: StoreID) async throws -> Store {
@@ -1791,6 +1865,13 @@ public actor StoreManager {
             let previous = try await Store.open(configuration(for: .cloud), exactly: old)
             do {
                 previousDevice = previous.deviceID
+                if let supersession {
+                    do {
+                        _ = try await standInForDamagedBaseline(of: supersession, from: previous)
+                    } catch let error as ChronicleError where error.code != .simulatedCrash {
+                        configuration.store.log.notice("could not check the rebuilt store's baseline", metadata: ["chronicle.error": "\(error)"])
+                    }
+                }
                 let covered = supersession?.vector[previous.deviceID] ?? 0
                 let saves = try previous.snapshot.pendingUploadTransactions(alsoFrom: supersession == nil ? nil : covered + 1)
                 if let supersession, supersession.continuesUnchanged {

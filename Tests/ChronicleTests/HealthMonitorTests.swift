@@ -543,6 +543,46 @@ import Testing
         for m in [a, b] { try await m.close() }
     }
 
+    /// A rebuilt store's only baseline is damaged after its rebuilder left
+    /// for good. A device that has not moved yet holds everything that
+    /// baseline held in its copy of the store it replaced: once the damage
+    /// outlasts the repair wait, that copy is published in its place, the
+    /// device moves with its unsynced save, and a device that joins later
+    /// gets every record.
+    @Test func aRebuiltStoreWhoseOnlyBaselineIsDamagedIsJoinedFromTheStoreItReplaced() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        let b = try await manager("b")
+        try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        try await a.sync()
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B2", titles: ["b pending"])
+        let new = try await a.rebuildCloudStore()
+        try await a.close()
+        let container = try DirectoryContainer(root: containerURL)
+        let parts = try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: new))
+        #expect(!parts.isEmpty)
+        for part in parts {
+            var bytes = try await container.get(part.name)
+            bytes[bytes.count - 3] ^= 0xFF
+            try await container.delete(part.name)
+            try await container.put(part.name, bytes)
+        }
+        for _ in 0..<4 {
+            _ = try? await b.sync()
+            clock.advance(byMilliseconds: 1_500)
+        }
+        #expect(try await b.store.storeID == new)
+        #expect(try await Self.titles(b) == ["a1", "b pending", "b1"])
+        let d = try await manager("d")
+        for _ in 0..<2 { for m in [b, d] { _ = try? await m.sync() } }
+        #expect(try await d.store.storeID == new)
+        #expect(try await Self.titles(d) == ["a1", "b pending", "b1"])
+        for m in [b, d] { try await m.close() }
+    }
+
     /// A device whose copy of a store that started from a baseline (a
     /// rebuilt one) was built again from the container still holds that
     /// baseline's content, and may rebuild the store from its copy: the
