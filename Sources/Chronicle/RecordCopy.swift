@@ -158,10 +158,24 @@ struct RecordCopy {
                     if existing == .overwrite, only?.contains(row.id) ?? true {
                         // Only what differs: an unchanged field keeps its version.
                         let allowed = fields[row.id]
-                        let changed = row.values.filter { name, value in
+                        var changed = row.values.filter { name, value in
                             if let allowed, !allowed.contains(name) { return false }
                             if case .reference(let r) = value, case .reference(let c)? = current[name] { return r != c }
                             return current[name] != value
+                        }
+                        // In a carry of selected records (a device leaving
+                        // a deleted store), a field the source wrote later
+                        // with the value the destination already shows is
+                        // carried too: the write's version, not only its
+                        // value, decides later merges against other
+                        // devices' writes.
+                        if only != nil, case .store(let store) = source {
+                            let entity = schema.entities[row.entity].name
+                            let written = try store.snapshot.recordVersions(entity: entity, id: row.id)?.fields ?? [:]
+                            let held = try destination.snapshot.recordVersions(entity: entity, id: row.id)?.fields ?? [:]
+                            for (name, value) in row.values where changed[name] == nil && (allowed?.contains(name) ?? true) {
+                                if let version = written[name], held[name].map({ $0 < version }) ?? true { changed[name] = value }
+                            }
                         }
                         if !changed.isEmpty { updates.append((schema.entities[row.entity].name, row.id, changed)) }
                     } else if existing == .newer, case .store(let store) = source {

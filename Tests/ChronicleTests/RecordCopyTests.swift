@@ -80,6 +80,31 @@ import Testing
         try await destination.close()
     }
 
+    /// Regression: a carry of selected records (a device leaving a deleted
+    /// store carries its saves the store never got) skipped a field the
+    /// source wrote later with the value the destination already showed.
+    /// The destination kept its older version of it, so a later merge
+    /// against another device's write made between the two would have
+    /// dropped the carried save.
+    @Test func aCarryKeepsTheVersionOfALaterWriteOfTheSameValue() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let folder = RecordID(UUID())
+        let destination = try await store("destination")
+        try await destination.write { tx in _ = tx.insert("Folder", ["name": .string("Inbox")], id: folder) }
+        let before = try #require(try destination.snapshot.recordVersions(entity: "Folder", id: folder)?.fields["name"])
+        let source = try await store("source")
+        try await source.write { tx in _ = tx.insert("Folder", ["name": .string("Inbox")], id: folder) }
+        try await source.write { tx in tx.update("Folder", id: folder, ["name": .string("Inbox")]) }
+        let written = try #require(try source.snapshot.recordVersions(entity: "Folder", id: folder)?.fields["name"])
+        #expect(written > before)
+        _ = try await RecordCopy(schema: Self.schema, batchSize: 500, existing: .overwrite, only: [folder]).run(from: source, into: destination)
+        let after = try #require(try destination.snapshot.recordVersions(entity: "Folder", id: folder)?.fields["name"])
+        #expect(after >= written, "the carried write's version reaches the destination")
+        #expect(try await destination.read { db in try String.fetchAll(db, sql: "SELECT name FROM Folder") } == ["Inbox"])
+        try await source.close()
+        try await destination.close()
+    }
+
     /// Regression: merging a store (a fallback store, the local store) into
     /// one that already had a record kept the destination's values whole,
     /// so an edit made in the merged store after the destination got the
