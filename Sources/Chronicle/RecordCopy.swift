@@ -341,11 +341,16 @@ struct RecordCopy {
         if existing == .overwrite, let only {
             let gone = only.subtracting(seen).subtracting(survivors.keys)
             if !gone.isEmpty {
+                // Those the destination holds, shown or hidden (a cascade of
+                // a delete there hides a record; the delete is kept, so the
+                // record stays deleted if what hides it comes back).
                 deletes = try await destination.read { db in
                     var result: [(entity: String, id: RecordID)] = []
-                    for entity in schema.entities {
-                        for id in gone where try Bool.fetchOne(db, sql: "SELECT 1 FROM \(entity.name.quotedDatabaseIdentifier) WHERE id = ?", arguments: [id]) ?? false {
-                            result.append((entity.name, id))
+                    for (index, entity) in schema.entities.enumerated() {
+                        for id in gone {
+                            let shown = try Bool.fetchOne(db, sql: "SELECT 1 FROM \(entity.name.quotedDatabaseIdentifier) WHERE id = ?", arguments: [id]) ?? false
+                            let held = try shown || (Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?", arguments: [index, id]) ?? false)
+                            if held { result.append((entity.name, id)) }
                         }
                     }
                     return result

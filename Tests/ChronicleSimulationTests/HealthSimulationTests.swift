@@ -27,6 +27,7 @@ import Testing
         (0x7c, "the checker missed that a fallback save the container held when its store was deleted went with it, once the log was lost afterwards"),
         (0x89, "a device switching back to its account while the container was down opened its copy of the other account's store offline: its saves went there"),
         (0x27e3, "a device whose copy was built again under a new ID no longer knew it held the baseline a rebuilt store started from: elected, it refused to rebuild, and every device stayed on the corrupted store"),
+        (0x337f, "a device leaving a deleted store did not carry its delete of a note its local store held hidden (its folder deleted there): only the records the local store showed were deleted"),
         (0xc4e, "the harness let the seeding device lose its -wal after the seed's log was damaged for good: its copy was the last one of a merged folder (a double fault no store survives)"),
         (0x282b, "the same, with the mark made by a healthy device: the elected device's rebuild kept waiting for a baseline it had applied"),
     ]

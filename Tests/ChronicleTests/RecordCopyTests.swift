@@ -80,6 +80,33 @@ import Testing
         try await destination.close()
     }
 
+    /// Regression: a carry of selected records deleted only those the
+    /// destination showed. A note the destination held hidden (its folder
+    /// deleted there, the cascade) kept no delete of its own, so it would
+    /// have come back with its folder though the source deleted it.
+    @Test func aCarriedDeleteOfARecordTheDestinationHidesIsKept() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let folder = RecordID(UUID()), note = RecordID(UUID())
+        let destination = try await store("destination")
+        try await destination.write { tx in
+            _ = tx.insert("Folder", ["name": .string("f")], id: folder)
+            _ = tx.insert("Note", ["title": .string("n"), "folder": .reference(folder)], id: note)
+        }
+        try await destination.write { tx in tx.delete("Folder", id: folder) }
+        #expect(try destination.snapshot.recordVersions(entity: "Note", id: note)?.deleteVersion == nil, "hidden by the cascade only")
+        let source = try await store("source")
+        try await source.write { tx in
+            _ = tx.insert("Folder", ["name": .string("f")], id: folder)
+            _ = tx.insert("Note", ["title": .string("n"), "folder": .reference(folder)], id: note)
+        }
+        try await source.write { tx in tx.delete("Note", id: note) }
+        let report = try await RecordCopy(schema: Self.schema, batchSize: 500, existing: .overwrite, only: [note]).run(from: source, into: destination)
+        #expect(report.deleted == 1, "\(report)")
+        #expect(try destination.snapshot.recordVersions(entity: "Note", id: note)?.deleteVersion != nil, "the note's own delete is kept")
+        try await source.close()
+        try await destination.close()
+    }
+
     /// Regression: a carry of selected records (a device leaving a deleted
     /// store carries its saves the store never got) skipped a field the
     /// source wrote later with the value the destination already showed.
