@@ -409,8 +409,15 @@ extension Replayer {
                 }
                 try snapshot.setMetadata(cursorKey, "\(index + 1) \(target)")
             }
-            // Only a device holding everything the baseline holds can stand in for it.
-            guard let problem, let covered, covered.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else { continue }
+            // Only a device holding everything the baseline holds can stand
+            // in for it: one whose vector covers the baseline's (read from
+            // its first part, or the compaction marker), or one that started
+            // from this very baseline (a rebuilt store's, whose first part
+            // may be the damaged one).
+            guard let problem else { continue }
+            let holds = try covered.map { c in c.allSatisfy { (vector[$0.key] ?? 0) >= $0.value } } ?? false
+                || snapshot.heldBaseline() == target
+            guard holds else { continue }
             logger.warning("a baseline that holds saves no log may hold is damaged; publishing one in its place",
                            metadata: ["chronicle.baseline": "\(target)", "chronicle.problem": "\(problem)"])
             let published = try await publishStandIn()

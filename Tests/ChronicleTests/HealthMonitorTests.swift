@@ -583,6 +583,41 @@ import Testing
         for m in [b, d] { try await m.close() }
     }
 
+    /// A rebuilt store's only baseline is damaged after its rebuilder left,
+    /// its first part among the damage. A device that started from that
+    /// baseline holds everything it held: its periodic check of the
+    /// baselines publishes one in its place, and a device that joins later
+    /// gets every record.
+    @Test func aDeviceThatStartedFromADamagedBaselinePublishesOneInItsPlace() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        let b = try await manager("b")
+        try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        try await a.sync()
+        try await b.sync()
+        let new = try await a.rebuildCloudStore()
+        try await b.sync()
+        #expect(try await b.store.storeID == new)
+        try await a.close()
+        let container = try DirectoryContainer(root: containerURL)
+        let parts = try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: new))
+        #expect(!parts.isEmpty)
+        for part in parts {
+            var bytes = try await container.get(part.name)
+            bytes[bytes.count - 3] ^= 0xFF
+            try await container.delete(part.name)
+            try await container.put(part.name, bytes)
+        }
+        // The baselines are checked every ten minutes of the device's clock.
+        clock.advance(byMilliseconds: 11 * 60_000)
+        try await b.sync()
+        let d = try await manager("d")
+        for _ in 0..<2 { for m in [b, d] { _ = try? await m.sync() } }
+        #expect(try await d.store.storeID == new)
+        #expect(try await Self.titles(d) == ["a1"])
+        for m in [b, d] { try await m.close() }
+    }
+
     /// A device whose copy of a store that started from a baseline (a
     /// rebuilt one) was built again from the container still holds that
     /// baseline's content, and may rebuild the store from its copy: the
