@@ -419,6 +419,16 @@ public actor StoreManager {
             }
         }
         let folder = deviceFolder(of: cloudEnabled ? .cloud : .local, in: directory)
+        // A move to the store that replaced this device's store that has
+        // not finished yet (it waits for that store's baseline): the device's
+        // records are still in its copy of the store it is leaving.
+        if cloudEnabled, let leaving = state?.leaving {
+            let path = DeviceFolder.snapshotPath(leaving, in: folder)
+            if FileManager.default.fileExists(atPath: path) {
+                try Snapshot.requireRegularFiles(path)
+                return path
+            }
+        }
         guard let identity = try DeviceFolder.readIdentity(in: folder) else {
             throw ChronicleError(.notFound, "\(directory.path) is not a device folder yet (run `chronicle save` or `chronicle sync` first)")
         }

@@ -2,6 +2,7 @@
 import ChronicleContainer
 import ChronicleCore
 import Foundation
+import GRDB
 import Logging
 import Testing
 
@@ -616,6 +617,36 @@ import Testing
         #expect(try await d.store.storeID == new)
         #expect(try await Self.titles(d) == ["a1"])
         for m in [b, d] { try await m.close() }
+    }
+
+    /// While a device's move to a rebuilt store waits for that store's
+    /// baseline, a reader of its folder (`chronicle query`) finds the copy
+    /// of the store it is leaving, which holds its records, not the new,
+    /// still empty one.
+    @Test func aReaderOfAFolderWaitingToMoveFindsTheStoreItLeaves() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        let b = try await manager("b")
+        try await StoreManagerTests.saveNotes(try await a.store, folder: "A", titles: ["a1"])
+        try await a.sync()
+        try await b.sync()
+        let old = try await b.store.storeID
+        let new = try await a.rebuildCloudStore()
+        let container = try DirectoryContainer(root: containerURL)
+        for part in try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: new)) {
+            var bytes = try await container.get(part.name)
+            bytes[bytes.count - 3] ^= 0xFF
+            try await container.delete(part.name)
+            try await container.put(part.name, bytes)
+        }
+        let waiting = await #expect(throws: ChronicleError.self) { try await b.sync() }
+        #expect(waiting?.code == .unavailable || waiting?.code == .storeNotLoaded, "\(String(describing: waiting))")
+        let path = try StoreManager.snapshotPath(in: root.appendingPathComponent("b"))
+        #expect(path.contains(old.description))
+        let reader = try DatabaseQueue(path: path, configuration: { var c = GRDB.Configuration(); c.readonly = true; return c }())
+        #expect(try await reader.read { db in try String.fetchAll(db, sql: "SELECT title FROM Note") } == ["a1"])
+        try reader.close()
+        for m in [a, b] { try await m.close() }
     }
 
     /// A device whose copy of a store that started from a baseline (a
