@@ -117,15 +117,15 @@ struct ChronicleCommand: AsyncParsableCommand {
 /// Options shared by commands that act as one device.
 struct DeviceOptions: ParsableArguments {
     @Option(name: .customLong("device-dir"),
-            help: "The device's own directory (made by the commands that save, sync or set the cloud; `health` and `cloud status` need it to exist).")
+            help: "The device's own directory (made by the commands that save, sync or set the cloud; `health`, `cloud status`, `baseline` and `compact` need it to exist).")
     var deviceDirectory: String
 
     /// Refuses a device folder that is not there: a command that only
     /// reports makes nothing, neither a device folder nor a store.
-    func requireExistingFolder() throws {
+    func requireExistingFolder(_ why: String = "this command only reports, and makes none") throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: deviceDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw ChronicleError(.notFound, "no device folder at \(deviceDirectory): this command only reports, and makes none; "
+            throw ChronicleError(.notFound, "no device folder at \(deviceDirectory): \(why); "
                                  + "the first `chronicle save`, `sync` or `cloud enable` with this --device-dir makes it (check the path if the device has saved before)")
         }
     }

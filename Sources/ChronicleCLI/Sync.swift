@@ -248,6 +248,7 @@ struct PublishBaseline: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
+            try device.requireExistingFolder("a baseline holds what a device that has synced the store holds, and this makes no device")
             let opened = try await device.open()
             guard await opened.manager.loadedKind == .cloud else {
                 try await opened.close()
@@ -293,6 +294,7 @@ struct Compact: AsyncParsableCommand {
 
     func run() async throws {
         try await reportingErrors(output) {
+            try device.requireExistingFolder("a compaction acts for a device that has synced the store, and makes no device")
             let opened = try await device.open()
             guard await opened.manager.loadedKind == .cloud else {
                 try await opened.close()

@@ -169,6 +169,18 @@ struct CLILifecycleTests {
         #expect(inspected["activeStore"] is NSNull && (inspected["markers"] as? [String]) == ["account"], "\(inspected)")
     }
 
+    /// Regression: `compact` and `baseline` with a mistyped --device-dir made
+    /// a new device folder and answered as that device (a compaction that
+    /// waited for "this device"). They now refuse, and make nothing.
+    @Test(arguments: ["compact", "baseline"])
+    func compactAndBaselineOfAMissingFolderAreAnErrorAndMakeNothing(command: String) throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        let outcome = try CLIErrorTests.run([command, "--device-dir", w.device("typo"), "--container", w.container, "--schema", w.schema])
+        #expect(outcome.status == 1 && "\(outcome.stderr)".contains("notFound: no device folder at"), "\(outcome.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: w.device("typo")))
+    }
+
     /// Regression: two first devices on copies of one container (a sync
     /// service's replicas, before either synced) each wrote an account
     /// marker; the service kept one, and the other device's saves went
