@@ -92,7 +92,15 @@ package struct ContainerVerification: Sendable {
             cursor = page.count == pageSize ? page.last?.name : nil
         } while cursor != nil
         problems += foreign.map(ContainerProblem.init)
-        problems += try await Self.uncovered(overlaps.gaps, in: container, decoder: decoder).map(ContainerProblem.init)
+        // A gap in a store rebuilt as another is reported, not failing, as
+        // a damaged blob there is: no device reads that store any more.
+        for gap in try await Self.uncovered(overlaps.gaps, in: container, decoder: decoder).map(ContainerProblem.init) {
+            if let name = try? ContainerName(gap.name), await inReplacedStore(name) {
+                replacedStoreProblems.append(gap)
+            } else {
+                problems.append(gap)
+            }
+        }
         problems += try await Self.markerProblems(in: container, foreign: foreignPaths)
     }
 
