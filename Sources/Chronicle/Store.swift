@@ -1218,16 +1218,6 @@ public actor Store {
         reader.switchTo(fresh.databasePool)
         replayer = try Self.makeReplayer(fresh, configuration: configuration, hub: hub, random: &random)
         historyChecked = true
-        // The old ID no longer syncs: its report of how far it applied goes,
-        // so that a compaction does not wait for it until the retention
-        // period ends. (Another copy of these files still on that ID
-        // reports again at its next sync.)
-        do {
-            try await configuration.container.deleteMarker(ContainerLayout.appliedReport(store: storeID, device: old.deviceID), expected: nil)
-        } catch let error as ChronicleError where error.code != .simulatedCrash {
-            configuration.log.info("could not remove the old device ID's applied report; compaction passes it over after the retention period",
-                                   metadata: ["chronicle.error": "\(error)"])
-        }
         let change = IdentityChange(previous: old.deviceID, current: newID, reason: reason, carriedOver: mapping,
                                     importedLogs: importedLogs, importedTransactions: importedTransactions, keptSaves: keptWrites)
         identityChanges.append(change)

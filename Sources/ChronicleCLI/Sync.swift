@@ -324,7 +324,7 @@ struct Compact: AsyncParsableCommand {
                 text += "\nnewer baselines that do not verify, passed over (publish a new one): \(report.passedOverBaselines.joined(separator: ", "))"
             }
             if !report.passedOverDevices.isEmpty {
-                text += "\nnot waited for (no report of what they applied within \(retentionDays) days: away that long, or an ID their device left): \(report.passedOverDevices.map(\.description).joined(separator: ", "))"
+                text += "\nnot waited for (no sync within \(retentionDays) days): \(report.passedOverDevices.map(\.description).joined(separator: ", "))"
             }
             output.print(.object([
                 "baseline": report.baseline.map(JSONValue.string) ?? .null,

@@ -138,41 +138,6 @@ import Testing
         for s in [a, b, c] { try await s.close() }
     }
 
-    /// Regression: after a restored folder moved to a new ID, a compaction
-    /// waited for the ID it left (which never syncs again) until the
-    /// retention period ended. The move takes the old ID's report of how
-    /// far it applied with it.
-    @Test func aCompactionDoesNotWaitForTheIDARestoredFolderLeft() async throws {
-        let world = try World()
-        var a = try await world.open("a")
-        let b = try await world.open("b")
-        _ = try await world.save(a, "a", 2)
-        _ = try await world.save(b, "b", 2)
-        for s in [a, b, a, b] { try await s.sync() }
-        try await a.close()
-        try world.copy("a", to: "a-backup")
-        a = try await world.open("a")
-        let firstID = a.deviceID
-        _ = try await world.save(a, "a-late", 1)
-        try await a.sync()
-        try await b.sync()
-        try await a.close()
-        try world.restore("a", from: "a-backup")
-        a = try await world.open("a")
-        let moved = try await a.sync()
-        #expect(moved.identityChange?.previous == firstID)
-        // Saves the old ID never applied: a baseline after them covers more
-        // than that ID ever reported.
-        _ = try await world.save(b, "b-late", 2)
-        for s in [a, b, a, b] { try await s.sync() }
-        _ = try await b.publishBaseline()
-        for s in [a, b] { try await s.sync() }
-        let report = try await b.compact()
-        #expect(!report.waitingFor.contains(firstID), "\(report)")
-        #expect(report.removedLogs > 0, "\(report)")
-        for s in [a, b] { try await s.close() }
-    }
-
     /// A device folder and the container both put back from older copies
     /// (one machine's backup): the saves made after the copies were taken
     /// are gone from both, and the restored device saves new ones under the
