@@ -586,14 +586,6 @@ package struct Replayer: Sendable {
         try await recordSchema(in: store)
         let export = try snapshot.baselineExport(partBytes: partBytes, for: store, publisher: publisher)
         let digest = ContainerLayout.vectorDigest(export.vector, schemaHash: snapshot.schema.hash)
-        let prefix = ContainerLayout.baselinePrefix(store: store, clock: export.clock, device: publisher ?? snapshot.deviceID, vector: digest)
-        // Parts already at this baseline's name are this publisher's, from
-        // an earlier publish of the same state that stopped part-way (a
-        // crash, a kill) or used another part size: they go, and the
-        // baseline is written whole again.
-        for stale in try await container.listAll(prefix: prefix) {
-            do { try await container.delete(stale.name) } catch let error as ChronicleError where error.code == .notFound {}
-        }
         var parts = 0
         var records = 0
         while let part = try export.nextPart() {
@@ -603,6 +595,7 @@ package struct Replayer: Sendable {
             parts += 1
             records += part.records
         }
+        let prefix = ContainerLayout.baselinePrefix(store: store, clock: export.clock, device: publisher ?? snapshot.deviceID, vector: digest)
         // A put that reported success may still not have arrived (a sync
         // service can drop a file): a baseline is published only once every
         // part is seen in the container.

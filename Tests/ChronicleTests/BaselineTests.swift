@@ -58,29 +58,6 @@ import Testing
         }
     }
 
-    /// Regression: a publish that stopped part-way (a crash, a kill) left
-    /// parts at the baseline's name; publishing the same state again with
-    /// another part size then failed for good with `blobConflict`. The
-    /// stale parts are the publisher's own: they go, and the baseline is
-    /// written whole.
-    @Test func aPublishThatStoppedPartWayIsPublishedWholeAgain() async throws {
-        let d = try await TestDevices(2, schema: Self.schema)
-        var rng = SeededRandom(seed: 3)
-        try await Self.randomSaves(d, &rng, rounds: 8)
-        try await d.syncAll()
-        let first = try await d.stores[0].publishBaseline(partBytes: 1024)
-        #expect(first.parts > 1)
-        // The publish "stopped" before its last part.
-        let parts = try await d.container.listAll(prefix: first.prefix).map(\.name).sorted { $0.rawValue < $1.rawValue }
-        try await d.container.delete(parts.last!)
-        let again = try await d.stores[0].publishBaseline()
-        #expect(again.prefix == first.prefix)
-        #expect(try await d.container.listAll(prefix: again.prefix).count == again.parts)
-        try await d.add()
-        try await d.syncAll()
-        #expect(try await d.hashes().count == 1)
-    }
-
     @Test(arguments: [UInt64(1), 2, 3])
     func aNewDeviceStartsFromABaselineAndConverges(seed: UInt64) async throws {
         let d = try await TestDevices(3, schema: Self.schema)
