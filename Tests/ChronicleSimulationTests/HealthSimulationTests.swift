@@ -89,7 +89,12 @@ import Testing
         // aCandidateThatStoodAWindowBeforeTheMarkIsChosenAtOnceWhateverTheDevicesClock).
         (3, "an undisturbed episode with a device healthy at the mark, decided within grace + window + one sync"),
         (25, "the one healthy device had marked the store itself, staying healthy: it was not a candidate chosen beforehand"),
-        (320, "a device had moved to a new ID and kept standing under its old one: the rule picked a device that no longer synced"),
+        // Once also seed 320 (a device had moved to a new ID and kept
+        // standing under its old one: the rule picked a device that no
+        // longer synced), which no longer makes that episode now that a
+        // device that started from a damaged baseline publishes one in
+        // its place; the fix (a candidacy under an ID the device left is
+        // withdrawn) stays in StoreManager.stand(for:_:healthy:marks:).
     ]
 
     @Test(arguments: timeBoundSeeds.map(\.seed))
