@@ -59,7 +59,7 @@ extension Replayer {
     @discardableResult
     package func pruneCompactedOutbox(known: Marker??) async throws -> Int {
         guard case .some(let read) = known, let horizon = horizon(of: read),
-              let covered = horizon.vector[snapshot.deviceID], covered > 0,
+              let covered = horizon.vector[snapshot.deviceID], try snapshot.hasPrunableOutboxBodies(through: covered),
               let clock = horizon.clocks[snapshot.deviceID],
               try snapshot.transactionClocks(at: [snapshot.deviceID: covered])[snapshot.deviceID] == clock,
               try await !container.list(prefix: horizon.baseline, after: nil, limit: 1).isEmpty

@@ -74,6 +74,17 @@ extension Snapshot {
         return try transactions(encoded, device: deviceID)
     }
 
+    /// The outbox rows ``pruneOutbox(through:)`` empties (one argument: the sequence).
+    private static let prunableBodies = "uploaded = 1 AND log_last IS NOT NULL AND log_last <= ? AND length(body) > 0"
+
+    /// Whether ``pruneOutbox(through:)`` would drop anything.
+    package func hasPrunableOutboxBodies(through sequence: UInt64) throws -> Bool {
+        guard sequence > 0 else { return false }
+        return try pool.read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM _chronicle_outbox WHERE \(Self.prunableBodies) LIMIT 1", arguments: [Int64(clamping: sequence)]) ?? false
+        }
+    }
+
     /// Drops the bodies of this device's uploaded saves through sequence
     /// `sequence`, which a compaction covers: the container removed their
     /// logs for a baseline that holds them, nothing puts those logs back,
@@ -85,7 +96,7 @@ extension Snapshot {
     @discardableResult
     package func pruneOutbox(through sequence: UInt64) throws -> (saves: Int, bytes: Int) {
         guard sequence > 0 else { return (0, 0) }
-        let covered = "uploaded = 1 AND log_last IS NOT NULL AND log_last <= ? AND length(body) > 0"
+        let covered = Self.prunableBodies
         do {
             return try pool.write { db in
                 let bound = Int64(clamping: sequence)
