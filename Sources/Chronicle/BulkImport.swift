@@ -159,21 +159,23 @@ extension StoreContext {
         guard entity.uniqueConstraints.contains([keyField.name]) else {
             throw ChronicleError(.misuse, "\(entity.name).\(keyField.name) is not unique on its own: declare it unique in the schema to upsert by it")
         }
+        let fields = Dictionary(entity.fields.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var state = BulkImport.Progress(processed: 0, total: total ?? (items as? any Collection)?.count, inserted: 0, updated: 0,
                                         unchanged: 0, skipped: 0, batches: 0)
         // Malformed items with their place in the feed, to list them in order.
         var malformed: [(index: Int, problem: BulkImport.Problem)] = []
         var batchIndices: [Int] = []
-        var batch: [BulkImport.Item] = []
-        batch.reserveCapacity(min(options.batchSize, 10_000))
+        // The batch being read: its records prepared (one per key) as its
+        // items arrive.
+        var batch = Store.PreparedBatch(entity: entity, key: keyField.name, capacity: min(options.batchSize, 10_000))
         var read = 0
         var reported = 0
         var stoppedAt: BulkImport.Problem?
         func flush() async throws {
             guard !batch.isEmpty else { return }
-            let outcome = try await store.upsert(batch, entity: entity, key: keyField.name, stopAtProblem: options.onMalformed == .stop)
+            let outcome = try await store.upsert(batch.finished(), stopAtProblem: options.onMalformed == .stop)
             let indices = batchIndices
-            batch.removeAll(keepingCapacity: true)
+            batch.removeAll()
             batchIndices.removeAll(keepingCapacity: true)
             if outcome.stopped {
                 stoppedAt = outcome.problems.first?.problem
@@ -194,7 +196,7 @@ extension StoreContext {
                 return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: nil, cancelled: true)
             }
             read += 1
-            if let reason = item.problem ?? Self.problem(of: item, entity: entity, key: keyField) {
+            if let reason = item.problem ?? Self.problem(of: item, entity: entity, fields: fields, key: keyField) {
                 let problem = BulkImport.Problem(position: item.position, reason: reason)
                 if options.onMalformed == .stop {
                     return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: problem, cancelled: false)
@@ -228,24 +230,27 @@ extension StoreContext {
     /// Why a good-looking item cannot be imported: a missing key, a name
     /// the entity lacks, a value of the wrong type or a null for a required
     /// attribute.
-    private static func problem(of item: BulkImport.Item, entity: Entity, key: Field) -> String? {
+    private static func problem(of item: BulkImport.Item, entity: Entity, fields: [String: Field], key: Field) -> String? {
         guard let value = item.values[key.name], !value.isNull else {
             return "no \(key.name), the key to import by"
         }
-        func problem(_ name: String, _ value: Value) -> String? {
-            guard let field = entity.field(named: name) else { return "\(entity.name) has no attribute \(name)" }
+        func problem(_ name: String, _ value: Value, _ field: Field?) -> String? {
+            guard let field else { return "\(entity.name) has no attribute \(name)" }
             if !field.accepts(value) {
                 return value.isNull ? "\(name) is required, and null here" : "\(name) is \(field.kind.withArticle), not \(value)"
             }
-            if case .string(let text) = value, text.utf8.contains(0) {
+            if case .string(var text) = value, text.withUTF8({ utf8 in
+                guard let base = utf8.baseAddress, !utf8.isEmpty else { return false }
+                return memchr(base, 0, utf8.count) != nil
+            }) {
                 return "\(name) holds the character U+0000, which a save refuses (keep such bytes in a data attribute)"
             }
             return nil
         }
         // Most items have none: sorted (to name the first by name) only then.
-        guard item.values.contains(where: { problem($0.key, $0.value) != nil }) else { return nil }
+        guard item.values.contains(where: { problem($0.key, $0.value, fields[$0.key]) != nil }) else { return nil }
         for (name, value) in item.values.sorted(by: { $0.key < $1.key }) {
-            if let problem = problem(name, value) { return problem }
+            if let problem = problem(name, value, fields[name]) { return problem }
         }
         return nil
     }
@@ -264,34 +269,23 @@ extension Store {
     /// A record that would be inserted without a value for a required
     /// attribute (one with no default) is a problem: left out, or, when
     /// `stopAtProblem`, nothing of the batch is saved.
-    func upsert(_ batch: [BulkImport.Item], entity: Entity, key: String, stopAtProblem: Bool) throws -> UpsertOutcome {
-        // The batch's records, one per key, in the order of their first item.
-        var records: [(exact: ExactKey, position: String, key: Value, values: [String: Value], offset: Int)] = []
-        var index: [ExactKey: Int] = [:]
-        index.reserveCapacity(batch.count)
-        records.reserveCapacity(batch.count)
-        for (offset, item) in batch.enumerated() {
-            guard let k = item.values[key] else { continue }
-            let exact = ExactKey(k)
-            if let i = index[exact] {
-                records[i].values.merge(item.values) { _, new in new }
-            } else {
-                index[exact] = records.count
-                records.append((exact, item.position, k, item.values, offset))
-            }
-        }
+    func upsert(_ prepared: PreparedBatch, stopAtProblem: Bool) throws -> UpsertOutcome {
+        let (entity, key, batch, records) = (prepared.entity, prepared.key, prepared.items, prepared.records)
         let required = entity.fields.filter { !$0.isOptional && $0.defaultValue == nil }.map(\.name)
         var outcome = UpsertOutcome()
         do {
             _ = try writeAtomically { tx, db in
                 let stored = try Self.stored(records.map(\.key), of: entity, key: key, db)
                 var problems: [(offset: Int, problem: BulkImport.Problem)] = []
-                for record in records where stored[record.exact] == nil {
-                    if let missing = required.first(where: { record.values[$0] == nil }) {
-                        problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(missing) is required, and a new \(entity.name) needs it")))
+                if !required.isEmpty {
+                    for i in records.indices where stored[records[i].exact] == nil {
+                        if let missing = required.first(where: { records[i].values[$0] == nil }) {
+                            let offset = records[i].offset
+                            problems.append((offset, BulkImport.Problem(position: batch[offset].position, reason: "\(missing) is required, and a new \(entity.name) needs it")))
+                        }
                     }
                 }
-                problems += try Self.otherKeyClashes(records, stored: stored, entity: entity, key: key,
+                problems += try Self.otherKeyClashes(records, in: batch, stored: stored, entity: entity, key: key,
                                                      skipping: Set(problems.map(\.offset)), db)
                 problems.sort { $0.offset < $1.offset }
                 outcome.problems = problems
@@ -301,20 +295,23 @@ extension Store {
                     return
                 }
                 let refused = Set(problems.map(\.offset))
-                for record in records {
-                    if let (id, old) = stored[record.exact] {
-                        guard !refused.contains(record.offset) else { continue }
-                        let changed = record.values.filter { !StoreContext.same(old[$0.key], $0.value) }
+                for i in records.indices where refused.isEmpty || !refused.contains(records[i].offset) {
+                    if let (id, old) = stored[records[i].exact] {
+                        let changed = records[i].values.filter { !StoreContext.same(old[$0.key], $0.value) }
                         if changed.isEmpty {
                             outcome.unchanged += 1
                         } else {
                             tx.update(entity.name, id: id, changed)
                             outcome.updated += 1
                         }
-                    } else if !refused.contains(record.offset) {
-                        tx.insertNew(entity.name, record.values)
-                        outcome.inserted += 1
+                        continue
                     }
+                    if let row = records[i].row {
+                        tx.insertNew(entity, row: row)
+                    } else {
+                        tx.insertNew(entity.name, records[i].values)
+                    }
+                    outcome.inserted += 1
                 }
             }
         } catch let error as ChronicleError {
@@ -325,11 +322,84 @@ extension Store {
         return outcome
     }
 
+    /// One record of an import batch: the values of its items with one
+    /// key, folded in order, and the place of its first item in the batch.
+    struct PendingRecord: Sendable {
+        let exact: ExactKey
+        let key: Value
+        var values: [String: Value]
+        let offset: Int
+        /// For a new record: one value per field, in field order, defaults
+        /// filled in; nil when a value names no field (the save says so).
+        var row: [Value]?
+    }
+
+    /// An import batch made ready to save as its items are read: its
+    /// records, one per key, in the order of their first items.
+    struct PreparedBatch: Sendable {
+        let entity: Entity
+        let key: String
+        private(set) var items: [BulkImport.Item] = []
+        private(set) var records: [PendingRecord] = []
+        private var index: [ExactKey: Int] = [:]
+
+        init(entity: Entity, key: String, capacity: Int) {
+            self.entity = entity
+            self.key = key
+            items.reserveCapacity(capacity)
+            records.reserveCapacity(capacity)
+            index.reserveCapacity(capacity)
+        }
+
+        var count: Int { items.count }
+        var isEmpty: Bool { items.isEmpty }
+
+        /// Adds an item: a new record, or folded into the record of its key.
+        mutating func append(_ item: BulkImport.Item) {
+            let offset = items.count
+            items.append(item)
+            guard let k = item.values[key] else { return }
+            let exact = ExactKey(k)
+            if let i = index[exact] {
+                records[i].values.merge(item.values) { _, new in new }
+            } else {
+                index[exact] = records.count
+                records.append(PendingRecord(exact: exact, key: k, values: item.values, offset: offset))
+            }
+        }
+
+        /// The batch with each record's row, should it be new.
+        func finished() -> PreparedBatch {
+            var done = self
+            for i in done.records.indices {
+                var row: [Value] = []
+                row.reserveCapacity(entity.fields.count)
+                var named = 0
+                for field in entity.fields {
+                    if let value = done.records[i].values[field.name] {
+                        row.append(value)
+                        named += 1
+                    } else {
+                        row.append(field.defaultValue ?? .null)
+                    }
+                }
+                done.records[i].row = named == done.records[i].values.count ? row : nil
+            }
+            return done
+        }
+
+        mutating func removeAll() {
+            items.removeAll(keepingCapacity: true)
+            records.removeAll(keepingCapacity: true)
+            index.removeAll(keepingCapacity: true)
+        }
+    }
+
     /// The records of a batch that would give a unique key other than the
     /// upsert key to two records: one a stored record already holds, or an
     /// earlier record of the batch takes. A save would refuse the whole
     /// batch for it; the import reports each such item, at its position.
-    private static func otherKeyClashes(_ records: [(exact: ExactKey, position: String, key: Value, values: [String: Value], offset: Int)],
+    private static func otherKeyClashes(_ records: [PendingRecord], in batch: [BulkImport.Item],
                                         stored: [ExactKey: (RecordID, [String: Value])], entity: Entity, key: String,
                                         skipping: Set<Int>, _ db: Database) throws -> [(offset: Int, problem: BulkImport.Problem)] {
         let others = entity.uniqueConstraints.filter { $0 != [key] }
@@ -346,14 +416,14 @@ extension Store {
                 guard !values.contains(where: \.isNull) else { continue }
                 let shown = zip(fields, values).map { "\($0.0) \($0.1)" }.joined(separator: ", ")
                 if !taken[c, default: []].insert(values.map(ExactKey.init)).inserted {
-                    problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(shown) is an earlier feature's of the same batch; \(entity.name) keeps it unique")))
+                    problems.append((record.offset, BulkImport.Problem(position: batch[record.offset].position, reason: "\(shown) is an earlier feature's of the same batch; \(entity.name) keeps it unique")))
                     break
                 }
                 let condition = fields.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
                 let holders = try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(condition) LIMIT 2",
                                                     arguments: StatementArguments(values.map(\.databaseValue)))
                 if let other = holders.first(where: { $0 != old?.0 }) {
-                    problems.append((record.offset, BulkImport.Problem(position: record.position, reason: "\(shown) is already \(entity.name) \(other)'s; \(entity.name) keeps it unique")))
+                    problems.append((record.offset, BulkImport.Problem(position: batch[record.offset].position, reason: "\(shown) is already \(entity.name) \(other)'s; \(entity.name) keeps it unique")))
                     break
                 }
             }
@@ -372,27 +442,27 @@ extension Store {
 
     /// A key value compared as SQLite compares it: text byte for byte
     /// (Swift's `String` equality would join two spellings of one word).
-    struct ExactKey: Hashable {
-        private enum Storage: Hashable {
-            case text([UInt8])
-            case other(Value)
-        }
-        private let storage: Storage
+    struct ExactKey: Hashable, Sendable {
+        private let value: Value
 
-        init(_ value: Value) {
-            if case .string(let s) = value { storage = .text(Array(s.utf8)) } else { storage = .other(value) }
+        init(_ value: Value) { self.value = value }
+
+        static func == (a: ExactKey, b: ExactKey) -> Bool {
+            if case .string(let x) = a.value, case .string(let y) = b.value { return x.utf8.elementsEqual(y.utf8) }
+            if case .string = a.value { return false }
+            if case .string = b.value { return false }
+            return a.value == b.value
         }
 
         // Text hashed as one run of bytes, not byte by byte.
         func hash(into hasher: inout Hasher) {
-            switch storage {
-            case .text(let bytes):
-                hasher.combine(0 as UInt8)
-                bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
-            case .other(let value):
+            guard case .string(var text) = value else {
                 hasher.combine(1 as UInt8)
                 hasher.combine(value)
+                return
             }
+            hasher.combine(0 as UInt8)
+            text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         }
     }
 

@@ -677,7 +677,7 @@ public actor Store {
             }
             result = try body(&tx, db)
             generator = tx.generator
-            return try tx.checkedChanges()
+            return (try tx.checkedChanges(), tx.inserts)
         }, finish: finish)
         ids = generator
         if let saved { hub.publish(saved.events) }

@@ -63,6 +63,10 @@ public struct WriteTransaction {
         return changes
     }
 
+    /// New records given a row at a time (``insertNew(_:row:)``), saved
+    /// ahead of ``changes``.
+    private(set) var inserts: InsertBatch?
+
     /// A new time-ordered record ID.
     public mutating func newRecordID() -> RecordID {
         ids.next(milliseconds: milliseconds)
@@ -130,6 +134,15 @@ public struct WriteTransaction {
     /// Inserts a record that no later change of this transaction touches
     /// (a bulk import's new record): nothing is kept for changes to fold
     /// into it.
+    /// Inserts a new record of `entity` with a new ID, given one value per
+    /// field in field order: a bulk import's way, which builds no
+    /// ``Change`` for it. The save checks it as any insert.
+    mutating func insertNew(_ entity: Entity, row: some Collection<Value>) {
+        if inserts == nil { inserts = InsertBatch(entity: entity) }
+        precondition(inserts!.entity == entity.name, "one save's rows are of one entity")
+        inserts!.append(id: newRecordID(), row: row)
+    }
+
     mutating func insertNew(_ entity: String, _ values: [String: Value]) {
         changes.append(Change(.insert, entity: entity, recordID: newRecordID(), values: values.map { FieldValue($0.key, $0.value) }))
     }

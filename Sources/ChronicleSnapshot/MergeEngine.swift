@@ -136,7 +136,7 @@ struct MergeEngine {
     /// Statement slots: the fixed ones, then ten per entity, then each
     /// entity's per-constraint and per-referrer ones.
     private enum Slot {
-        static let selectState = 0, replaceState = 2, deleteRef = 3, insertRef = 4, largestStateID = 5
+        static let selectState = 0, knownState = 1, replaceState = 2, deleteRef = 3, insertRef = 4, largestStateID = 5
         static let keyGroup = 6, storedKeys = 7, insertKey = 8, deleteKeys = 9, referrers = 10
         static let entityBase = 11, perEntity = 10
         static func selectRow(_ entity: Int) -> Int { entityBase + perEntity * entity }
@@ -357,6 +357,36 @@ struct MergeEngine {
             guard let t = targets[i], !onCycle[t], try isVisible(t, target) else { return false }
         }
         try insertRowCompact(entity, id, version) { binder in for v in values { binder.bind(v.value) } }
+        return true
+    }
+
+    /// ``insertNewLocal(_:_:values:version:)`` for a record given as one
+    /// value per field, in field order (an ``InsertBatch`` row), whose
+    /// fields hold no reference: stores it at once as its compact row
+    /// when its ID is unknown (neither visible nor holding a state) and no
+    /// record holds any of its unique keys. Returns false, having changed
+    /// nothing, when any of that does not hold: the save then applies
+    /// the record as an insert change, which says why it cannot be saved
+    /// or stores it with its full state.
+    mutating func insertNewLocal(_ entity: Int, _ id: RecordID, row: ArraySlice<Value>, version: Version) throws -> Bool {
+        let e = schema.entities[entity]
+        guard !sql[entity].isIndependent, row.count == e.fields.count,
+              stateCache[RecordKey(entity: entity, id: id)] == nil else { return false }
+        for (i, value) in zip(e.fields.indices, row) {
+            guard referenceTargets[entity][i] == nil, CompactState.readsBackExactly(value, e.fields[i]) else { return false }
+        }
+        guard try !isVisible(entity, id),
+              try db.first(statement(Slot.knownState, "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?"),
+                           { $0.bind(entity); $0.bind(id) }, read: { _ in true }) == nil
+        else { return false }
+        for (c, fields) in sql[entity].constraintFields.enumerated() {
+            var values: [DatabaseValue] = []
+            values.reserveCapacity(fields.count)
+            for f in fields { values.append(row[row.startIndex + f].databaseValue) }
+            guard !values.contains(where: \.isNull) else { continue }
+            guard try keyGroup(entity, c, keyBytes(values), values: values).isEmpty else { return false }
+        }
+        try insertRowCompact(entity, id, version) { binder in for value in row { binder.bind(value) } }
         return true
     }
 

@@ -42,10 +42,27 @@ extension Snapshot {
     /// nothing, when `building` gives no change.
     package func save(physicalMilliseconds: UInt64, maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes,
                       building: (Database) throws -> [Change], finish: (Database) throws -> Void = { _ in }) throws -> SaveResult? {
+        try save(physicalMilliseconds: physicalMilliseconds, maxBodyBytes: maxBodyBytes,
+                 building: { db in (try building(db), nil) }, finish: finish)
+    }
+
+    /// Like ``save(physicalMilliseconds:maxBodyBytes:building:finish:)``,
+    /// where `building` also gives new records of one entity as an
+    /// ``InsertBatch``: the same save as with those records as insert
+    /// changes before the others (the same log body, the same checks and
+    /// errors), made faster for a bulk import. A record of the batch is
+    /// stored at once as its compact row when its values are of its
+    /// fields' types, it refers to no record, its ID is unknown and no
+    /// record holds its unique keys; any other record goes through the
+    /// checks and merge of an insert change.
+    package func save(physicalMilliseconds: UInt64, maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes,
+                      building: (Database) throws -> (changes: [Change], inserts: InsertBatch?),
+                      finish: (Database) throws -> Void = { _ in }) throws -> SaveResult? {
         do {
             return try pool.write { db -> SaveResult? in
-                let changes = try building(db)
-                guard !changes.isEmpty else { return nil }
+                var (changes, batch) = try building(db)
+                if batch?.isEmpty ?? false { batch = nil }
+                guard !changes.isEmpty || batch != nil else { return nil }
                 let sequence = try appliedSequence(db, deviceID) + 1
                 var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0)))
                 let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
@@ -55,6 +72,14 @@ extension Snapshot {
                 let version = Version(clock: clock, device: deviceID)
                 var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
                 var normalized: [Change] = []
+                // The batch's records stored at once; the others join the
+                // changes, ahead of them, as the log lists them.
+                var stored: InsertBatch?
+                if let batch {
+                    let fallback: [Change]
+                    (stored, fallback) = try insertAtOnce(batch, freesKeys: freesKeys(changes), engine: &engine, version: version)
+                    changes = fallback + changes
+                }
                 // A reference may name a record this save inserts later (and
                 // does not delete).
                 let deleted = Set(changes.lazy.filter { $0.kind == .delete }.map { InsertedRecord(entity: $0.entity, id: $0.recordID) })
@@ -71,9 +96,7 @@ extension Snapshot {
                 let keyMoves = changes.filter { movesKey($0) }
                 // Likewise an insert of a key that a delete or a move later
                 // in the save frees.
-                let freesKeys = !keyMoves.isEmpty || changes.contains { change in
-                    change.kind == .delete && !(schema.entity(named: change.entity)?.uniqueConstraints.isEmpty ?? true)
-                }
+                let freesKeys = !keyMoves.isEmpty || self.freesKeys(changes)
                 let keyed = freesKeys ? keyMoves + changes.filter { change in
                     change.kind == .insert && !(schema.entity(named: change.entity)?.uniqueConstraints.isEmpty ?? true)
                 } : []
@@ -130,9 +153,7 @@ extension Snapshot {
                 for (change, entity) in invisible where try !isVisible(change, entity: entity, db) {
                     throw ChronicleError(.recordNotFound, "\(schema.entities[entity].name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
                 }
-                let transaction = Transaction(deviceID: deviceID, sequence: sequence, clock: clock,
-                                              schemaHash: schema.hash, changes: normalized)
-                let body = LogEncoder.body(of: transaction)
+                let body = LogEncoder.body(sequence: sequence, clock: clock, inserts: stored, changes: normalized)
                 // Readers refuse a log whose body (compressed or not) is over
                 // the cap; a save whose own body is over it could never be
                 // imported, and every later save would wait behind it.
@@ -152,6 +173,52 @@ extension Snapshot {
         } catch {
             throw ChronicleError.sqlite(error, .database, "the save failed; nothing of it was saved")
         }
+    }
+
+    /// Whether `changes` may free a unique key for a record the same save
+    /// inserts: an update writes a field of a unique key, or a delete
+    /// removes a record of an entity with one.
+    private func freesKeys(_ changes: [Change]) -> Bool {
+        changes.contains { change in
+            guard let e = schema.entity(named: change.entity), !e.uniqueConstraints.isEmpty else { return false }
+            return change.kind == .delete || movesKey(change)
+        }
+    }
+
+    /// Stores the records of `batch` that can be stored at once as their
+    /// compact rows (see `MergeEngine.insertNewLocal(_:_:row:version:)`)
+    /// and returns them, with the others as insert changes for the save's
+    /// checks and merge. When the save's other changes may free a key
+    /// (`freesKeys`), every record is left to them: their unique check
+    /// waits until the whole save is applied.
+    private func insertAtOnce(_ batch: InsertBatch, freesKeys: Bool, engine: inout MergeEngine,
+                              version: Version) throws -> (stored: InsertBatch?, others: [Change]) {
+        guard !freesKeys, let entityIndex = schema.entityIndex(named: batch.entity),
+              batch.fieldNames.elementsEqual(schema.entities[entityIndex].fields.lazy.map(\.name)) else {
+            return (nil, batch.ids.indices.map(batch.change))
+        }
+        let entity = schema.entities[entityIndex]
+        var left: [Int] = []
+        records: for (r, id) in batch.ids.enumerated() {
+            let row = batch.row(r)
+            for (field, value) in zip(entity.fields, row) {
+                guard field.accepts(value) else { left.append(r); continue records }
+                if case .string(let text) = value, Self.holdsNUL(text) { left.append(r); continue records }
+            }
+            guard try engine.insertNewLocal(entityIndex, id, row: row, version: version) else {
+                left.append(r)
+                continue
+            }
+            // Records that referred to it before it existed.
+            try engine.settle()
+        }
+        guard !left.isEmpty else { return (batch, []) }
+        var stored = InsertBatch(entity: entity, capacity: batch.count - left.count)
+        var next = 0
+        for r in batch.ids.indices {
+            if next < left.count, left[next] == r { next += 1 } else { stored.append(id: batch.ids[r], row: batch.row(r)) }
+        }
+        return (stored.isEmpty ? nil : stored, left.map(batch.change))
     }
 
     /// Whether a body of `count` bytes stays under `maxBodyBytes` both as is

@@ -12,12 +12,34 @@
 /// version is an HLC (8 bytes) and a device index (varint, into the list).
 enum BodyCodec {
     static func write(_ t: Transaction, to w: inout ByteWriter) {
-        w.writeVarint(t.sequence)
-        w.writeUInt64(t.clock.rawValue)
-        w.writeVarint(UInt64(t.changes.count))
+        write(sequence: t.sequence, clock: t.clock, inserts: nil, changes: t.changes, to: &w)
+    }
+
+    /// Writes a transaction whose first changes are the inserts of
+    /// `inserts`, in order, then `changes`: the same bytes as a
+    /// ``Transaction`` holding the inserts as ``Change`` values.
+    static func write(sequence: UInt64, clock: HybridTimestamp, inserts: InsertBatch?, changes: [Change], to w: inout ByteWriter) {
+        w.writeVarint(sequence)
+        w.writeUInt64(clock.rawValue)
+        w.writeVarint(UInt64(changes.count + (inserts?.count ?? 0)))
+        if let inserts {
+            let fields = inserts.fieldNames.count
+            inserts.values.withUnsafeBufferPointer { values in
+                for (r, id) in inserts.ids.enumerated() {
+                    w.writeUInt8(ChangeKind.insert.rawValue)
+                    w.writeString(inserts.entity)
+                    w.writeRecordID(id)
+                    w.writeVarint(UInt64(fields))
+                    for f in 0..<fields {
+                        w.writeString(inserts.fieldNames[f])
+                        ValueCodec.write(values[r * fields + f], to: &w)
+                    }
+                }
+            }
+        }
         // Elements are borrowed through buffer pointers: `for x in` copies
         // each change and value, retaining every string on the way.
-        t.changes.withUnsafeBufferPointer { changes in
+        changes.withUnsafeBufferPointer { changes in
             for c in changes.indices {
                 w.writeUInt8(changes[c].kind.rawValue)
                 w.writeString(changes[c].entity)
