@@ -867,10 +867,14 @@ public actor Store {
         guard let prefix = try snapshot.heldBaseline() else { return }
         do {
             guard try await configuration.container.list(prefix: prefix, after: nil, limit: 1).isEmpty else { return }
-            // Removed by compaction, which keeps a newer one that holds it all.
+            // Removed by compaction, which keeps a newer one that holds it
+            // all. This device holds that one's content too once it has
+            // applied all it covers; until then it keeps naming the old one
+            // (it must not stand in for the newer one, whose saves it lacks).
             if let horizon = try await replayer.compactionHorizon(), horizon.baseline != prefix,
                try await !configuration.container.list(prefix: horizon.baseline, after: nil, limit: 1).isEmpty {
-                try snapshot.setHeldBaseline(horizon.baseline)
+                let vector = try snapshot.vector()
+                if horizon.vector.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) { try snapshot.setHeldBaseline(horizon.baseline) }
                 return
             }
             configuration.log.notice("the baseline this device holds content from is gone from the container; publishing one", metadata: ["chronicle.baseline": "\(prefix)"])

@@ -411,16 +411,18 @@ extension Replayer {
             }
             // Only a device holding everything the baseline holds can stand
             // in for it: one whose vector covers the baseline's (read from
-            // its first part, or the compaction marker), or one that started
-            // from this very baseline (a rebuilt store's, whose first part
-            // may be the damaged one).
+            // its first part, or the compaction marker), or, when neither
+            // says what it covers, one that started from this very baseline
+            // (a rebuilt store's, whose first part may be the damaged one).
             guard let problem else { continue }
-            let holds = try covered.map { c in c.allSatisfy { (vector[$0.key] ?? 0) >= $0.value } } ?? false
-                || snapshot.heldBaseline() == target
+            let holds = try covered.map { c in c.allSatisfy { (vector[$0.key] ?? 0) >= $0.value } }
+                ?? (snapshot.heldBaseline() == target)
             guard holds else { continue }
             logger.warning("a baseline that holds saves no log may hold is damaged; publishing one in its place",
                            metadata: ["chronicle.baseline": "\(target)", "chronicle.problem": "\(problem)"])
             let published = try await publishStandIn()
+            // This device's own baseline, put back where it was.
+            guard published.prefix != target else { return published.prefix }
             if let marker, let horizon, target == horizon.baseline {
                 let replacement = CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID, milliseconds: now, vector: published.vector,
                                                     clocks: try snapshot.transactionClocks(at: published.vector))

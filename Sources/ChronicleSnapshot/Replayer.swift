@@ -591,7 +591,19 @@ package struct Replayer: Sendable {
         while let part = try export.nextPart() {
             let name = ContainerLayout.baselinePart(store: store, clock: part.clock, device: part.device,
                                                     vector: digest, part: part.number)
-            try await container.put(name, part.bytes)
+            do {
+                try await container.put(name, part.bytes)
+            } catch let error as ChronicleError where error.code == .blobConflict {
+                // This device published this very baseline before (same
+                // state, same name), and the container's copy of the part
+                // no longer verifies (damaged, or torn by a put cut off):
+                // it is put back, as a device puts back its own logs.
+                let existing = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
+                guard (try? LogDecoder(schema: nil, limits: decoder.limits).decode(existing)) == nil else { throw error }
+                logger.notice("replacing a damaged copy of a part of this device's baseline", metadata: ["chronicle.baseline": "\(name)"])
+                try await container.delete(name)
+                try await container.put(name, part.bytes)
+            }
             parts += 1
             records += part.records
         }

@@ -27,8 +27,13 @@ import Testing
     ///   logs were carried as new saves, not kept): a device that had been
     ///   away stopped at that ID's gap for good;
     /// - 0x5c: the order-independence reference replayed without the
-    ///   baselines when compaction had removed every log of a device.
-    static let compactionSeeds: [UInt64] = [0x50, 0x29, 0xb7, 0x26, 0x5c]
+    ///   baselines when compaction had removed every log of a device;
+    /// - 0x445d1: a device that had started from a baseline a compaction
+    ///   removed took the newer baseline for one it held; when that one
+    ///   was damaged, it stood in for it with a baseline that covered less,
+    ///   and its maker, standing in after it, deleted its own baseline as
+    ///   the damaged one (they have the same name).
+    static let compactionSeeds: [UInt64] = [0x50, 0x29, 0xb7, 0x26, 0x5c, 0x445d1]
 
     @Test(arguments: compactionSeeds)
     func pinnedCompactionSeeds(seed: UInt64) async throws {

@@ -148,6 +148,53 @@ import Testing
         #expect(findings.missing.isEmpty)
     }
 
+    /// A device that started from a baseline a later compaction removed
+    /// holds what that baseline held, not what the newer one holds: when
+    /// the newer one is damaged, it must not stand in for it (its own
+    /// baseline would cover less, and the compacted saves would be gone
+    /// for every device). The device that made the newer one does.
+    @Test func aDeviceThatStartedFromARemovedBaselineDoesNotStandInForTheNewerOne() async throws {
+        let d = try await TestDevices(1, schema: Self.schema)
+        let maker = d.stores[0]
+        try await maker.write { tx in tx.insert("Note", ["title": .string("before the first baseline")]) }
+        try await maker.sync()
+        _ = try await maker.publishBaseline()
+        // A new device starts from it, then goes away.
+        let away = try await d.add()
+        try await away.sync()
+        #expect(try await d.count("SELECT COUNT(*) FROM Note", on: 1) == 1)
+        // The maker saves on, publishes a newer baseline and compacts,
+        // passing over the device away longer than the retention.
+        d.clock.advance(byMilliseconds: 2 * 3_600_000)
+        for i in 0..<5 {
+            try await maker.write { tx in tx.insert("Note", ["title": .string("later \(i)")]) }
+            try await maker.sync()
+        }
+        let newer = try await maker.publishBaseline()
+        let compacted = try await maker.compact(retention: .seconds(3_600))
+        #expect(compacted.passedOverDevices == [away.deviceID] && compacted.removedLogs > 0 && compacted.removedBaselines == 1)
+        // The newer baseline is damaged: the compacted saves are only there
+        // and on the maker.
+        let parts = try await d.container.listAll(prefix: newer.prefix)
+        for part in parts {
+            var bytes = try await d.container.get(part.name)
+            bytes[bytes.count - 3] ^= 0xFF
+            try await d.container.delete(part.name)
+            try await d.container.put(part.name, bytes)
+        }
+        d.clock.advance(byMilliseconds: 3_600_000)
+        _ = try await away.sync()
+        // The device away left it as it was: its parts, and the marker naming it.
+        #expect(try await d.container.listAll(prefix: newer.prefix).map(\.name) == parts.map(\.name))
+        let marker = try await d.container.readMarker(ContainerLayout.compaction(store: maker.storeID), as: CompactionHorizon.self)
+        #expect(marker?.payload.baseline == newer.prefix)
+        // The maker stands in for it, and the device away catches up.
+        _ = try await maker.sync()
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'later %'", on: 1) == 5)
+    }
+
     @Test func withoutABaselineNothingIsRemoved() async throws {
         let d = try await TestDevices(2, schema: Self.schema)
         var rng = SeededRandom(seed: 3)
