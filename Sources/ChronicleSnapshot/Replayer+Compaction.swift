@@ -161,29 +161,42 @@ extension Replayer {
         let name = ContainerLayout.compaction(store: snapshot.storeID)
         let marker: Marker?
         if let known { marker = known } else { marker = try await container.readMarker(name) }
-        if let marker, let current = try? CompactionHorizon(markerBytes: marker.bytes) {
-            try remember(current)
-            return nil
-        }
-        guard let text = try snapshot.metadata("compaction_seen") else { return nil }
         var seen: [DeviceID: UInt64] = [:]
-        for entry in text.split(separator: " ") {
+        for entry in try snapshot.metadata("compaction_seen")?.split(separator: " ") ?? [] {
             let pair = entry.split(separator: "=")
             if pair.count == 2, let device = DeviceID(string: String(pair[0])), let sequence = UInt64(pair[1]) { seen[device] = sequence }
         }
         let vector = try snapshot.vector()
-        guard seen.allSatisfy({ (vector[$0.key] ?? 0) >= $0.value }) else { return nil }
-        logger.warning("the store's compaction marker is gone from the container, or unreadable; publishing a baseline that covers what it covered")
+        let holdsSeen = seen.allSatisfy { (vector[$0.key] ?? 0) >= $0.value }
+        if let marker, let current = try? CompactionHorizon(markerBytes: marker.bytes) {
+            // A marker that covers less than one this device saw went back
+            // in time (written again by a device that knew only an older
+            // one, or a container put back from an older copy): the logs
+            // between the two are gone, and only the marker's baseline may
+            // stand for them. A device holding all the newer one covered
+            // writes it again; others keep what they saw.
+            guard !seen.isEmpty, seen.contains(where: { (current.vector[$0.key] ?? 0) < $0.value }) else {
+                try remember(current)
+                return nil
+            }
+            guard holdsSeen else { return nil }
+            logger.warning("the store's compaction marker covers less than one this device saw; publishing a baseline that covers what that one covered",
+                           metadata: ["chronicle.baseline": "\(current.baseline)"])
+        } else {
+            guard !seen.isEmpty, holdsSeen else { return nil }
+            logger.warning("the store's compaction marker is gone from the container, or unreadable; publishing a baseline that covers what it covered")
+        }
         let published = try await publishStandIn()
         let replacement = CompactionHorizon(baseline: published.prefix, device: snapshot.deviceID, milliseconds: clock.nowMilliseconds(), vector: published.vector,
                                             clocks: try snapshot.transactionClocks(at: published.vector))
         do {
-            // Gone, or there but unreadable.
+            // Gone, there but unreadable, or gone back.
             if let marker {
                 _ = try await container.replaceMarker(name, replacement, expected: marker.version)
             } else {
                 _ = try await container.createMarker(name, replacement)
             }
+            try remember(replacement)
         } catch let error as ChronicleError where error.code == .markerConflict {
             // Another device wrote it again first.
         }

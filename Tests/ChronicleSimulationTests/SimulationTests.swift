@@ -32,8 +32,11 @@ import Testing
     ///   removed took the newer baseline for one it held; when that one
     ///   was damaged, it stood in for it with a baseline that covered less,
     ///   and its maker, standing in after it, deleted its own baseline as
-    ///   the damaged one (they have the same name).
-    static let compactionSeeds: [UInt64] = [0x50, 0x29, 0xb7, 0x26, 0x5c, 0x445d1]
+    ///   the damaged one (they have the same name);
+    /// - 0x44637: after two wipes, a device that had seen only an older
+    ///   compaction marker wrote it again, and the newer one's logs of a
+    ///   device whose outbox had dropped them were nowhere.
+    static let compactionSeeds: [UInt64] = [0x50, 0x29, 0xb7, 0x26, 0x5c, 0x445d1, 0x44637]
 
     @Test(arguments: compactionSeeds)
     func pinnedCompactionSeeds(seed: UInt64) async throws {

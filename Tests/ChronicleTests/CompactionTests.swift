@@ -195,6 +195,51 @@ import Testing
         #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'later %'", on: 1) == 5)
     }
 
+    /// A container put back from an older copy holds an older compaction
+    /// marker and baseline, and lacks the logs a later compaction removed
+    /// and the baseline that stood for them. A device that saw the later
+    /// marker and holds all it covered publishes a baseline and writes the
+    /// marker again; a device joining then gets every save.
+    @Test func aCompactionMarkerThatWentBackIsWrittenAgainByADeviceThatSawTheNewerOne() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        let (a, b) = (d.stores[0], d.stores[1])
+        let markerName = ContainerLayout.compaction(store: a.storeID)
+        func saveAndCompact(_ label: String) async throws -> (prefix: String, parts: [(ContainerName, [UInt8])], marker: [UInt8]) {
+            for i in 0..<3 {
+                try await a.write { tx in tx.insert("Note", ["title": .string("\(label) a \(i)")]) }
+                try await b.write { tx in tx.insert("Note", ["title": .string("\(label) b \(i)")]) }
+                try await d.syncAll()
+            }
+            let published = try await a.publishBaseline()
+            #expect(try await a.compact(retention: .seconds(3_600)).removedLogs > 0)
+            try await d.syncAll()
+            var parts: [(ContainerName, [UInt8])] = []
+            for blob in try await d.container.listAll(prefix: published.prefix) { parts.append((blob.name, try await d.container.get(blob.name))) }
+            return (published.prefix, parts, try await d.container.readMarker(markerName)!.bytes)
+        }
+        let older = try await saveAndCompact("first")
+        let newer = try await saveAndCompact("second")
+        // The container goes back to its older copy: the older marker and
+        // baseline, without the newer baseline (the logs it stood for were
+        // removed, and the older copy's logs of that time are gone too).
+        for blob in try await d.container.listAll(prefix: newer.prefix) { try await d.container.delete(blob.name) }
+        for (name, bytes) in older.parts where try await d.container.list(prefix: name.rawValue, after: nil, limit: 1).isEmpty {
+            try await d.container.put(name, bytes)
+        }
+        let current = try await d.container.readMarker(markerName)!
+        _ = try await d.container.replaceMarker(markerName, older.marker, expected: current.version)
+
+        _ = try await b.sync()
+        let marker = try await d.container.readMarker(markerName, as: CompactionHorizon.self)!.payload
+        let newerVector = try CompactionHorizon(markerBytes: newer.marker).vector
+        #expect(newerVector.allSatisfy { (marker.vector[$0.key] ?? 0) >= $0.value })
+        // A device joining gets every save.
+        try await d.add()
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note", on: 2) == 12)
+    }
+
     @Test func withoutABaselineNothingIsRemoved() async throws {
         let d = try await TestDevices(2, schema: Self.schema)
         var rng = SeededRandom(seed: 3)
