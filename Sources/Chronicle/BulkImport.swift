@@ -160,6 +160,7 @@ extension StoreContext {
             throw ChronicleError(.misuse, "\(entity.name).\(keyField.name) is not unique on its own: declare it unique in the schema to upsert by it")
         }
         let fields = Dictionary(entity.fields.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        let reader = Store.ItemReader(entity: entity, key: entity.fieldIndex(named: keyField.name)!)
         var state = BulkImport.Progress(processed: 0, total: total ?? (items as? any Collection)?.count, inserted: 0, updated: 0,
                                         unchanged: 0, skipped: 0, batches: 0)
         // Malformed items with their place in the feed, to list them in order.
@@ -196,6 +197,15 @@ extension StoreContext {
                 return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: nil, cancelled: true)
             }
             read += 1
+            if item.problem == nil, let row = reader.row(of: item) {
+                batch.append(item, row: row)
+                batchIndices.append(read - 1)
+                if batch.count == options.batchSize {
+                    try await flush()
+                    if let stoppedAt { return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: stoppedAt, cancelled: false) }
+                }
+                continue
+            }
             if let reason = item.problem ?? Self.problem(of: item, entity: entity, fields: fields, key: keyField) {
                 let problem = BulkImport.Problem(position: item.position, reason: reason)
                 if options.onMalformed == .stop {
@@ -271,7 +281,8 @@ extension Store {
     /// `stopAtProblem`, nothing of the batch is saved.
     func upsert(_ prepared: PreparedBatch, stopAtProblem: Bool) throws -> UpsertOutcome {
         let (entity, key, batch, records) = (prepared.entity, prepared.key, prepared.items, prepared.records)
-        let required = entity.fields.filter { !$0.isOptional && $0.defaultValue == nil }.map(\.name)
+        let requiredIndices = entity.fields.indices.filter { !entity.fields[$0].isOptional && entity.fields[$0].defaultValue == nil }
+        let required = requiredIndices.map { entity.fields[$0].name }
         var outcome = UpsertOutcome()
         do {
             _ = try writeAtomically { tx, db in
@@ -279,7 +290,9 @@ extension Store {
                 var problems: [(offset: Int, problem: BulkImport.Problem)] = []
                 if !required.isEmpty {
                     for i in records.indices where stored[records[i].exact] == nil {
-                        if let missing = required.first(where: { records[i].values[$0] == nil }) {
+                        let missing = records[i].row.map { row in requiredIndices.first { row[$0].isNull }.map { entity.fields[$0].name } }
+                            ?? required.first(where: { records[i].values[$0] == nil })
+                        if let missing {
                             let offset = records[i].offset
                             problems.append((offset, BulkImport.Problem(position: batch[offset].position, reason: "\(missing) is required, and a new \(entity.name) needs it")))
                         }
@@ -322,6 +335,58 @@ extension Store {
         return outcome
     }
 
+    /// Reads an import's items against their entity: what a new record of
+    /// each would store, checked field by field. Built once per import.
+    struct ItemReader {
+        private let names: [String]
+        private let types: [AttributeType?]
+        private let optional: [Bool]
+        private let defaults: [Value]
+        private let key: Int
+
+        init(entity: Entity, key: Int) {
+            names = entity.fields.map(\.name)
+            types = entity.fields.map { field -> AttributeType? in
+                if case .attribute(let type) = field.kind { return type } else { return nil }
+            }
+            optional = entity.fields.map(\.isOptional)
+            defaults = entity.fields.map { $0.defaultValue ?? .null }
+            self.key = key
+        }
+
+        /// One value per field, in field order, defaults filled in: the
+        /// item's record, should it be new. Nil when the item has a
+        /// problem (``StoreContext/problem(of:entity:fields:key:)`` names
+        /// it) or its values are not all plain attributes: a missing or
+        /// null key, a value naming no field, of another type than its
+        /// field's, a null for a required one, or text holding U+0000.
+        func row(of item: BulkImport.Item) -> [Value]? {
+            var row: [Value] = []
+            row.reserveCapacity(names.count)
+            var named = 0
+            for f in names.indices {
+                guard let value = item.values[names[f]] else {
+                    if f == key { return nil }
+                    row.append(defaults[f])
+                    continue
+                }
+                named += 1
+                switch value {
+                case .null:
+                    guard optional[f], f != key else { return nil }
+                case .string(var text):
+                    guard types[f] == .string else { return nil }
+                    let nul = text.withUTF8 { utf8 in utf8.baseAddress.map { memchr($0, 0, utf8.count) != nil } ?? false }
+                    if nul { return nil }
+                default:
+                    guard let type = types[f], value.attributeType == type else { return nil }
+                }
+                row.append(value)
+            }
+            return named == item.values.count ? row : nil
+        }
+    }
+
     /// One record of an import batch: the values of its items with one
     /// key, folded in order, and the place of its first item in the batch.
     struct PendingRecord: Sendable {
@@ -331,7 +396,7 @@ extension Store {
         let offset: Int
         /// For a new record: one value per field, in field order, defaults
         /// filled in; nil when a value names no field (the save says so).
-        var row: [Value]?
+        var row: [Value]? = nil
     }
 
     /// An import batch made ready to save as its items are read: its
@@ -355,23 +420,27 @@ extension Store {
         var isEmpty: Bool { items.isEmpty }
 
         /// Adds an item: a new record, or folded into the record of its key.
-        mutating func append(_ item: BulkImport.Item) {
+        ///
+        /// - Parameter row: the item's row, should its record be new
+        ///   (``ItemReader/row(of:)``); nil to make it from its values.
+        mutating func append(_ item: BulkImport.Item, row: [Value]? = nil) {
             let offset = items.count
             items.append(item)
             guard let k = item.values[key] else { return }
             let exact = ExactKey(k)
             if let i = index[exact] {
                 records[i].values.merge(item.values) { _, new in new }
+                records[i].row = nil
             } else {
                 index[exact] = records.count
-                records.append(PendingRecord(exact: exact, key: k, values: item.values, offset: offset))
+                records.append(PendingRecord(exact: exact, key: k, values: item.values, offset: offset, row: row))
             }
         }
 
         /// The batch with each record's row, should it be new.
         func finished() -> PreparedBatch {
             var done = self
-            for i in done.records.indices {
+            for i in done.records.indices where done.records[i].row == nil {
                 var row: [Value] = []
                 row.reserveCapacity(entity.fields.count)
                 var named = 0

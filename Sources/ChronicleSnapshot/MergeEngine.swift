@@ -60,6 +60,16 @@ struct MergeEngine {
     /// `stateCache` only: their first refresh stores it, compact in their
     /// row when it can be (see `refresh`), in `_chronicle_records` otherwise.
     private var deferred: Set<RecordKey> = []
+    /// Per entity, whether `_chronicle_keys` held keys of it when this
+    /// engine first looked (see `mayHoldStoredKeys`).
+    private var storedKeysByEntity: [Int: Bool] = [:]
+    /// Set once this engine stores a key in `_chronicle_keys`.
+    private let keysStored = Flag()
+
+    /// A flag a non-mutating method can set.
+    private final class Flag {
+        var value = false
+    }
 
     /// The most records one apply may recompute: a bound, not an expectation.
     static let maxRefreshes = 10_000_000
@@ -137,8 +147,8 @@ struct MergeEngine {
     /// entity's per-constraint and per-referrer ones.
     private enum Slot {
         static let selectState = 0, knownState = 1, replaceState = 2, deleteRef = 3, insertRef = 4, largestStateID = 5
-        static let keyGroup = 6, storedKeys = 7, insertKey = 8, deleteKeys = 9, referrers = 10
-        static let entityBase = 11, perEntity = 10
+        static let keyGroup = 6, storedKeys = 7, insertKey = 8, deleteKeys = 9, referrers = 10, anyStoredKey = 11
+        static let entityBase = 12, perEntity = 10
         static func selectRow(_ entity: Int) -> Int { entityBase + perEntity * entity }
         static func deleteRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 1 }
         static func insertRow(_ entity: Int) -> Int { entityBase + perEntity * entity + 2 }
@@ -375,19 +385,51 @@ struct MergeEngine {
         for (i, value) in zip(e.fields.indices, row) {
             guard referenceTargets[entity][i] == nil, CompactState.readsBackExactly(value, e.fields[i]) else { return false }
         }
-        guard try !isVisible(entity, id),
-              try db.first(statement(Slot.knownState, "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?"),
-                           { $0.bind(entity); $0.bind(id) }, read: { _ in true }) == nil
+        // No state: IDs are time-ordered, so a new one is almost always
+        // past the largest state's, and only the others are looked up.
+        guard try id > largestStateID(entity)
+                || db.first(statement(Slot.knownState, "SELECT 1 FROM _chronicle_records WHERE entity = ? AND id = ?"),
+                            { $0.bind(entity); $0.bind(id) }, read: { _ in true }) == nil
         else { return false }
-        for (c, fields) in sql[entity].constraintFields.enumerated() {
-            var values: [DatabaseValue] = []
-            values.reserveCapacity(fields.count)
-            for f in fields { values.append(row[row.startIndex + f].databaseValue) }
-            guard !values.contains(where: \.isNull) else { continue }
-            guard try keyGroup(entity, c, keyBytes(values), values: values).isEmpty else { return false }
+        // Keys held by records with a full state are in `_chronicle_keys`
+        // (looked up only when the entity has any there); those a row shows
+        // are the row table's unique indexes', which the insert meets.
+        if try mayHoldStoredKeys(entity) {
+            for (c, fields) in sql[entity].constraintFields.enumerated() {
+                var values: [DatabaseValue] = []
+                values.reserveCapacity(fields.count)
+                for f in fields { values.append(row[row.startIndex + f].databaseValue) }
+                guard !values.contains(where: \.isNull) else { continue }
+                guard try db.first(statement(Slot.keyGroup, "SELECT id FROM _chronicle_keys WHERE entity = ? AND constraint_index = ? AND key = ?"),
+                                   { $0.bind(entity); $0.bind(c); $0.bind(keyBytes(values)) }, read: { _ in true }) == nil
+                else { return false }
+            }
         }
-        try insertRowCompact(entity, id, version) { binder in for value in row { binder.bind(value) } }
+        // A row with its ID (a visible record) or one of its keys makes
+        // the insert do nothing.
+        let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
+        CompactState.write(version, to: versionBytes)
+        try db.run(statement(Slot.insertCompactFresh(entity), sql[entity].insertCompactFresh)) { binder in
+            binder.bind(id)
+            for value in row { binder.bind(value) }
+            binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
+        }
+        guard sqlite3_changes(db.sqliteConnection) == 1 else { return false }
+        if let largest = largestRowID[entity], id > largest { largestRowID[entity] = id }
+        events.append(RecordEvent(entity: e.name, recordID: id, kind: .inserted, origin: origin))
+        if sql[entity].isReferenced { try scheduleReferrers(entity, id) }
         return true
+    }
+
+    /// Whether `_chronicle_keys` may hold keys of `entity`: looked up once
+    /// per engine, and true from the first key this engine stores.
+    private mutating func mayHoldStoredKeys(_ entity: Int) throws -> Bool {
+        if keysStored.value { return true }
+        if let known = storedKeysByEntity[entity] { return known }
+        let held = try db.first(statement(Slot.anyStoredKey, "SELECT 1 FROM _chronicle_keys WHERE entity = ? LIMIT 1"),
+                                { $0.bind(entity) }, read: { _ in true }) ?? false
+        storedKeysByEntity[entity] = held
+        return held
     }
 
     /// Recomputes every scheduled record and what depends on it.
@@ -826,6 +868,7 @@ struct MergeEngine {
     }
 
     private func insertKey(_ entity: Int, _ constraint: Int, _ key: [UInt8], _ id: RecordID) throws {
+        keysStored.value = true
         try db.run(statement(Slot.insertKey, "INSERT INTO _chronicle_keys (entity, constraint_index, key, id) VALUES (?, ?, ?, ?)")) {
             $0.bind(entity); $0.bind(constraint); $0.bind(key); $0.bind(id)
         }

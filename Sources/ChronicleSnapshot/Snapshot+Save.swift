@@ -198,14 +198,24 @@ extension Snapshot {
             return (nil, batch.ids.indices.map(batch.change))
         }
         let entity = schema.entities[entityIndex]
+        let fields = entity.fields.count
+        // What each field takes: checked by index, with no field copied.
+        let types: [AttributeType?] = entity.fields.map { field -> AttributeType? in
+            if case .attribute(let type) = field.kind { return type } else { return nil }
+        }
+        let optional = entity.fields.map(\.isOptional)
         var left: [Int] = []
         records: for (r, id) in batch.ids.enumerated() {
-            let row = batch.row(r)
-            for (field, value) in zip(entity.fields, row) {
-                guard field.accepts(value) else { left.append(r); continue records }
-                if case .string(let text) = value, Self.holdsNUL(text) { left.append(r); continue records }
+            for f in 0..<fields {
+                let fits: Bool
+                switch batch.values[r * fields + f] {
+                case .null: fits = optional[f]
+                case .string(let text): fits = types[f] == .string && !Self.holdsNUL(text)
+                case let value: fits = types[f] != nil && value.attributeType == types[f]
+                }
+                guard fits else { left.append(r); continue records }
             }
-            guard try engine.insertNewLocal(entityIndex, id, row: row, version: version) else {
+            guard try engine.insertNewLocal(entityIndex, id, row: batch.row(r), version: version) else {
                 left.append(r)
                 continue
             }

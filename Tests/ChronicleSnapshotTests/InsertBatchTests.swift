@@ -16,13 +16,14 @@ import Testing
     /// Saves the same records once as a batch and once as changes, each
     /// in a fresh snapshot with one clock, and returns each save's
     /// outbox body and state hash, or its error.
-    static func bothWays(before: [Change] = [], _ batch: InsertBatch, then changes: [Change] = []) throws
+    static func bothWays(before: [Change] = [], andThen later: [Change] = [], _ batch: InsertBatch, then changes: [Change] = []) throws
         -> (batch: Result<([UInt8], String), ChronicleError>, changes: Result<([UInt8], String), ChronicleError>) {
         func run(_ asBatch: Bool) throws -> Result<([UInt8], String), ChronicleError> {
             let dir = try Fixture.temporary()
             defer { try? FileManager.default.removeItem(at: dir) }
             let snapshot = try Fixture.snapshot(dir)
             if !before.isEmpty { _ = try snapshot.save(before, physicalMilliseconds: 1_700_000_000_000) }
+            if !later.isEmpty { _ = try snapshot.save(later, physicalMilliseconds: 1_700_000_000_500) }
             do {
                 _ = try snapshot.save(physicalMilliseconds: 1_700_000_001_000, building: { _ in
                     asBatch ? (changes, batch) : (batch.ids.indices.map(batch.change) + changes, nil)
@@ -73,21 +74,23 @@ import Testing
     }
 
     @Test func aBatchIsRefusedAsItsChangesAre() throws {
-        let cases: [(before: [Change], batch: InsertBatch, code: ChronicleError.Code)] = [
+        let cases: [(before: [Change], later: [Change], batch: InsertBatch, code: ChronicleError.Code)] = [
             // A key another record holds.
-            ([Fixture.folder(Fixture.id(1), "taken")], Self.folders(["free", "taken"]), .uniqueViolation),
+            ([Fixture.folder(Fixture.id(1), "taken")], [], Self.folders(["free", "taken"]), .uniqueViolation),
             // Two records of the batch with one key.
-            ([], Self.folders(["same", "same"]), .uniqueViolation),
+            ([], [], Self.folders(["same", "same"]), .uniqueViolation),
             // An ID a record has.
-            ([Fixture.folder(Fixture.id(10), "old")], Self.folders(["new"]), .recordExists),
+            ([Fixture.folder(Fixture.id(10), "old")], [], Self.folders(["new"]), .recordExists),
+            // The ID of a deleted record, which keeps its state and no row.
+            ([Fixture.folder(Fixture.id(10), "old")], [Change(.delete, entity: "Folder", recordID: Fixture.id(10))], Self.folders(["new"]), .recordExists),
             // A value of the wrong type, and a required value missing.
-            ([], { var b = InsertBatch(entity: Self.folder); b.append(id: Fixture.id(10), row: [.int(3)]); return b }(), .typeMismatch),
-            ([], { var b = InsertBatch(entity: Self.folder); b.append(id: Fixture.id(10), row: [.null]); return b }(), .missingValue),
+            ([], [], { var b = InsertBatch(entity: Self.folder); b.append(id: Fixture.id(10), row: [.int(3)]); return b }(), .typeMismatch),
+            ([], [], { var b = InsertBatch(entity: Self.folder); b.append(id: Fixture.id(10), row: [.null]); return b }(), .missingValue),
             // Text holding U+0000.
-            ([], Self.folders(["a\u{0}b"]), .invalidValue),
+            ([], [], Self.folders(["a\u{0}b"]), .invalidValue),
         ]
-        for (before, records, code) in cases {
-            let (batch, changes) = try Self.bothWays(before: before, records)
+        for (before, later, records, code) in cases {
+            let (batch, changes) = try Self.bothWays(before: before, andThen: later, records)
             guard case .failure(let batchError) = batch, case .failure(let changesError) = changes else {
                 Issue.record("saved: \(records.ids.count) records, expected \(code)")
                 continue
