@@ -286,10 +286,11 @@ extension Store {
         var outcome = UpsertOutcome()
         do {
             _ = try writeAtomically { tx, db in
+                tx.expectedInserts = records.count
                 let stored = try Self.stored(records.map(\.key), of: entity, key: key, db)
                 var problems: [(offset: Int, problem: BulkImport.Problem)] = []
                 if !required.isEmpty {
-                    for i in records.indices where stored[records[i].exact] == nil {
+                    for i in records.indices where stored.isEmpty || stored[records[i].exact] == nil {
                         let missing = records[i].row.map { row in requiredIndices.first { row[$0].isNull }.map { entity.fields[$0].name } }
                             ?? required.first(where: { records[i].values[$0] == nil })
                         if let missing {
@@ -309,7 +310,7 @@ extension Store {
                 }
                 let refused = Set(problems.map(\.offset))
                 for i in records.indices where refused.isEmpty || !refused.contains(records[i].offset) {
-                    if let (id, old) = stored[records[i].exact] {
+                    if !stored.isEmpty, let (id, old) = stored[records[i].exact] {
                         let changed = records[i].values.filter { !StoreContext.same(old[$0.key], $0.value) }
                         if changed.isEmpty {
                             outcome.unchanged += 1

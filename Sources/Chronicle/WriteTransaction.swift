@@ -66,6 +66,9 @@ public struct WriteTransaction {
     /// New records given a row at a time (``insertNew(_:row:)``), saved
     /// ahead of ``changes``.
     private(set) var inserts: InsertBatch?
+    /// How many records ``insertNew(_:row:)`` will likely add, to size
+    /// the batch once.
+    var expectedInserts = 0
 
     /// A new time-ordered record ID.
     public mutating func newRecordID() -> RecordID {
@@ -138,7 +141,7 @@ public struct WriteTransaction {
     /// field in field order: a bulk import's way, which builds no
     /// ``Change`` for it. The save checks it as any insert.
     mutating func insertNew(_ entity: Entity, row: some Collection<Value>) {
-        if inserts == nil { inserts = InsertBatch(entity: entity) }
+        if inserts == nil { inserts = InsertBatch(entity: entity, capacity: expectedInserts) }
         precondition(inserts!.entity == entity.name, "one save's rows are of one entity")
         inserts!.append(id: newRecordID(), row: row)
     }
