@@ -160,7 +160,8 @@ extension StoreContext {
             throw ChronicleError(.misuse, "\(entity.name).\(keyField.name) is not unique on its own: declare it unique in the schema to upsert by it")
         }
         let fields = Dictionary(entity.fields.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        let reader = Store.ItemReader(entity: entity, key: entity.fieldIndex(named: keyField.name)!)
+        let keyIndex = entity.fieldIndex(named: keyField.name)!
+        let reader = Store.ItemReader(entity: entity, key: keyIndex)
         var state = BulkImport.Progress(processed: 0, total: total ?? (items as? any Collection)?.count, inserted: 0, updated: 0,
                                         unchanged: 0, skipped: 0, batches: 0)
         // Malformed items with their place in the feed, to list them in order.
@@ -198,7 +199,7 @@ extension StoreContext {
             }
             read += 1
             if item.problem == nil, let row = reader.row(of: item) {
-                batch.append(item, row: row)
+                batch.append(item, row: row, keyValue: row[keyIndex])
                 batchIndices.append(read - 1)
                 if batch.count == options.batchSize {
                     try await flush()
@@ -424,16 +425,19 @@ extension Store {
         ///
         /// - Parameter row: the item's row, should its record be new
         ///   (``ItemReader/row(of:)``); nil to make it from its values.
-        mutating func append(_ item: BulkImport.Item, row: [Value]? = nil) {
+        /// - Parameter keyValue: the item's key value when the caller has
+        ///   read it already.
+        mutating func append(_ item: BulkImport.Item, row: [Value]? = nil, keyValue: Value? = nil) {
             let offset = items.count
             items.append(item)
-            guard let k = item.values[key] else { return }
+            guard let k = keyValue ?? item.values[key] else { return }
             let exact = ExactKey(k)
-            if let i = index[exact] {
+            // One hash in the common case: a key new to the batch.
+            if let i = index.updateValue(records.count, forKey: exact) {
+                index[exact] = i
                 records[i].values.merge(item.values) { _, new in new }
                 records[i].row = nil
             } else {
-                index[exact] = records.count
                 records.append(PendingRecord(exact: exact, key: k, values: item.values, offset: offset, row: row))
             }
         }

@@ -24,14 +24,24 @@ enum BodyCodec {
         w.writeVarint(UInt64(changes.count + (inserts?.count ?? 0)))
         if let inserts {
             let fields = inserts.fieldNames.count
+            // Names as they are encoded, once for the whole batch.
+            var head = ByteWriter(capacity: 32)
+            head.writeUInt8(ChangeKind.insert.rawValue)
+            head.writeString(inserts.entity)
+            let names = inserts.fieldNames.map { name in
+                var n = ByteWriter(capacity: name.utf8.count + 2)
+                n.writeString(name)
+                return n.bytes
+            }
+            var count = ByteWriter(capacity: 4)
+            count.writeVarint(UInt64(fields))
             inserts.values.withUnsafeBufferPointer { values in
                 for (r, id) in inserts.ids.enumerated() {
-                    w.writeUInt8(ChangeKind.insert.rawValue)
-                    w.writeString(inserts.entity)
+                    head.withUnsafeBytes { w.writeRaw($0) }
                     w.writeRecordID(id)
-                    w.writeVarint(UInt64(fields))
+                    count.withUnsafeBytes { w.writeRaw($0) }
                     for f in 0..<fields {
-                        w.writeString(inserts.fieldNames[f])
+                        names[f].withUnsafeBytes { w.writeRaw($0) }
                         ValueCodec.write(values[r * fields + f], to: &w)
                     }
                 }
