@@ -586,6 +586,18 @@ package struct Replayer: Sendable {
         try await recordSchema(in: store)
         let export = try snapshot.baselineExport(partBytes: partBytes, for: store, publisher: publisher)
         let digest = ContainerLayout.vectorDigest(export.vector, schemaHash: snapshot.schema.hash)
+        let prefix = ContainerLayout.baselinePrefix(store: store, clock: export.clock, device: publisher ?? snapshot.deviceID, vector: digest)
+        // A publish of this very state cut off before its final part (a
+        // crash, a killed process) left parts no reader uses (readers take
+        // a baseline only once it is whole); split another way, they would
+        // clash with this publish's. They go first.
+        let earlier = try await container.listAll(prefix: prefix)
+        if !earlier.isEmpty, try await !isWholeBaseline(earlier.map(\.name)) {
+            logger.notice("removing the parts of an earlier publish of this baseline that did not finish", metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(earlier.count)"])
+            for blob in earlier {
+                do { try await container.delete(blob.name) } catch let error as ChronicleError where error.code == .notFound {}
+            }
+        }
         var parts = 0
         var records = 0
         while let part = try export.nextPart() {
@@ -607,7 +619,6 @@ package struct Replayer: Sendable {
             parts += 1
             records += part.records
         }
-        let prefix = ContainerLayout.baselinePrefix(store: store, clock: export.clock, device: publisher ?? snapshot.deviceID, vector: digest)
         // A put that reported success may still not have arrived (a sync
         // service can drop a file): a baseline is published only once every
         // part is seen in the container.
@@ -617,6 +628,16 @@ package struct Replayer: Sendable {
         }
         logger.info("published baseline", metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(parts)", "chronicle.records": "\(records)"])
         return (prefix, parts, records)
+    }
+
+    /// Whether the parts `names` (one baseline's) are all there, numbered
+    /// from 1 with none missing, the last one verifying and marked final.
+    private func isWholeBaseline(_ names: [ContainerName]) async throws -> Bool {
+        let numbered = names.compactMap { name in ContainerLayout.parseBaselinePart(name).map { ($0.part, name) } }.sorted { $0.0 < $1.0 }
+        guard !numbered.isEmpty, numbered.enumerated().allSatisfy({ $0.element.0 == UInt64($0.offset + 1) }) else { return false }
+        let bytes = try await container.get(numbered[numbered.count - 1].1, maxBytes: decoder.limits.maxLogBytes)
+        guard let header = try? decoder.header(of: bytes) else { return false }
+        return header.kind == .baseline && header.isFinalBaselinePart && header.baselinePart == UInt64(numbered.count)
     }
 
     /// The store's complete baselines, newest first: per baseline, its part
