@@ -80,6 +80,11 @@ public struct BulkImport: Sendable, Hashable {
         public var unchanged: Int
         /// Malformed items skipped so far.
         public var skipped: Int
+        /// Items folded into an earlier item of their batch with the same
+        /// key (one record with it, counted there), so far. With
+        /// ``inserted``, ``updated``, ``unchanged`` and ``skipped``, every
+        /// item processed is counted once.
+        public var folded: Int = 0
         /// Batches saved, each one transaction (a batch that changed nothing
     /// saves nothing).
         public var batches: Int
@@ -189,6 +194,7 @@ extension StoreContext {
             state.inserted += outcome.inserted
             state.updated += outcome.updated
             state.unchanged += outcome.unchanged
+            state.folded += outcome.folded
             state.batches += outcome.inserted + outcome.updated > 0 ? 1 : 0
             reported = read
             progress?(state)
@@ -285,6 +291,7 @@ extension Store {
         let requiredIndices = entity.fields.indices.filter { !entity.fields[$0].isOptional && entity.fields[$0].defaultValue == nil }
         let required = requiredIndices.map { entity.fields[$0].name }
         var outcome = UpsertOutcome()
+        outcome.folded = batch.count - records.count
         do {
             _ = try writeAtomically { tx, db in
                 tx.expectedInserts = records.count
@@ -545,6 +552,8 @@ extension Store {
         var inserted = 0
         var updated = 0
         var unchanged = 0
+        /// Items folded into an earlier one with the same key.
+        var folded = 0
         /// Items left out, by their place in the batch.
         var problems: [(offset: Int, problem: BulkImport.Problem)] = []
         /// Nothing was saved: the first problem stops the import.

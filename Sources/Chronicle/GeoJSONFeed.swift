@@ -49,7 +49,7 @@ public struct GeoJSONFeed: Sendable {
             throw ChronicleError(.malformedFeed, "the feed is \(root.kindName), not a GeoJSON FeatureCollection object")
         }
         if let type = members["type"], type != .string("FeatureCollection") {
-            throw ChronicleError(.malformedFeed, "the feed's type is \(type), not FeatureCollection")
+            throw ChronicleError(.malformedFeed, "the feed's type is \(Self.shown(type)), not FeatureCollection")
         }
         guard case .array(let features)? = members["features"] else {
             throw ChronicleError(.malformedFeed, "the feed has no \"features\" array")
@@ -86,6 +86,13 @@ public struct GeoJSONFeed: Sendable {
     /// Where each element of the root object's `features` array starts, in
     /// one pass over text that parsed: lines from 1, columns counting
     /// characters from 1, as the parser's own positions.
+    /// A `type` member as a message shows it: a string quoted, anything
+    /// else by its kind.
+    static func shown(_ type: JSONValue) -> String {
+        if case .string(let text) = type { return "\"\(text)\"" }
+        return type.kindName
+    }
+
     static func featureStarts(_ bytes: Data) -> [String] {
         var starts: [String] = []
         var depth = 0, line = 1, column = 0
@@ -165,7 +172,7 @@ public struct GeoJSONFeed: Sendable {
         case let other?: throw ChronicleError(.malformedFeed, "properties is \(other.kindName), not an object")
         }
         if let type = members["type"], type != .string("Feature") {
-            throw ChronicleError(.malformedFeed, "its type is \(type), not Feature")
+            throw ChronicleError(.malformedFeed, "its type is \(Self.shown(type)), not Feature")
         }
         var point: [JSONValue] = []
         switch members["geometry"] {

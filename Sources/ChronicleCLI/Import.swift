@@ -118,14 +118,15 @@ struct Import: AsyncParsableCommand {
         let p = summary.progress
         var json: [String: JSONValue] = [
             "processed": .int(Int64(p.processed)), "inserted": .int(Int64(p.inserted)), "updated": .int(Int64(p.updated)),
-            "unchanged": .int(Int64(p.unchanged)), "skipped": .int(Int64(p.skipped)), "batches": .int(Int64(p.batches)),
+            "unchanged": .int(Int64(p.unchanged)), "skipped": .int(Int64(p.skipped)), "folded": .int(Int64(p.folded)), "batches": .int(Int64(p.batches)),
             "malformed": .array(summary.malformed.map { .object(["position": .string($0.position), "reason": .string($0.reason)]) }),
         ]
         if let stop = summary.stoppedAt {
             json["stoppedAt"] = .object(["position": .string(stop.position), "reason": .string(stop.reason)])
         }
         var text = "imported \(p.processed) feature\(p.processed == 1 ? "" : "s"): \(p.inserted) inserted, \(p.updated) updated, \(p.unchanged) unchanged, "
-            + "\(p.skipped) skipped, in \(p.batches) saved batch\(p.batches == 1 ? "" : "es")"
+            + "\(p.skipped) skipped\(p.folded > 0 ? ", \(p.folded) folded into an earlier feature of their batch with the same key" : ""), "
+            + "in \(p.batches) saved batch\(p.batches == 1 ? "" : "es")"
         let shown = 20
         for problem in summary.malformed.prefix(shown) { text += "\nskipped \(oneLine(problem.description))" }
         if summary.malformed.count > shown { text += "\n… and \(summary.malformed.count - shown) more skipped (all are listed with --json)" }

@@ -145,6 +145,10 @@ import Testing
         ]
         let summary = try await store.newBackgroundContext().importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code"))
         #expect(summary.progress.inserted == 1 && summary.progress.updated == 0)
+        // Every item is counted once: the second one folded into the first.
+        #expect(summary.progress.folded == 1)
+        let p = summary.progress
+        #expect(p.inserted + p.updated + p.unchanged + p.skipped + p.folded == p.processed)
         #expect(try await store.fetchAll(Quake.self).map(\.mag) == [2])
     }
 
