@@ -126,7 +126,7 @@ struct DeviceOptions: ParsableArguments {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: deviceDirectory, isDirectory: &isDirectory), isDirectory.boolValue else {
             throw ChronicleError(.notFound, "no device folder at \(deviceDirectory): \(why); "
-                                 + "the first `chronicle save`, `sync` or `cloud enable` with this --device-dir makes it (check the path if the device has saved before)")
+                                 + "the first `chronicle save`, `import`, `sync` or `cloud enable` with this --device-dir makes it (check the path if the device has saved before)")
         }
     }
 

@@ -67,7 +67,7 @@ struct Import: AsyncParsableCommand {
                 summary = try await opened.store.newBackgroundContext().importRecords(
                     items, options: BulkImport(entity: target.name, upsertKey: upsertKey, batchSize: batchSize, onMalformed: onMalformed)
                 ) { step in
-                    progress.update(step.processed, note: "\(step.inserted) new, \(step.updated) updated")
+                    progress.update(step.processed, note: "\(step.inserted) new, \(step.updated) updated" + (step.skipped > 0 ? ", \(step.skipped) skipped" : ""))
                 }
             } catch {
                 progress.finish()

@@ -39,7 +39,12 @@ extension Value {
             case (.int64, .int(let i)): self = .int(i)
             case (.int64, .double(let d)):
                 // 412.0 is the integer 412; 412.5 is not an integer.
-                guard let i = Int64(exactly: d) else { throw mismatch("an integer") }
+                guard let i = Int64(exactly: d) else {
+                    if d == d.rounded(), d.isFinite {
+                        throw ChronicleError(.typeMismatch, "\(path): expected an integer, found \(d), past the int64 range (-9223372036854775808 to 9223372036854775807)")
+                    }
+                    throw mismatch("an integer")
+                }
                 self = .int(i)
             case (.double, .int(let i)): self = .double(Double(i))
             case (.double, .double(let d)): self = .double(d)
