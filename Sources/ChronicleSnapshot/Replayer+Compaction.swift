@@ -406,7 +406,9 @@ extension Replayer {
                 let cursor = try snapshot.metadata(cursorKey).map { $0.split(separator: " ", maxSplits: 1) }
                 let previous = cursor.flatMap { $0.count == 2 && $0[1] == target ? Int($0[0]) : nil } ?? 0
                 let index = previous % parts.count
-                for i in Set([0, index]).sorted() {
+                // The first part says what the baseline covers, the last one
+                // that it is whole: both every time, the others in turn.
+                for i in Set([0, index, parts.count - 1]).sorted() {
                     do {
                         let decoded = try await decodeLearning(try await container.get(parts[i].1, maxBytes: decoder.limits.maxLogBytes))
                         if i == 0, case .baseline(_, let part) = decoded { covered = part.vector }
@@ -415,7 +417,11 @@ extension Replayer {
                             guard target == horizon?.baseline else { break }
                             problem = "its last part is not marked final"
                         }
-                    } catch let error as ChronicleError where !error.code.isTransient && error.code != .simulatedCrash {
+                    } catch let error as ChronicleError where error.code != .simulatedCrash
+                                && (!error.code.isTransient || (error.code == .shortRead && target == horizon?.baseline)) {
+                        // A part shorter than it says is one still arriving,
+                        // unless it is the marker's: that one was whole when
+                        // the marker was written.
                         problem = "\(parts[i].1.lastComponent): \(error.message)"
                         break
                     }

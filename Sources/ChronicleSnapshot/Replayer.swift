@@ -636,7 +636,7 @@ package struct Replayer: Sendable {
         let numbered = names.compactMap { name in ContainerLayout.parseBaselinePart(name).map { ($0.part, name) } }.sorted { $0.0 < $1.0 }
         guard !numbered.isEmpty, numbered.enumerated().allSatisfy({ $0.element.0 == UInt64($0.offset + 1) }) else { return false }
         let bytes = try await container.get(numbered[numbered.count - 1].1, maxBytes: decoder.limits.maxLogBytes)
-        guard let header = try? decoder.header(of: bytes) else { return false }
+        guard let header = try? LogDecoder(schema: nil, limits: decoder.limits).decode(bytes).header else { return false }
         return header.kind == .baseline && header.isFinalBaselinePart && header.baselinePart == UInt64(numbered.count)
     }
 

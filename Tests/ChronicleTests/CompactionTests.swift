@@ -240,6 +240,40 @@ import Testing
         #expect(try await d.count("SELECT COUNT(*) FROM Note", on: 2) == 12)
     }
 
+    /// The last part of the marker's baseline, the one marked final, is
+    /// read at every check (with the first): a baseline of many parts whose
+    /// last one is lost or cut short is replaced at the next check, not
+    /// after a check per part.
+    @Test(arguments: ["delete", "truncate"])
+    func aLostOrShortLastPartOfTheMarkersBaselineIsReplacedAtTheNextCheck(damage: String) async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        let (maker, away) = (d.stores[0], d.stores[1])
+        try await d.syncAll()
+        d.clock.advance(byMilliseconds: 2 * 3_600_000)
+        try await maker.write { tx in
+            for i in 0..<200 { tx.insert("Note", ["title": .string("note \(i) saved while a device was away")]) }
+        }
+        try await maker.sync()
+        let published = try await maker.publishBaseline(partBytes: 1024)
+        #expect(published.parts > 3)
+        #expect(try await maker.compact(retention: .seconds(3_600)).passedOverDevices == [away.deviceID])
+        let last = try await d.container.listAll(prefix: published.prefix).map(\.name).max { $0.rawValue < $1.rawValue }!
+        if damage == "delete" {
+            try await d.container.delete(last)
+        } else {
+            let bytes = try await d.container.get(last)
+            try await d.container.delete(last)
+            try await d.container.put(last, Array(bytes.prefix(bytes.count / 2)))
+        }
+        // One check later (ten minutes), the maker has put it back whole
+        // (the same state: the same name), and the device away catches up.
+        d.clock.advance(byMilliseconds: 11 * 60_000)
+        _ = try await maker.sync()
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'note % saved while a device was away'", on: 1) == 200)
+    }
+
     @Test func withoutABaselineNothingIsRemoved() async throws {
         let d = try await TestDevices(2, schema: Self.schema)
         var rng = SeededRandom(seed: 3)
