@@ -513,7 +513,11 @@ extension Replayer {
             reports[payload.device] = payload
         }
         for device in try await devices() where device != snapshot.deviceID {
-            guard let applied = reports[device], now < applied.milliseconds || now - applied.milliseconds < retention else {
+            // Within the retention period either way: a report dated further
+            // ahead than that (a device whose clock runs years fast) would
+            // hold compaction back until its date, and is passed over too.
+            guard let applied = reports[device],
+                  (now >= applied.milliseconds ? now - applied.milliseconds : applied.milliseconds - now) < retention else {
                 report.passedOverDevices.append(device)
                 continue
             }

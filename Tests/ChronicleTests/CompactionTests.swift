@@ -274,6 +274,34 @@ import Testing
         #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'note % saved while a device was away'", on: 1) == 200)
     }
 
+    /// A device whose clock ran years ahead reported how far it applied
+    /// with that date, then went away: its report does not hold compaction
+    /// back until that date. It is passed over, like a device away longer
+    /// than the retention period, and catches up from the baseline.
+    @Test func aReportDatedFarAheadDoesNotHoldCompactionBack() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        let (maker, ahead) = (d.stores[0], d.stores[1])
+        try await d.syncAll()
+        let fiveYears: UInt64 = 5 * 365 * 86_400_000
+        let name = ContainerLayout.appliedReport(store: maker.storeID, device: ahead.deviceID)
+        let report = AppliedReport(device: ahead.deviceID, milliseconds: d.clock.nowMilliseconds() + fiveYears, vector: [:])
+        if let current = try await d.container.readMarker(name) {
+            _ = try await d.container.replaceMarker(name, report, expected: current.version)
+        } else {
+            _ = try await d.container.createMarker(name, report)
+        }
+        for i in 0..<5 {
+            try await maker.write { tx in tx.insert("Note", ["title": .string("later \(i)")]) }
+            try await maker.sync()
+        }
+        _ = try await maker.publishBaseline()
+        let compacted = try await maker.compact(retention: .seconds(3_600))
+        #expect(compacted.passedOverDevices == [ahead.deviceID])
+        #expect(compacted.removedLogs > 0)
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+    }
+
     @Test func withoutABaselineNothingIsRemoved() async throws {
         let d = try await TestDevices(2, schema: Self.schema)
         var rng = SeededRandom(seed: 3)
