@@ -156,11 +156,17 @@ public struct DirectoryContainer: Container {
 
     private func putBlob(_ name: ContainerName, _ bytes: [UInt8], in blobs: DirectoryHandle) throws(ChronicleError) {
         let (folders, leaf) = Self.split(name)
-        let folder = try blobs.directory(components: folders, create: true)!
+        var folder = try blobs.directory(components: folders, create: true)!
         let tmp = try self.folder(ContainerLayout.Directory.temporary)
         let temp = try writeTemporary(bytes, in: tmp)
         defer { try? tmp.remove(temp) }
-        let err = tmp.link(temp, as: leaf, in: folder)
+        var err = tmp.link(temp, as: leaf, in: folder)
+        // Another process's compaction removes folders it leaves empty: one
+        // removed between its opening here and the link is made again.
+        for _ in 0..<3 where err == ENOENT {
+            folder = try blobs.directory(components: folders, create: true)!
+            err = tmp.link(temp, as: leaf, in: folder)
+        }
         if err == 0 { return try folder.sync() }
         guard err == EEXIST else { throw ChronicleError.system("link \(name)", errno: err) }
         let existing: [UInt8]?
