@@ -40,7 +40,7 @@ struct Import: AsyncParsableCommand {
     @Option(name: .customLong("on-malformed"), help: "What to do with a feature that cannot be read: skip or stop.")
     var onMalformed: BulkImport.OnMalformed = .skip
 
-    @Argument(help: "The GeoJSON file (or pipe) to import.")
+    @Argument(help: "The GeoJSON file (or pipe) to import; - reads standard input.")
     var feed: String
 
     /// The most a feed may hold: the whole feed is parsed before the first
@@ -57,7 +57,7 @@ struct Import: AsyncParsableCommand {
             let schema = try device.loadSchema()
             let target = try Self.entity(named: entity, upsertKey: upsertKey, in: schema)
             // Read before the store opens: a bad feed leaves no device folder behind.
-            let bytes = try InputFile.bytes(of: feed, what: "feed", limit: Self.feedByteLimit)
+            let bytes = try InputFile.bytes(of: feed == "-" ? nil : feed, what: "feed", limit: Self.feedByteLimit)
             let parsed = try GeoJSONFeed(data: Data(bytes))
             let items = parsed.items(for: target, requiring: upsertKey)
             let opened = try await device.open(schema: schema)

@@ -373,6 +373,11 @@ import Testing
         let again = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", feed, "--json"])
         let json = try #require(try JSONSerialization.jsonObject(with: again.stdout) as? [String: Any])
         #expect(json["unchanged"] as? Int == 2000 && json["batches"] as? Int == 0)
+        // The feed from standard input (-): the same features, unchanged.
+        let piped = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", "-", "--json"],
+                                          inputBytes: try Data(contentsOf: URL(fileURLWithPath: feed)))
+        #expect(piped.status == 0, "\(piped.stderr)")
+        #expect((try JSONSerialization.jsonObject(with: piped.stdout) as? [String: Any])?["unchanged"] as? Int == 2000)
         // A malformed feature stops the import under --on-malformed stop (exit 1).
         let bad = root.appendingPathComponent("bad.geojson").path
         try Data(#"{"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {"mag": 1}}]}"#.utf8).write(to: URL(fileURLWithPath: bad))
