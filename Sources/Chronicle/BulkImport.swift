@@ -256,10 +256,7 @@ extension StoreContext {
             if !field.accepts(value) {
                 return value.isNull ? "\(name) is required, and null here" : "\(name) is \(field.kind.withArticle), not \(value)"
             }
-            if case .string(var text) = value, text.withUTF8({ utf8 in
-                guard let base = utf8.baseAddress, !utf8.isEmpty else { return false }
-                return memchr(base, 0, utf8.count) != nil
-            }) {
+            if case .string(let text) = value, text.holdsNUL {
                 return "\(name) holds the character U+0000, which a save refuses (keep such bytes in a data attribute)"
             }
             return nil
@@ -348,17 +345,13 @@ extension Store {
     /// each would store, checked field by field. Built once per import.
     struct ItemReader {
         private let names: [String]
-        private let types: [AttributeType?]
-        private let optional: [Bool]
+        private let checks: AttributeChecks
         private let defaults: [Value]
         private let key: Int
 
         init(entity: Entity, key: Int) {
             names = entity.fields.map(\.name)
-            types = entity.fields.map { field -> AttributeType? in
-                if case .attribute(let type) = field.kind { return type } else { return nil }
-            }
-            optional = entity.fields.map(\.isOptional)
+            checks = AttributeChecks(entity)
             defaults = entity.fields.map { $0.defaultValue ?? .null }
             self.key = key
         }
@@ -380,16 +373,7 @@ extension Store {
                     continue
                 }
                 named += 1
-                switch value {
-                case .null:
-                    guard optional[f], f != key else { return nil }
-                case .string(var text):
-                    guard types[f] == .string else { return nil }
-                    let nul = text.withUTF8 { utf8 in utf8.baseAddress.map { memchr($0, 0, utf8.count) != nil } ?? false }
-                    if nul { return nil }
-                default:
-                    guard let type = types[f], value.attributeType == type else { return nil }
-                }
+                guard checks.fits(value, at: f), f != key || !value.isNull else { return nil }
                 row.append(value)
             }
             return named == item.values.count ? row : nil

@@ -199,21 +199,12 @@ extension Snapshot {
         }
         let entity = schema.entities[entityIndex]
         let fields = entity.fields.count
-        // What each field takes: checked by index, with no field copied.
-        let types: [AttributeType?] = entity.fields.map { field -> AttributeType? in
-            if case .attribute(let type) = field.kind { return type } else { return nil }
-        }
-        let optional = entity.fields.map(\.isOptional)
+        let checks = AttributeChecks(entity)
         var left: [Int] = []
         records: for (r, id) in batch.ids.enumerated() {
-            for f in 0..<fields {
-                let fits: Bool
-                switch batch.values[r * fields + f] {
-                case .null: fits = optional[f]
-                case .string(let text): fits = types[f] == .string && !Self.holdsNUL(text)
-                case let value: fits = types[f] != nil && value.attributeType == types[f]
-                }
-                guard fits else { left.append(r); continue records }
+            for f in 0..<fields where !checks.fits(batch.values[r * fields + f], at: f) {
+                left.append(r)
+                continue records
             }
             guard try engine.insertNewLocal(entityIndex, id, row: batch.row(r), version: version) else {
                 left.append(r)
@@ -236,15 +227,6 @@ extension Snapshot {
     /// `count + count / 255 + 16` bytes.
     package static func fitsInOneLog(_ count: Int, maxBodyBytes: Int) -> Bool {
         count <= maxBodyBytes && count + count / 255 + 16 <= maxBodyBytes
-    }
-
-    /// Whether `text` holds the character U+0000.
-    private static func holdsNUL(_ text: String) -> Bool {
-        var text = text
-        return text.withUTF8 { bytes in
-            guard let base = bytes.baseAddress, !bytes.isEmpty else { return false }
-            return memchr(base, 0, bytes.count) != nil
-        }
     }
 
     /// The fields a change names, by index: a bit per field.
@@ -303,7 +285,7 @@ extension Snapshot {
                 if fv.value.isNull { throw ChronicleError(.missingValue, "\(entity.name).\(fv.name) is required") }
                 throw ChronicleError(.typeMismatch, "\(entity.name).\(fv.name) is \(field.kind.withArticle); got \(fv.value)")
             }
-            if case .string(let text) = fv.value, Self.holdsNUL(text) {
+            if case .string(let text) = fv.value, text.holdsNUL {
                 // SQLite keeps such text whole, but readers of its text (GRDB's
                 // String decoding among them) stop at the first NUL: the app
                 // would read back less than it saved.
