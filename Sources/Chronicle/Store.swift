@@ -1272,6 +1272,13 @@ public actor Store {
             for t in mine where theirs[t.sequence] == t { present.insert(Int(t.sequence)) }
             if parsed.last <= own, mine.allSatisfy({ theirs[$0.sequence] == $0 }) { ours.append((parsed.first, parsed.last)) }
         }
+        // Only what other devices can reach counts: they take a device's
+        // logs in sequence order from the compaction's horizon and stop at
+        // the first sequence the container lacks (or holds another copy's
+        // save at), so these saves after it reach nobody under the old ID.
+        var reach = Int(compacted) + 1
+        while reach <= Int(own), present.contains(reach) { reach += 1 }
+        if reach <= Int(own) { present.remove(integersIn: reach...Int(own)) }
         var missing: [Transaction] = []
         var gaps = IndexSet(integersIn: 1...Int(own))
         gaps.subtract(present)

@@ -284,14 +284,15 @@ package struct Replayer: Sendable {
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
             try await recordSchema(of: bytes, &recorded)
             try snapshot.notePutBack(name, at: clock.nowMilliseconds())
-            if inherited == nil {
-                do {
-                    try await putOwnLog(name, bytes)
-                } catch let error as ChronicleError where error.code == .identityConflict && passingOverOthers {
-                    continue
-                }
-            } else {
-                do { try await container.put(name, bytes) } catch let error as ChronicleError where error.code == .blobConflict { continue }
+            do {
+                if inherited == nil { try await putOwnLog(name, bytes) } else { try await container.put(name, bytes) }
+            } catch let error as ChronicleError where inherited == nil ? error.code == .identityConflict && passingOverOthers : error.code == .blobConflict {
+                // Other logs hold some of these sequences (another copy of
+                // these files cut the same saves into other logs): the rest
+                // goes back on its own, or devices that applied those logs
+                // wait at it for good.
+                repaired += try await putBackUncovered(of: device, first: first, last: last, transactions, &recorded)
+                continue
             }
             logger.notice("re-uploaded missing log", metadata: ["chronicle.log": "\(name)"])
             repaired.append(name)
@@ -334,6 +335,66 @@ package struct Replayer: Sendable {
             repaired.append(blob.name)
         }
         return (repaired, reachedEnd ? nil : page.last?.name)
+    }
+
+    /// Puts back, as logs of their own, the parts of `first...last` (saves of
+    /// `device`, this device or an earlier ID of it) that no other log of
+    /// `device` in the container holds, provided every log that holds the
+    /// other parts verifies and holds these very saves there. Anything else
+    /// (a log that does not verify yet, other saves: another copy's history)
+    /// puts nothing back.
+    private func putBackUncovered(of device: DeviceID, first: UInt64, last: UInt64, _ bodies: [LogEncoder.EncodedTransaction],
+                                  _ recorded: inout Set<UInt64>) async throws -> [ContainerName] {
+        let mine = try snapshot.transactions(bodies, device: device)
+        guard mine.count == Int(last - first + 1), mine.first?.sequence == first else { return [] }
+        var covered = IndexSet()
+        for blob in try await logs(of: device, overlapping: first...last) {
+            guard let parsed = ContainerLayout.parseLog(blob.name), (parsed.first, parsed.last) != (first, last),
+                  let bytes = try? await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes),
+                  let log = try? decoder.open(bytes), log.header.deviceID == device,
+                  let theirs = try? log.transactions() else { return [] }
+            for t in theirs where (first...last).contains(t.sequence) {
+                guard t == mine[Int(t.sequence - first)] else { return [] }
+                covered.insert(Int(t.sequence))
+            }
+        }
+        guard !covered.isEmpty else { return [] }
+        var free = IndexSet(integersIn: Int(first)...Int(last))
+        free.subtract(covered)
+        let encoder = LogEncoder(storeID: snapshot.storeID)
+        var put: [ContainerName] = []
+        for range in free.rangeView {
+            let (a, b) = (UInt64(range.lowerBound), UInt64(range.upperBound - 1))
+            let name = ContainerLayout.log(store: snapshot.storeID, device: device, first: a, last: b)
+            let bytes = try encoder.encode(bodies: Array(bodies[Int(a - first)...Int(b - first)]), device: device, schemaHash: snapshot.schema.hash)
+            try await recordSchema(of: bytes, &recorded)
+            try snapshot.notePutBack(name, at: clock.nowMilliseconds())
+            do { try await container.put(name, bytes) } catch let error as ChronicleError where error.code == .blobConflict { continue }
+            logger.notice("put back the part of a log that other logs do not hold", metadata: ["chronicle.log": "\(name)"])
+            put.append(name)
+        }
+        return put
+    }
+
+    /// The logs of `device` in the container that hold any of `sequences`.
+    /// A log overlapping a sequence starts in its shard or the one before
+    /// it (`ContainerLayout.maxSequencesPerLog`): only those shards are listed.
+    private func logs(of device: DeviceID, overlapping sequences: ClosedRange<UInt64>) async throws -> [BlobInfo] {
+        let firstShard = sequences.lowerBound / ContainerLayout.sequencesPerShard
+        var found: [BlobInfo] = []
+        for shard in (firstShard == 0 ? 0 : firstShard - 1)...(sequences.upperBound / ContainerLayout.sequencesPerShard) {
+            let prefix = ContainerLayout.logShardPrefix(store: snapshot.storeID, device: device, shard: shard)
+            var cursor: ContainerName?
+            while true {
+                let page = try await container.list(prefix: prefix, after: cursor, limit: pageSize)
+                found += page.filter { blob in
+                    ContainerLayout.parseLog(blob.name).map { $0.device == device && $0.first <= sequences.upperBound && $0.last >= sequences.lowerBound } ?? false
+                }
+                guard page.count == pageSize, let last = page.last else { break }
+                cursor = last.name
+            }
+        }
+        return found
     }
 
     /// What one scrub pass found: logs of other devices, applied by this
@@ -768,6 +829,9 @@ package struct Replayer: Sendable {
         /// Nothing more of this device this pass, not even what was queued
         /// (one of its logs failed to apply).
         var stopped = false
+        /// Whether this pass looked for a log overlapping the sequences
+        /// applied (see ``Replayer/straddlingLog(of:)``).
+        var probed = false
 
         init(device: DeviceID, store: StoreID, after start: UInt64) {
             self.device = device
@@ -877,6 +941,25 @@ package struct Replayer: Sendable {
             }
             if parsed.last <= lane.through { continue }
             if parsed.first > lane.through + 1 {
+                // Before calling it a gap: a log that starts at or before
+                // what was applied and goes on past it holds the next
+                // sequences (two copies of one device folder, each with its
+                // own cut of the same saves into logs, both in the
+                // container). Its listing sorts before the cursor.
+                if !lane.probed, let straddling = await straddlingLog(of: lane) {
+                    lane.probed = true
+                    guard let log = await fetch(straddling, device: lane.device, into: &report) else {
+                        lane.fetching = false
+                        return
+                    }
+                    lane.queue.append((straddling, log))
+                    lane.queuedBytes += log.body.count
+                    lane.through = log.header.lastSequence
+                    lane.cursor = ContainerLayout.log(store: snapshot.storeID, device: lane.device, first: lane.through, last: .max)
+                    lane.listed = []
+                    lane.listedAll = false
+                    continue
+                }
                 lane.gap = (lane.through + 1, parsed.first)
                 lane.fetching = false
                 return
@@ -890,6 +973,16 @@ package struct Replayer: Sendable {
             lane.queuedBytes += log.body.count
             lane.through = parsed.last
         }
+    }
+
+    /// The log of `lane`'s device that holds sequences both through and
+    /// after what the lane has (the one that goes furthest), if any. A
+    /// listing that fails finds nothing: the gap stands this pass.
+    private func straddlingLog(of lane: Lane) async -> ContainerName? {
+        guard let overlapping = try? await logs(of: lane.device, overlapping: lane.through...(lane.through + 1)) else { return nil }
+        return overlapping.compactMap { blob in ContainerLayout.parseLog(blob.name).map { (blob.name, $0) } }
+            .filter { $0.1.first <= lane.through && $0.1.last > lane.through }
+            .max { $0.1.last < $1.1.last }?.0
     }
 
     /// Fetches and verifies one log; a failure is recorded and gives nil.

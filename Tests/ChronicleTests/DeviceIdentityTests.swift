@@ -704,6 +704,101 @@ import Testing
         for s in [a, b] { try await s.close() }
     }
 
+    /// Two copies of one folder that cut the same saves into different logs
+    /// can leave both cuts in a synced folder (each copy checked only what
+    /// had reached it): `1-2` and `1-4`. A device that applied `1-2` takes
+    /// the rest of `1-4` instead of waiting at sequence 3 for good.
+    @Test func aLogThatOverlapsWhatWasAppliedFillsTheGapAfterIt() async throws {
+        let world = try World()
+        let a = try await world.open("a")
+        let c = try await world.open("c")
+        var notes = try await world.save(a, "a", 2)
+        try await a.sync()
+        try await c.sync()
+        notes += try await world.save(a, "a-more", 2)
+        try await a.sync()
+        notes += try await world.save(a, "a-last", 1)
+        try await a.sync()
+        let store = a.storeID, device = a.deviceID
+        let bodies = try #require(try a.snapshot.outboxTransactions(first: 1, last: 4))
+        let straddling = try LogEncoder(storeID: store).encode(bodies: bodies, device: device, schemaHash: a.snapshot.schema.hash)
+        try await a.close()
+        // The other cut replaces 3-4, written in place as a sync service would.
+        try await world.container.delete(ContainerLayout.log(store: store, device: device, first: 3, last: 4))
+        let name = ContainerLayout.log(store: store, device: device, first: 1, last: 4)
+        try Data(straddling).write(to: world.root.appendingPathComponent("container/blobs/\(name.rawValue)"))
+
+        let report = try await c.sync()
+        #expect(report.imported.gaps.isEmpty, "\(report.imported.gaps)")
+        #expect(try c.snapshot.vector()[device] == 5)
+        let visible = Set(try await c.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note") })
+        #expect(visible == Set(notes))
+        try await c.close()
+    }
+
+    /// The original's log `1-4` never arrived; a copy of its folder then put
+    /// its own cut of the same first saves (`1-2`), and the original its
+    /// `5-5`. The original moves to a new ID; it puts back the part of its
+    /// lost log that the copy's does not hold (`3-4`), so that a device that
+    /// applied `1-2` reaches `5-5`.
+    @Test func aMovedDevicePutsBackThePartOfALostLogThatACopysLogDoesNotHold() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        var notes = try await world.save(a, "a", 2)
+        try await a.close()
+        try world.copy("a", to: "twin")
+        a = try await world.open("a")
+        let c = try await world.open("c")
+        notes += try await world.save(a, "a-more", 2)
+        try await a.sync()
+        let store = a.storeID, old = a.deviceID
+        try await world.container.delete(ContainerLayout.log(store: store, device: old, first: 1, last: 4))
+        let twin = try await world.open("twin")
+        try await twin.sync()
+        #expect(try await world.logRanges()[old] == [1...2], "the copy put its own cut")
+        try await c.sync()
+        notes += try await world.save(a, "a-last", 1)
+        try await a.sync()
+        #expect(a.deviceID != old, "the original moved")
+        #expect(Set(try await world.logRanges()[old] ?? []) == [1...2, 3...4, 5...5])
+        let report = try await c.sync()
+        #expect(report.imported.gaps.isEmpty, "\(report.imported.gaps)")
+        #expect(try c.snapshot.vector()[old] == 5)
+        try await Self.expectConverged(world, [a, twin, c], notes: notes)
+        for s in [a, twin, c] { try await s.close() }
+    }
+
+    /// As above, but the copy's `1-2` holds another save 2 than the
+    /// original's: the original's `5-5` then reaches no device under the old
+    /// ID (they wait at sequence 3). The original carries every save from
+    /// the first one the old ID's logs cannot deliver, `5` included, with
+    /// its clock and changes as made.
+    @Test func aMovedDeviceCarriesItsSavesAfterTheFirstOneOthersCannotReach() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        var notes = try await world.save(a, "a", 1)
+        try await a.close()
+        try world.copy("a", to: "twin")
+        a = try await world.open("a")
+        let c = try await world.open("c")
+        notes += try await world.save(a, "a-more", 3)
+        try await a.sync()
+        let store = a.storeID, old = a.deviceID
+        try await world.container.delete(ContainerLayout.log(store: store, device: old, first: 1, last: 4))
+        let twin = try await world.open("twin")
+        notes += try await world.save(twin, "twin", 1)
+        try await twin.sync()
+        try await c.sync()
+        notes += try await world.save(a, "a-last", 1)
+        try await a.sync()
+        let moved = try #require(await a.identityChanges.last)
+        #expect(moved.previous == old)
+        #expect(moved.carriedOver.map(\.old) == [2, 3, 4, 5], "saves carried as they were made, the unreachable 5 included")
+        #expect(moved.keptSaves == 0)
+        try await Self.expectConverged(world, [a, twin, c], notes: notes)
+        for s in [a, twin, c] { try await s.close() }
+    }
+
     /// A device never re-applies its own baseline, and an incomplete newest
     /// baseline is waited for only so long, then passed over.
     @Test func baselinesOwnAndIncomplete() async throws {
