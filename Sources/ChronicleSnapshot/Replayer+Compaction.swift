@@ -217,8 +217,8 @@ extension Replayer {
 
     /// Publishes this device's state as a baseline that stands in for a
     /// damaged or lost one; returns its folder and vector.
-    private func publishStandIn() async throws -> (prefix: String, vector: [DeviceID: UInt64]) {
-        let published = try await publishBaseline()
+    private func publishStandIn(replacing damaged: String? = nil) async throws -> (prefix: String, vector: [DeviceID: UInt64]) {
+        let published = try await publishBaseline(replacing: damaged)
         let first = try await container.get(try ContainerName(published.prefix + "00000001" + ContainerLayout.baselinePartExtension),
                                             maxBytes: decoder.limits.maxLogBytes)
         guard case .baseline(_, let part) = try await decodeLearning(first) else {
@@ -364,6 +364,10 @@ extension Replayer {
         }
     }
 
+    /// The snapshot metadata naming a baseline part found damaged, for the
+    /// next ``checkBaselines(interval:)``.
+    static let suspectBaselinePartKey = "baseline_check_suspect"
+
     /// One bounded check of the baselines that hold saves no log may hold:
     /// the one the compaction marker names (the removed logs' only copy),
     /// and the store's newest complete one (a store that starts from a
@@ -375,10 +379,16 @@ extension Replayer {
     /// one covered, points the compaction marker at it if the marker named
     /// the damaged one, and removes the damaged one. Returns the new
     /// baseline's folder when it did.
+    ///
+    /// A part another step of this device found damaged (see
+    /// ``compact(retention:)``) is read at the next check, whatever the
+    /// interval.
     package func checkBaselines(interval: UInt64) async throws -> String? {
         let now = clock.nowMilliseconds()
-        if let last = try snapshot.metadata("baseline_check_at").flatMap(UInt64.init), now >= last, now - last < interval { return nil }
+        let suspect = try snapshot.metadata(Self.suspectBaselinePartKey).flatMap { try? ContainerName($0) }
+        if suspect == nil, let last = try snapshot.metadata("baseline_check_at").flatMap(UInt64.init), now >= last, now - last < interval { return nil }
         try snapshot.setMetadata("baseline_check_at", String(now))
+        try snapshot.setMetadata(Self.suspectBaselinePartKey, nil)
         let markerName = ContainerLayout.compaction(store: snapshot.storeID)
         let marker = try await container.readMarker(markerName)
         let horizon = marker.flatMap { try? CompactionHorizon(markerBytes: $0.bytes) }
@@ -408,7 +418,8 @@ extension Replayer {
                 let index = previous % parts.count
                 // The first part says what the baseline covers, the last one
                 // that it is whole: both every time, the others in turn.
-                for i in Set([0, index, parts.count - 1]).sorted() {
+                let suspected = parts.firstIndex { $0.1 == suspect }
+                for i in Set([0, index, parts.count - 1] + (suspected.map { [$0] } ?? [])).sorted() {
                     do {
                         let decoded = try await decodeLearning(try await container.get(parts[i].1, maxBytes: decoder.limits.maxLogBytes))
                         if i == 0, case .baseline(_, let part) = decoded { covered = part.vector }
@@ -439,7 +450,7 @@ extension Replayer {
             guard holds else { continue }
             logger.warning("a baseline that holds saves no log may hold is damaged; publishing one in its place",
                            metadata: ["chronicle.baseline": "\(target)", "chronicle.problem": "\(problem)"])
-            let published = try await publishStandIn()
+            let published = try await publishStandIn(replacing: target)
             // This device's own baseline, put back where it was.
             guard published.prefix != target else { return published.prefix }
             if let marker, let horizon, target == horizon.baseline {
@@ -493,6 +504,9 @@ extension Replayer {
                 } catch let error as ChronicleError where !error.code.isTransient && error.code != .simulatedCrash {
                     report.passedOverBaselines.append(names[0].rawValue)
                     logger.warning("compaction passes over a baseline that does not verify", metadata: ["chronicle.baseline": "\(name)", "chronicle.error": "\(error)"])
+                    // The next baseline check reads this part at once: it may
+                    // be the only copy of saves the logs no longer hold.
+                    try snapshot.setMetadata(Self.suspectBaselinePartKey, name.rawValue)
                     continue candidates
                 }
                 if name == names[0], case .baseline(_, let part) = decoded { vector = part.vector }

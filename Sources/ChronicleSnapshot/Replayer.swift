@@ -629,9 +629,15 @@ package struct Replayer: Sendable {
     /// then the final one, so a reader that sees the final part and every
     /// part before it has the whole baseline. Returns the folder the parts
     /// are in and how many there are.
+    ///
+    /// `damaged` names a baseline found damaged that this one stands in
+    /// for. If this one has the same name (the same state), the damaged
+    /// copy's parts go first: split into parts of another size (published
+    /// with other `partBytes`), they would clash with these, and a mix of
+    /// the two splits is no baseline.
     @discardableResult
     package func publishBaseline(partBytes: Int = Snapshot.baselinePartBytes, for target: StoreID? = nil,
-                                 publisher: DeviceID? = nil) async throws -> (prefix: String, parts: Int, records: Int) {
+                                 publisher: DeviceID? = nil, replacing damaged: String? = nil) async throws -> (prefix: String, parts: Int, records: Int) {
         let store = target ?? snapshot.storeID
         if store == snapshot.storeID, try !snapshot.vector().contains(where: { $0.key != snapshot.deviceID && $0.value > 0 }) {
             // A copy that has not started from the store's baseline yet (one
@@ -653,8 +659,10 @@ package struct Replayer: Sendable {
         // a baseline only once it is whole); split another way, they would
         // clash with this publish's. They go first.
         let earlier = try await container.listAll(prefix: prefix)
-        if !earlier.isEmpty, try await !isWholeBaseline(earlier.map(\.name)) {
-            logger.notice("removing the parts of an earlier publish of this baseline that did not finish", metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(earlier.count)"])
+        let replacingDamaged = prefix == damaged
+        if !earlier.isEmpty, try await replacingDamaged ? true : !isWholeBaseline(earlier.map(\.name)) {
+            logger.notice(replacingDamaged ? "removing the damaged copy of this baseline before publishing it again" : "removing the parts of an earlier publish of this baseline that did not finish",
+                          metadata: ["chronicle.baseline": "\(prefix)", "chronicle.parts": "\(earlier.count)"])
             for blob in earlier {
                 do { try await container.delete(blob.name) } catch let error as ChronicleError where error.code == .notFound {}
             }

@@ -35,8 +35,11 @@ import Testing
     ///   the damaged one (they have the same name);
     /// - 0x44637: after two wipes, a device that had seen only an older
     ///   compaction marker wrote it again, and the newer one's logs of a
-    ///   device whose outbox had dropped them were nowhere.
-    static let compactionSeeds: [UInt64] = [0x50, 0x29, 0xb7, 0x26, 0x5c, 0x445d1, 0x44637]
+    ///   device whose outbox had dropped them were nowhere;
+    /// - 0x5096b: a middle part of the compaction marker's baseline rotted;
+    ///   a compaction found it, but the baseline check reads one middle part
+    ///   per ten minutes, and devices that joined could not start from it.
+    static let compactionSeeds: [UInt64] = [0x50, 0x29, 0xb7, 0x26, 0x5c, 0x445d1, 0x44637, 0x5096b]
 
     @Test(arguments: compactionSeeds)
     func pinnedCompactionSeeds(seed: UInt64) async throws {

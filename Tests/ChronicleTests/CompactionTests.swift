@@ -274,6 +274,38 @@ import Testing
         #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'note % saved while a device was away'", on: 1) == 200)
     }
 
+    /// A middle part of the marker's baseline rots. The baseline check reads
+    /// one middle part per ten minutes, in turn; a compaction reads them all
+    /// and finds it first. The part it found is read at the next sync, and
+    /// the maker puts it back before a device that was away needs it.
+    @Test func aDamagedPartACompactionFindsIsCheckedAtTheNextSync() async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        let (maker, away) = (d.stores[0], d.stores[1])
+        try await d.syncAll()
+        d.clock.advance(byMilliseconds: 2 * 3_600_000)
+        try await maker.write { tx in
+            for i in 0..<200 { tx.insert("Note", ["title": .string("note \(i) saved while a device was away")]) }
+        }
+        try await maker.sync()
+        let published = try await maker.publishBaseline(partBytes: 1024)
+        #expect(published.parts > 3)
+        #expect(try await maker.compact(retention: .seconds(3_600)).passedOverDevices == [away.deviceID])
+        _ = try await maker.sync()
+        let parts = try await d.container.listAll(prefix: published.prefix).map(\.name).sorted { $0.rawValue < $1.rawValue }
+        let middle = parts[parts.count / 2]
+        var bytes = try await d.container.get(middle)
+        bytes[bytes.count - 3] ^= 0x10
+        try await d.container.delete(middle)
+        try await d.container.put(middle, bytes)
+        #expect(try await maker.compact(retention: .seconds(3_600)).passedOverBaselines == [parts[0].rawValue])
+        // A minute later, well within the check's interval.
+        d.clock.advance(byMilliseconds: 60_000)
+        _ = try await maker.sync()
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+        #expect(try await d.count("SELECT COUNT(*) FROM Note WHERE title LIKE 'note % saved while a device was away'", on: 1) == 200)
+    }
+
     /// A device whose clock ran years ahead reported how far it applied
     /// with that date, then went away: its report does not hold compaction
     /// back until that date. It is passed over, like a device away longer
