@@ -56,6 +56,14 @@ struct RecordCopy {
     /// them since (a delete or an edit made before the copy but uploaded
     /// after it), and a copy must not undo that.
     var copies: [ClosedRange<HybridTimestamp>] = []
+    /// For a carry of selected records (``only``, ``Existing/overwrite``):
+    /// the records among them the source deleted, each with the saves that
+    /// make it, whole (``Snapshot/history(of:_:)``). One the destination
+    /// does not know yet gets those saves, at their own clocks: another
+    /// copy of the source's folder may bring the record there later
+    /// (carrying its own copy, made before the delete), and the delete must
+    /// win over it as it would in a sync.
+    var deletedHistories: [RecordID: (entity: String, saves: [Transaction])] = [:]
 
     /// Where records come from: a store, or rows read from one earlier
     /// (``extract(from:only:)``), for a store that cannot stay open.
@@ -361,6 +369,17 @@ struct RecordCopy {
                 // the destination's copy is the one there is.
                 if case .store(let store) = source {
                     deletes = try deletes.filter { try store.snapshot.recordVersions(entity: $0.entity, id: $0.id) != nil }
+                }
+                // The source's deletes of records the destination does not
+                // know: kept at their own clocks.
+                let held = Set(deletes.map(\.id))
+                let snapshot = destination.snapshot
+                for id in gone.subtracting(held).sorted() {
+                    guard let record = deletedHistories[id], !record.saves.isEmpty,
+                          try snapshot.recordVersions(entity: record.entity, id: id) == nil else { continue }
+                    _ = try snapshot.adopt(record.saves)
+                    report.deleted += 1
+                    report.transactions += record.saves.count
                 }
             }
         }

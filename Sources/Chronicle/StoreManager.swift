@@ -1866,7 +1866,7 @@ public actor StoreManager {
         }
         // What to carry, read while the old store is open (one store of a folder is open at a time).
         var carry: (rows: [RecordID: RecordCopy.SourceRow], only: Set<RecordID>, fields: [RecordID: Set<String>], clock: HybridTimestamp,
-                    survivors: [RecordID: RecordID])?
+                    survivors: [RecordID: RecordID], deleted: [RecordID: (entity: String, saves: [Transaction])])?
         var unchanged: [Transaction] = []
         // This device's ID in the old store.
         var previousDevice: DeviceID?
@@ -1928,13 +1928,14 @@ public actor StoreManager {
                 var only: Set<RecordID> = []
                 var fields: [RecordID: Set<String>] = [:]
                 var whole: Set<RecordID> = []
+                var deleted: [RecordID: String] = [:]
                 for save in saves {
                     for change in save.changes {
                         only.insert(change.recordID)
                         switch change.kind {
                         case .insert: whole.insert(change.recordID)
                         case .update: fields[change.recordID, default: []].formUnion(change.values.map(\.name))
-                        case .delete: break
+                        case .delete: deleted[change.recordID] = change.entity
                         }
                     }
                 }
@@ -1943,8 +1944,13 @@ public actor StoreManager {
                 for id in whole where fields[id] == nil { fields[id] = [] }
                 if !only.isEmpty {
                     try await configuration.beforeCarrying?(previous)
+                    // The deleted ones whole: the new store may not know them yet.
+                    var histories: [RecordID: (entity: String, saves: [Transaction])] = [:]
+                    for (id, entity) in deleted {
+                        if let saves = try previous.snapshot.history(of: entity, id) { histories[id] = (entity, saves) }
+                    }
                     carry = (try await RecordCopy.extract(from: previous, schema: configuration.store.schema, only: only), only, fields,
-                             try previous.snapshot.latestClock(), try previous.snapshot.survivors(of: only))
+                             try previous.snapshot.latestClock(), try previous.snapshot.survivors(of: only), histories)
                 }
                 try await previous.close()
             } catch {
@@ -1994,6 +2000,7 @@ public actor StoreManager {
                     copy.fields = carry.fields
                     copy.sourceClock = carry.clock
                     copy.survivors = carry.survivors
+                    copy.deletedHistories = carry.deleted
                     report = try await copy.run(from: .rows(carry.rows), into: store)
                 }
             } catch {

@@ -203,35 +203,55 @@ extension Snapshot {
                 throw ChronicleError.sqlite(error, .database, "reading the records of the new copy failed")
             }
             for (record, there) in zip(page, held) {
-                let entity = schema.entities[record.entity]
-                let state = record.state
-                var writes: [Version: [FieldValue]] = [:]
-                for entry in state.fields.entries {
-                    if let theirs = there?.fields[entry.index], theirs.version.clock >= entry.version.clock { continue }
-                    writes[entry.version, default: []].append(FieldValue(entity.fields[entry.index].name, entry.value))
-                }
-                if state.inserted, !(there?.inserted ?? false) {
-                    // The insert came with the oldest write; it wrote every
-                    // field, so it carries every field this snapshot has (a
-                    // value written later is written later again, by its
-                    // own save, where it is newer than what is there). A
-                    // record with no field left has only its delete.
-                    if let version = state.fields.entries.map(\.version).min() ?? state.deleteVersion {
-                        let first = version
-                        let values = state.fields.entries.map { FieldValue(entity.fields[$0.index].name, $0.value) }
-                        origins[first, default: []].append(Change(.insert, entity: entity.name, recordID: record.id, values: values))
-                        writes[first] = nil
-                    }
-                }
-                for (origin, values) in writes {
-                    origins[origin, default: []].append(Change(.update, entity: entity.name, recordID: record.id, values: values))
-                }
-                if let deleted = state.deleteVersion, there?.deleteVersion.map({ $0.clock < deleted.clock }) ?? true {
-                    origins[deleted, default: []].append(Change(.delete, entity: entity.name, recordID: record.id))
-                }
+                writes(of: record.state, schema.entities[record.entity], record.id, lacking: there, into: &origins)
             }
         }
         return (try destination.adopt(Self.saves(origins, schemaHash: schema.hash)).count, unreadable)
+    }
+
+    /// The writes of record `id` (its state here `state`) that `there`, the
+    /// same record elsewhere (nil: not there at all), lacks, added to
+    /// `origins` by the version (the original save) each came with.
+    private func writes(of state: RecordState, _ entity: Entity, _ id: RecordID, lacking there: RecordState?, into origins: inout [Version: [Change]]) {
+        var writes: [Version: [FieldValue]] = [:]
+        for entry in state.fields.entries {
+            if let theirs = there?.fields[entry.index], theirs.version.clock >= entry.version.clock { continue }
+            writes[entry.version, default: []].append(FieldValue(entity.fields[entry.index].name, entry.value))
+        }
+        if state.inserted, !(there?.inserted ?? false) {
+            // The insert came with the oldest write; it wrote every
+            // field, so it carries every field this snapshot has (a
+            // value written later is written later again, by its
+            // own save, where it is newer than what is there). A
+            // record with no field left has only its delete.
+            if let version = state.fields.entries.map(\.version).min() ?? state.deleteVersion {
+                let first = version
+                let values = state.fields.entries.map { FieldValue(entity.fields[$0.index].name, $0.value) }
+                origins[first, default: []].append(Change(.insert, entity: entity.name, recordID: id, values: values))
+                writes[first] = nil
+            }
+        }
+        for (origin, values) in writes {
+            origins[origin, default: []].append(Change(.update, entity: entity.name, recordID: id, values: values))
+        }
+        if let deleted = state.deleteVersion, there?.deleteVersion.map({ $0.clock < deleted.clock }) ?? true {
+            origins[deleted, default: []].append(Change(.delete, entity: entity.name, recordID: id))
+        }
+    }
+
+    /// Saves that make record `id` of `entity` what it is here, whole (its
+    /// insert, later writes and delete), each at the version it came with;
+    /// nil for a record this snapshot does not know. For a deleted record
+    /// carried into a store that does not know it (see `RecordCopy`).
+    package func history(of entity: String, _ id: RecordID) throws -> [Transaction]? {
+        guard let index = schema.entityIndex(named: entity) else { throw ChronicleError(.unknownEntity, "no entity named \(entity)") }
+        let state = try pool.read { db in
+            try MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local).loadState(index, id)
+        }
+        guard let state else { return nil }
+        var origins: [Version: [Change]] = [:]
+        writes(of: state, schema.entities[index], id, lacking: nil, into: &origins)
+        return Self.saves(origins, schemaHash: schema.hash)
     }
 
     /// The deletes this snapshot holds that `destination` lacks, for a

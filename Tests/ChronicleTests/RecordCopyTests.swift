@@ -59,6 +59,37 @@ import Testing
         try await source.close()
         try await destination.close()
     }
+    /// A device carries into a new store a note it made and deleted while
+    /// away; the new store has never known the note. A copy of the device's
+    /// folder, made between the insert and the delete, carries the note
+    /// there afterwards. The delete wins, as it would have in a sync: the
+    /// first carry gives the new store the note's whole history (insert,
+    /// then delete, at their own clocks), and the copy's carry finds it
+    /// deleted.
+    @Test func aCarriedDeleteOfARecordTheDestinationNeverKnewWinsOverALaterCopy() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let note = RecordID(UUID())
+        let destination = try await store("destination")
+        let source = try await store("source")
+        try await source.write { tx in _ = tx.insert("Note", ["title": .string("made away")], id: note) }
+        let twin = try await store("twin")
+        try await twin.write { tx in _ = tx.insert("Note", ["title": .string("made away")], id: note) }
+        try await source.write { tx in tx.delete("Note", id: note) }
+
+        var carry = RecordCopy(schema: Self.schema, batchSize: 500, existing: .overwrite, only: [note])
+        carry.deletedHistories = [note: ("Note", try #require(try source.snapshot.history(of: "Note", note)))]
+        let report = try await carry.run(from: source, into: destination)
+        #expect(report.deleted == 1, "\(report)")
+        let state = try #require(try destination.snapshot.recordVersions(entity: "Note", id: note))
+        #expect(state.inserted && state.deleteVersion != nil, "the new store holds the note's insert and its delete")
+        #expect(state.fields["title"] == (try source.snapshot.recordVersions(entity: "Note", id: note))?.fields["title"],
+                "at the clocks they were made with")
+
+        _ = try await RecordCopy(schema: Self.schema, batchSize: 500, existing: .overwrite, only: [note]).run(from: twin, into: destination)
+        #expect(try await destination.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") } == 0, "the delete wins over the copy")
+        for s in [source, twin, destination] { try await s.close() }
+    }
+
     /// Regression: a device leaving a cloud store deleted on purpose carries
     /// its saves the store never got, the seed of its local data among
     /// them when its copy had not imported that seed yet (an import cut
