@@ -95,7 +95,6 @@ import Testing
         (0x1fed, "a device leaving a deleted store whose copy had not imported the seed of its own local data deleted that data from its local store: the copy knew nothing of the seeded folder, and the carry took that for a delete"),
         (0x23dc, "the harness flipped a bit in the only copy of a twin's update, uploaded just before the twin lost its -wal; the device it shared the ID with never held it"),
         (0x182e, "a device on a deleted store whose tombstone a wipe took put the pointer back to it; its deleter wrote the tombstone again and removed the pointer, and the two stores left stayed active with no pointer: devices turning the cloud on could join neither"),
-        (0x557e3, "a twin deleted in its fallback store a folder the cloud store did not know yet; the merge dropped the delete, and the original's merge brought the folder back"),
     ]
 
     @Test(arguments: busySeeds.map(\.seed))
