@@ -64,12 +64,6 @@ struct RecordCopy {
     /// (carrying its own copy, made before the delete), and the delete must
     /// win over it as it would in a sync.
     var deletedHistories: [RecordID: (entity: String, saves: [Transaction])] = [:]
-    /// With ``Existing/newer``: the source stood in for the destination (a
-    /// fallback store for the cloud store), so a record it deleted that the
-    /// destination does not know goes there whole (see
-    /// ``Snapshot/deletes(missingIn:mergedInto:wholeIfUnknown:)``). A local
-    /// store's deleted records stay on the device.
-    var sourceStoodIn = false
 
     /// Where records come from: a store, or rows read from one earlier
     /// (``extract(from:only:)``), for a store that cannot stay open.
@@ -142,8 +136,7 @@ struct RecordCopy {
         var deletes: [(entity: String, id: RecordID)] = []
         if existing == .newer, only == nil, case .store(let store) = source {
             let missing = try store.snapshot.deletes(missingIn: destination.snapshot,
-                                                     mergedInto: try store.snapshot.merged(into: destination.snapshot.storeID),
-                                                     wholeIfUnknown: sourceStoodIn)
+                                                     mergedInto: try store.snapshot.merged(into: destination.snapshot.storeID))
             if !missing.original.isEmpty {
                 _ = try destination.snapshot.adopt(missing.original)
                 report.deleted += missing.original.reduce(0) { $0 + $1.changes.count }

@@ -2575,7 +2575,6 @@ public actor StoreManager {
         do {
             var copy = RecordCopy(schema: configuration.store.schema, batchSize: configuration.mergeBatchSize, existing: .newer)
             copy.copies = try Self.copies(in: local.snapshot, of: cloud.snapshot.storeID)
-            copy.sourceStoodIn = kind == .fallback
             let report = try await copy.run(from: local, into: cloud)
             // For the next merge: a delete of one of these reaches the
             // record it was found as.

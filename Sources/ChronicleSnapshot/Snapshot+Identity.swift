@@ -280,13 +280,8 @@ extension Snapshot {
     /// A record `destination` shows with a value this snapshot never had,
     /// written after the delete, stays: a write newer than a delete brings
     /// the record back, as a sync would. One `destination` does not know is
-    /// left out (it has nothing to delete), unless `wholeIfUnknown`: then it
-    /// is in `original` whole, its insert, later writes and delete at their
-    /// own versions, for a store that stood in for `destination` (a
-    /// fallback store), whose saves were made for it: a copy of this
-    /// store's folder may bring the record there later, and the delete must
-    /// win over it as in a sync.
-    package func deletes(missingIn destination: Snapshot, mergedInto merged: [RecordID: RecordID] = [:], wholeIfUnknown: Bool = false) throws
+    /// left out: it has nothing to delete.
+    package func deletes(missingIn destination: Snapshot, mergedInto merged: [RecordID: RecordID] = [:]) throws
         -> (original: [Transaction], seen: [(entity: String, id: RecordID)]) {
         guard destination.schema.hash == schema.hash else {
             throw ChronicleError(.schemaMismatch, "carrying deletes needs both copies on one schema version")
@@ -369,10 +364,8 @@ extension Snapshot {
                 for (record, there) in zip(page, there) {
                     let deleted = record.state.deleteVersion!
                     let entity = schema.entities[record.entity].name
-                    guard let held = there.state else {
-                        if wholeIfUnknown { writes(of: record.state, schema.entities[record.entity], record.id, lacking: nil, into: &origins) }
-                        continue
-                    }
+                    // One it does not know it never needs deleted.
+                    guard let held = there.state else { continue }
                     if let gone = held.deleteVersion, gone.clock >= deleted.clock { continue }
                     let later = held.fields.entries.filter { $0.version.clock > deleted.clock }
                     if later.isEmpty {

@@ -90,35 +90,6 @@ import Testing
         for s in [source, twin, destination] { try await s.close() }
     }
 
-    /// A fallback store (standing in for the cloud store) merged into the
-    /// cloud store carries a record it deleted that the cloud store never
-    /// knew, whole: a copy of the folder that merges its own fallback store
-    /// afterwards (made before the delete) does not bring it back. A local
-    /// store's deleted records, kept with the cloud off, stay on the device.
-    @Test(arguments: [true, false]) func aMergedDeleteOfARecordTheCloudNeverKnew(fallback: Bool) async throws {
-        defer { try? FileManager.default.removeItem(at: root) }
-        let note = RecordID(UUID())
-        let cloud = try await store("cloud")
-        let source = try await store("source")
-        try await source.write { tx in _ = tx.insert("Note", ["title": .string("made in the fallback store")], id: note) }
-        let twin = try await store("twin")
-        try await twin.write { tx in _ = tx.insert("Note", ["title": .string("made in the fallback store")], id: note) }
-        try await source.write { tx in tx.delete("Note", id: note) }
-
-        var merge = RecordCopy(schema: Self.schema, batchSize: 500, existing: .newer)
-        merge.sourceStoodIn = fallback
-        _ = try await merge.run(from: source, into: cloud)
-        let state = try cloud.snapshot.recordVersions(entity: "Note", id: note)
-        if fallback {
-            #expect(state?.inserted == true && state?.deleteVersion != nil, "the cloud store holds the note's insert and delete")
-        } else {
-            #expect(state == nil, "a local store's deleted record is not uploaded")
-        }
-        _ = try await RecordCopy(schema: Self.schema, batchSize: 500, existing: .newer).run(from: twin, into: cloud)
-        #expect(try await cloud.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Note") } == (fallback ? 0 : 1))
-        for s in [source, twin, cloud] { try await s.close() }
-    }
-
     /// Regression: a device leaving a cloud store deleted on purpose carries
     /// its saves the store never got, the seed of its local data among
     /// them when its copy had not imported that seed yet (an import cut
