@@ -159,7 +159,8 @@ struct ImportLogs: AsyncParsableCommand {
             checked before anything is written: a document that does not read writes nothing. Run it again after an \
             interruption: logs the container holds with the same content are passed over. Nothing the container holds \
             is replaced: a log there with other content, or one overlapping an imported log's sequences, is reported \
-            as a conflict and left as it is (exit status 1). The container is created if it does not exist.
+            as a conflict and left as it is (exit status 1). The container is created if it does not exist (in a \
+            new or empty folder: a folder that holds other files is refused).
             """)
 
     @OptionGroup var container: ContainerOptions

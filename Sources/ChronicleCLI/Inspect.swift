@@ -60,7 +60,8 @@ struct ContainerOptions: ParsableArguments {
             if FileManager.default.fileExists(atPath: location, isDirectory: &isDirectory), isDirectory.boolValue,
                let entries = try? FileManager.default.contentsOfDirectory(atPath: location), !entries.isEmpty,
                !entries.contains(ContainerLayout.Directory.blobs), !entries.contains(ContainerLayout.Directory.markers) {
-                throw ChronicleError(.notFound, "\(location) is a folder that holds other files and no container: name a new or empty folder, or one `chronicle init` made")
+                throw ChronicleError(.notFound, "\(location) is a folder that holds other files and no container"
+                                     + (entries.contains("device.json") ? " (it is a device folder)" : "") + ": name a new or empty folder, or one `chronicle init` made")
             }
         }
         return try await open(location, create: true, syncedFolder: syncedFolder, followRootSymlink: followRootSymlink)
@@ -84,7 +85,8 @@ struct Init: AsyncParsableCommand {
         discussion: """
             Every other command refuses a container directory that does not exist or holds no container, \
             so that a mistyped path or an unmounted network share never becomes a separate, empty container. \
-            Run init once, where the container should live; running it again changes nothing. It writes the \
+            Run init once, where the container should live (a new or empty folder: one that holds other files, \
+            a device folder say, is refused); running it again changes nothing. It writes the \
             container's account marker, so that devices working on copies of the folder (a sync service's \
             replicas) before any of them synced agree on the account: each first device would otherwise \
             write its own, and a sync service keeping one would leave the others' saves under an account \
@@ -97,7 +99,9 @@ struct Init: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors(output) {
             let existed = (try? await location.open()) != nil
-            let container = try await location.open(create: true)
+            // A folder holding other files (a device folder, say) is refused.
+            let container = try await ContainerOptions.openDestination(location.container, followRootSymlink: location.followRootSymlink,
+                                                                         syncedFolder: location.syncedFolder)
             if try await container.readMarker(ContainerLayout.account) == nil {
                 var random = SystemRandomNumberGenerator()
                 let token = (0..<2).map { _ in String(random.next() as UInt64, radix: 16) }.joined(separator: "-")

@@ -188,7 +188,10 @@ struct Sync: AsyncParsableCommand {
                 // The store starts from a baseline, and none is complete and intact here.
                 lines.append("waiting: the store starts from a baseline, and no complete, intact one is in the container yet (still arriving, or damaged: `chronicle verify` tells)")
             } else {
-                lines.append("waiting: baseline \(waiting) is still being written")
+                // The report names the baseline's first part; its folder says which baseline.
+                let folder = waiting.hasSuffix(ContainerLayout.baselinePartExtension) ? String(waiting[..<(waiting.lastIndex(of: "/") ?? waiting.endIndex)]) + "/" : waiting
+                lines.append("waiting: baseline \(folder) is incomplete (its final part is missing or not marked final): it is still being written or copied. "
+                             + "A minute after it was started, this device starts from an older baseline or from the logs instead")
             }
         }
         for f in failures {

@@ -108,6 +108,11 @@ public struct DirectoryContainer: Container {
             throw ChronicleError(.notFound, "no container at \(path): the folder does not exist. Create a container with `chronicle init --container \(path)` (or `DirectoryContainer(root:create: true)`)")
         }
         if !create, try rootFolder.kind(of: ContainerLayout.Directory.blobs) == nil, try rootFolder.kind(of: ContainerLayout.Directory.markers) == nil {
+            // A folder holding other things is no place for a new container.
+            if let entries = try? FileManager.default.contentsOfDirectory(atPath: path), !entries.isEmpty {
+                throw ChronicleError(.notFound, "no container at \(path): the folder holds other files (\(entries.sorted().prefix(3).joined(separator: ", "))\(entries.count > 3 ? ", …" : "")) and no blobs/ or markers/ folder"
+                                     + (entries.contains("device.json") ? "; it is a device folder. Name the container folder the devices share" : ". If it is a network share, check that it is mounted; otherwise name the container folder"))
+            }
             throw ChronicleError(.notFound, "no container at \(path): the folder holds no blobs/ or markers/ folder. If it is a network share, check that it is mounted; to make a new container there, run `chronicle init --container \(path)` (or open it with `create: true`)")
         }
         for folder in [ContainerLayout.Directory.blobs, ContainerLayout.Directory.markers] { _ = try rootFolder.directory(folder, create: true) }

@@ -52,6 +52,27 @@ struct CLIDataSafetyTests {
     /// a gap among the replaced store's logs (one lost before the rebuild),
     /// though damage there is reported apart and does not fail: no device
     /// reads that store any more.
+    /// `init` pointed at a device folder (or any folder holding other
+    /// files) by mistake refuses it: made a container, the device could no
+    /// longer save or sync. Commands that read a container name the device
+    /// folder for what it is, and do not suggest `init` there.
+    @Test func initRefusesADeviceFolderAndAFolderOfOtherFiles() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("phone", "kept")
+        let refused = try CLIErrorTests.run(["init", "--container", w.device("phone")])
+        #expect(refused.status == 1 && refused.stderr.contains("it is a device folder"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: w.device("phone") + "/blobs"))
+        let verify = try CLIErrorTests.run(["verify", "--container", w.device("phone")])
+        #expect(verify.status == 1 && verify.stderr.contains("it is a device folder") && !verify.stderr.contains("chronicle init"), "\(verify.stderr)")
+        let other = w.root.appendingPathComponent("notes")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        try Data("hi".utf8).write(to: other.appendingPathComponent("notes.txt"))
+        #expect(try CLIErrorTests.run(["init", "--container", other.path]).status == 1)
+        try w.save("phone", "still saving")
+        #expect(try w.titles("phone") == ["kept", "still saving"])
+    }
+
     @Test func aGapInAReplacedStoreIsReportedApart() throws {
         let w = try Workspace()
         defer { try? FileManager.default.removeItem(at: w.root) }
