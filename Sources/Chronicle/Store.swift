@@ -923,6 +923,16 @@ public actor Store {
         return try await savesMissingFromContainer(snapshot).0
     }
 
+    /// Applies, whole, logs a scrub found overlapping what this device
+    /// applied of their device (see ``Replayer/applyStraddling(_:)``).
+    @discardableResult
+    package func applyStraddling(_ names: [ContainerName]) async throws -> Int {
+        try beginOperation()
+        defer { endOperation() }
+        guard !names.isEmpty else { return 0 }
+        return try await replayer.applyStraddling(names).appliedLogs
+    }
+
     /// Builds this device's copy of the store again from the container (its
     /// newest intact baseline, then the logs), under a new device ID, and
     /// saves into it again, with their original clocks, this device's saves

@@ -420,6 +420,10 @@ extension StoreManager {
         if permanent.isEmpty, health.scrubBytesPerSync > 0 {
             let damagedBefore = scrubbed.keys.filter { !$0.contains(" sequence ") }
             let findings = try await store.scrub(recheck: damagedBefore, bytes: health.scrubBytesPerSync)
+            // Logs that hold the sequences after what this device applied
+            // of their device, starting before them (a copy of that
+            // device's folder cut or made its saves otherwise): applied.
+            try await store.applyStraddling(findings.straddling)
             // A log this device applied that the container holds with other
             // saves now: this copy went apart from the container. It is
             // built again from the container (its own saves carried), once

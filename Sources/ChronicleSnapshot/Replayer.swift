@@ -376,6 +376,35 @@ package struct Replayer: Sendable {
         return put
     }
 
+    /// Applies, whole, the logs `names` (a scrub's ``ScrubFindings/straddling``)
+    /// that still start at or before what this device applied of their
+    /// device and go on past it. Whole: where another copy of that device's
+    /// files made other saves under the sequences this device applied (from
+    /// a baseline that copy published, say), those saves merge in too.
+    /// Returns how many it applied; a log that fails is recorded, for the
+    /// next import or scrub.
+    package func applyStraddling(_ names: [ContainerName]) async throws -> ImportReport {
+        var report = ImportReport()
+        for name in names {
+            guard let parsed = ContainerLayout.parseLog(name), parsed.device != snapshot.deviceID else { continue }
+            let applied = try snapshot.vector()[parsed.device] ?? 0
+            guard parsed.first <= applied, parsed.last > applied, let log = await fetch(name, device: parsed.device, into: &report) else { continue }
+            let result = try snapshot.apply([(log, name.rawValue)], whole: [name.rawValue])
+            if let failure = result.failure {
+                recordFailure(name.rawValue, device: parsed.device, failure.error, into: &report)
+                continue
+            }
+            if case .applied(let transactions, let events) = result.outcomes.first {
+                logger.notice("applied a log that overlaps what this device had applied of its device", metadata: ["chronicle.log": "\(name)"])
+                report.appliedLogs += 1
+                report.appliedTransactions += transactions
+                report.eventCount += events.count
+                if let eventSink { eventSink(events) } else { report.events += events }
+            }
+        }
+        return report
+    }
+
     /// The logs of `device` in the container that hold any of `sequences`.
     /// A log overlapping a sequence starts in its shard or the one before
     /// it (`ContainerLayout.maxSequencesPerLog`): only those shards are listed.
@@ -413,6 +442,11 @@ package struct Replayer: Sendable {
         /// its version win). This device's copy holds saves no other device
         /// will import, and lacks the ones the container has.
         package var replaced: [ContainerName] = []
+        /// Logs of other devices that start at or before the sequence this
+        /// device applied of their device and go on past it: the next
+        /// sequences, which an import (listing after what was applied)
+        /// does not see. See ``applyStraddling(_:)``.
+        package var straddling: [ContainerName] = []
         /// Where the next pass starts (nil once the pass reached the end).
         package var next: ContainerName?
     }
@@ -431,6 +465,7 @@ package struct Replayer: Sendable {
         for blob in page {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device != snapshot.deviceID else { continue }
             let applied = vector[parsed.device] ?? 0
+            if parsed.first <= applied, parsed.last > applied { findings.straddling.append(blob.name) }
             if let p = previous, p.device == parsed.device, p.last + 1 < parsed.first, p.last < applied {
                 findings.missing.append("\(ContainerLayout.logPrefix(store: snapshot.storeID, device: parsed.device)) sequence \(p.last + 1)")
             }
@@ -840,6 +875,8 @@ package struct Replayer: Sendable {
         /// Whether this pass looked for a log overlapping the sequences
         /// applied (see ``Replayer/straddlingLog(of:)``).
         var probed = false
+        /// The queued logs that overlap what was applied, applied whole.
+        var whole: Set<String> = []
 
         init(device: DeviceID, store: StoreID, after start: UInt64) {
             self.device = device
@@ -961,6 +998,7 @@ package struct Replayer: Sendable {
                         return
                     }
                     lane.queue.append((straddling, log))
+                    lane.whole.insert(straddling.rawValue)
                     lane.queuedBytes += log.body.count
                     lane.through = log.header.lastSequence
                     lane.cursor = ContainerLayout.log(store: snapshot.storeID, device: lane.device, first: lane.through, last: .max)
@@ -1020,7 +1058,7 @@ package struct Replayer: Sendable {
         while !pending.isEmpty {
             let result: Snapshot.BatchOutcome
             do {
-                result = try snapshot.apply(pending.map { ($0.log, $0.name.rawValue) })
+                result = try snapshot.apply(pending.map { ($0.log, $0.name.rawValue) }, whole: lanes.reduce(into: Set<String>()) { $0.formUnion($1.whole) })
             } catch let error as ChronicleError where error.code != .simulatedCrash {
                 // The transaction could not commit: nothing of it applied,
                 // and nothing more is tried this pass.

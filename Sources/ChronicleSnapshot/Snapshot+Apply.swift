@@ -43,11 +43,17 @@ extension Snapshot {
     ///
     /// - Throws: only if the transaction itself cannot be committed (nothing
     ///   is then applied) or a simulated crash was injected.
-    package func apply(_ logs: [(log: VerifiedLog, name: String)]) throws -> BatchOutcome {
+    ///
+    /// A log named in `whole` is applied whole even where it starts at or
+    /// before the sequence its device has applied: another copy of that
+    /// device's files cut its saves into other logs, or made other saves
+    /// under those sequences, and the merge takes in what differs (what is
+    /// the same changes nothing).
+    package func apply(_ logs: [(log: VerifiedLog, name: String)], whole: Set<String> = []) throws -> BatchOutcome {
         var result = BatchOutcome(outcomes: [], failure: nil)
         guard !logs.isEmpty else { return result }
         do {
-            try write(logs, into: &result)
+            try write(logs, whole: whole, into: &result)
         } catch {
             // The transaction itself failed (a full disk, an I/O error at
             // commit): SQLite rolled all of it back. When a log's failure
@@ -62,13 +68,13 @@ extension Snapshot {
         return result
     }
 
-    private func write(_ logs: [(log: VerifiedLog, name: String)], into result: inout BatchOutcome) throws {
+    private func write(_ logs: [(log: VerifiedLog, name: String)], whole: Set<String>, into result: inout BatchOutcome) throws {
         try pool.write { db in
             for (index, (log, name)) in logs.enumerated() {
                 do {
                     var outcome = ApplyOutcome.alreadyApplied
                     try db.inSavepoint {
-                        outcome = try applyOne(log, name: name, db)
+                        outcome = try applyOne(log, name: name, whole: whole.contains(name), db)
                         return .commit
                     }
                     result.outcomes.append(outcome)
@@ -88,7 +94,7 @@ extension Snapshot {
         }
     }
 
-    private func applyOne(_ log: VerifiedLog, name: String, _ db: Database) throws -> ApplyOutcome {
+    private func applyOne(_ log: VerifiedLog, name: String, whole: Bool = false, _ db: Database) throws -> ApplyOutcome {
         let header = log.header
         guard header.storeID == storeID else {
             throw ChronicleError(.storeMismatch, "log \(name) belongs to store \(header.storeID), this snapshot to \(storeID)")
@@ -100,7 +106,7 @@ extension Snapshot {
         if header.lastSequence <= applied { return .alreadyApplied }
         if header.firstSequence > applied + 1 { return .gap(expected: applied + 1, found: header.firstSequence) }
         var visitor = ApplyVisitor(engine: MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported),
-                                   device: header.deviceID, skipThrough: applied)
+                                   device: header.deviceID, skipThrough: whole ? min(applied, header.firstSequence &- 1) : applied)
         try log.walk(&visitor)
         try visitor.engine.settle()
         try setApplied(db, header.deviceID, sequence: header.lastSequence, clock: header.maxClock)

@@ -736,6 +736,41 @@ import Testing
         try await c.close()
     }
 
+    /// A copy of a folder saves twice and publishes a baseline (its saves
+    /// 2 and 3 of the shared ID in it; their log is then lost); a new device
+    /// starts from that baseline. The original then saves 2, 3 and 4 of the same ID and
+    /// uploads them as one log: the new device, at sequence 3 of that ID,
+    /// lists nothing after it. A scrub finds the log that overlaps what it
+    /// applied and applies it whole: the original's saves merge in.
+    @Test func aLogOverlappingWhatABaselineGaveIsFoundByTheScrubAndAppliedWhole() async throws {
+        let world = try World()
+        var a = try await world.open("a")
+        var notes = try await world.save(a, "a", 1)
+        try await a.sync()
+        try await a.close()
+        try world.copy("a", to: "twin")
+        a = try await world.open("a")
+        let twin = try await world.open("twin")
+        notes += try await world.save(twin, "twin", 2)
+        _ = try await twin.publishBaseline()
+        let joiner = try await world.open("joiner", baselineWait: .zero)
+        try await joiner.sync()
+        let id = a.deviceID
+        #expect(try joiner.snapshot.vector()[id] == 3, "the joiner started from the copy's baseline")
+        // The copy's own log of those saves is lost: only the baseline holds them.
+        try await world.container.delete(ContainerLayout.log(store: a.storeID, device: id, first: 2, last: 3))
+        notes += try await world.save(a, "a-later", 3)
+        try await a.sync()
+        #expect(try await world.logRanges()[id]?.contains(2...4) == true)
+        try await joiner.sync()
+        let findings = try await joiner.scrub(recheck: [])
+        #expect(findings.straddling.map { ContainerLayout.parseLog($0).map { $0.first...$0.last } } == [2...4])
+        #expect(try await joiner.applyStraddling(findings.straddling) == 1)
+        let visible = Set(try await joiner.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note") })
+        #expect(visible == Set(notes), "every save of both copies")
+        for s in [a, twin, joiner] { try await s.close() }
+    }
+
     /// The original's log `1-4` never arrived; a copy of its folder then put
     /// its own cut of the same first saves (`1-2`), and the original its
     /// `5-5`. The original moves to a new ID; it puts back the part of its
