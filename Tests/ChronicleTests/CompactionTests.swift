@@ -240,12 +240,10 @@ import Testing
         #expect(try await d.count("SELECT COUNT(*) FROM Note", on: 2) == 12)
     }
 
-    /// The last part of the marker's baseline, the one marked final, is
-    /// read at every check (with the first): a baseline of many parts whose
-    /// last one is lost or cut short is replaced at the next check, not
-    /// after a check per part.
-    @Test(arguments: ["delete", "truncate"])
-    func aLostOrShortLastPartOfTheMarkersBaselineIsReplacedAtTheNextCheck(damage: String) async throws {
+    /// Two devices; the second goes away for two hours while the first saves
+    /// 200 notes, publishes a baseline of many parts and compacts (passing
+    /// the device away over).
+    static func compactedWhileADeviceWasAway() async throws -> (TestDevices, Store, (prefix: String, parts: Int, records: Int)) {
         let d = try await TestDevices(2, schema: Self.schema)
         let (maker, away) = (d.stores[0], d.stores[1])
         try await d.syncAll()
@@ -257,6 +255,16 @@ import Testing
         let published = try await maker.publishBaseline(partBytes: 1024)
         #expect(published.parts > 3)
         #expect(try await maker.compact(retention: .seconds(3_600)).passedOverDevices == [away.deviceID])
+        return (d, maker, published)
+    }
+
+    /// The last part of the marker's baseline, the one marked final, is
+    /// read at every check (with the first): a baseline of many parts whose
+    /// last one is lost or cut short is replaced at the next check, not
+    /// after a check per part.
+    @Test(arguments: ["delete", "truncate"])
+    func aLostOrShortLastPartOfTheMarkersBaselineIsReplacedAtTheNextCheck(damage: String) async throws {
+        let (d, maker, published) = try await Self.compactedWhileADeviceWasAway()
         let last = try await d.container.listAll(prefix: published.prefix).map(\.name).max { $0.rawValue < $1.rawValue }!
         if damage == "delete" {
             try await d.container.delete(last)
@@ -279,17 +287,7 @@ import Testing
     /// and finds it first. The part it found is read at the next sync, and
     /// the maker puts it back before a device that was away needs it.
     @Test func aDamagedPartACompactionFindsIsCheckedAtTheNextSync() async throws {
-        let d = try await TestDevices(2, schema: Self.schema)
-        let (maker, away) = (d.stores[0], d.stores[1])
-        try await d.syncAll()
-        d.clock.advance(byMilliseconds: 2 * 3_600_000)
-        try await maker.write { tx in
-            for i in 0..<200 { tx.insert("Note", ["title": .string("note \(i) saved while a device was away")]) }
-        }
-        try await maker.sync()
-        let published = try await maker.publishBaseline(partBytes: 1024)
-        #expect(published.parts > 3)
-        #expect(try await maker.compact(retention: .seconds(3_600)).passedOverDevices == [away.deviceID])
+        let (d, maker, published) = try await Self.compactedWhileADeviceWasAway()
         _ = try await maker.sync()
         let parts = try await d.container.listAll(prefix: published.prefix).map(\.name).sorted { $0.rawValue < $1.rawValue }
         let middle = parts[parts.count / 2]
