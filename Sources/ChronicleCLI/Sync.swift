@@ -166,9 +166,9 @@ struct Sync: AsyncParsableCommand {
         let failures = report.imported.failures
         var lines: [String] = []
         if let change = report.identityChange {
-            lines.append("the container holds saves under this device's ID that these files did not make (\(change.reason)); "
-                         + "so that no sequence is written twice, the device continues as device \(change.current) (was \(change.previous)) "
-                         + "and carried over \(change.carriedOver.count) save(s) the container lacked")
+            lines.append("moved to a new device ID: \(change.reason). So that no sequence number is used twice, this device continues as device "
+                         + "\(change.current) (it was \(change.previous)); it carried over \(change.carriedOver.count) save(s) the container lacked, "
+                         + "and built its copy of the store again from the container (the logs imported below)")
         }
         if let b = report.imported.baseline {
             lines.append("started from a baseline by device \(b.device): \(b.parts) part(s), \(b.records) record state(s)")

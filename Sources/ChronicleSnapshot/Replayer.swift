@@ -158,7 +158,8 @@ package struct Replayer: Sendable {
                 cursor = blob.name
                 guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device else { continue }
                 if let planned = frontier.planned, planned.first == parsed.first, planned.last == parsed.last { continue }
-                return "the container holds sequences \(parsed.first)...\(parsed.last) of device \(device), which these files did not upload (they saved through \(own))"
+                let range = parsed.first == parsed.last ? "sequence \(parsed.first)" : "sequences \(parsed.first) to \(parsed.last)"
+                return "the container holds \(range) of device \(device), which these files did not upload; their last save is \(own)"
             }
             if page.count < pageSize { break }
         }
@@ -166,7 +167,7 @@ package struct Replayer: Sendable {
         // these files uploaded is history they did not write (a folder
         // restored from an older copy, or a copy of it on a second machine).
         if let horizon = try await compactionHorizon(), let covered = horizon.vector[device], covered > (frontier.lastUploaded?.last ?? 0) {
-            return "the store's compacted history holds sequences through \(covered) of device \(device), which these files did not upload (they saved through \(own))"
+            return "the store's compacted history holds sequences through \(covered) of device \(device), which these files did not upload; their last save is \(own)"
         }
         return nil
     }
