@@ -382,8 +382,8 @@ package struct Replayer: Sendable {
     /// device and go on past it. Whole: where another copy of that device's
     /// files made other saves under the sequences this device applied (from
     /// a baseline that copy published, say), those saves merge in too.
-    /// Returns how many it applied; a log that fails is recorded, for the
-    /// next import or scrub.
+    /// Returns what it applied; a log that fails is recorded, for the next
+    /// import or scrub.
     package func applyStraddling(_ names: [ContainerName]) async throws -> ImportReport {
         var report = ImportReport()
         for name in names {
