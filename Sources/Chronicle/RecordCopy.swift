@@ -374,12 +374,16 @@ struct RecordCopy {
                 // know: kept at their own clocks.
                 let held = Set(deletes.map(\.id))
                 let snapshot = destination.snapshot
+                var histories: [Transaction] = []
                 for id in gone.subtracting(held).sorted() {
                     guard let record = deletedHistories[id], !record.saves.isEmpty,
                           try snapshot.recordVersions(entity: record.entity, id: id) == nil else { continue }
-                    _ = try snapshot.adopt(record.saves)
+                    histories += record.saves
                     report.deleted += 1
-                    report.transactions += record.saves.count
+                }
+                // One write for all of them, each record's saves in clock order.
+                if !histories.isEmpty {
+                    report.transactions += try snapshot.adopt(histories.sorted { $0.clock < $1.clock }).count
                 }
             }
         }

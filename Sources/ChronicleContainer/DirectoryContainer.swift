@@ -109,7 +109,7 @@ public struct DirectoryContainer: Container {
         }
         if !create, try rootFolder.kind(of: ContainerLayout.Directory.blobs) == nil, try rootFolder.kind(of: ContainerLayout.Directory.markers) == nil {
             // A folder holding other things is no place for a new container.
-            if let entries = try? FileManager.default.contentsOfDirectory(atPath: path), !entries.isEmpty {
+            if let entries = try? rootFolder.entries().map(\.name), !entries.isEmpty {
                 throw ChronicleError(.notFound, "no container at \(path): the folder holds other files (\(entries.sorted().prefix(3).joined(separator: ", "))\(entries.count > 3 ? ", …" : "")) and no blobs/ or markers/ folder"
                                      + (entries.contains("device.json") ? "; it is a device folder. Name the container folder the devices share" : ". If it is a network share, check that it is mounted; otherwise name the container folder"))
             }

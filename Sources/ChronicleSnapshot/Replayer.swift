@@ -989,9 +989,10 @@ package struct Replayer: Sendable {
             if parsed.first > lane.through + 1 {
                 // Before calling it a gap: a log that starts at or before
                 // what was applied and goes on past it holds the next
-                // sequences (two copies of one device folder, each with its
-                // own cut of the same saves into logs, both in the
-                // container). Its listing sorts before the cursor.
+                // sequences (two copies of one device folder cut their
+                // saves into logs otherwise, or made other saves under the
+                // same sequences). Its listing sorts before the cursor; it
+                // is applied whole.
                 if !lane.probed, let straddling = await straddlingLog(of: lane) {
                     lane.probed = true
                     guard let log = await fetch(straddling, device: lane.device, into: &report) else {
