@@ -204,8 +204,7 @@ extension StoreContext {
                 return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: nil, cancelled: true)
             }
             read += 1
-            if item.problem == nil, let row = reader.row(of: item) {
-                batch.append(item, row: row, keyValue: row[keyIndex])
+            if item.problem == nil, batch.append(reading: item, with: reader) {
                 batchIndices.append(read - 1)
                 if batch.count == options.batchSize {
                     try await flush()
@@ -296,7 +295,7 @@ extension Store {
                 var problems: [(offset: Int, problem: BulkImport.Problem)] = []
                 if !required.isEmpty {
                     for i in records.indices where stored.isEmpty || stored[records[i].exact] == nil {
-                        let missing = records[i].row.map { row in requiredIndices.first { row[$0].isNull }.map { entity.fields[$0].name } }
+                        let missing = records[i].row.map { start in requiredIndices.first { prepared.rows[start + $0].isNull }.map { entity.fields[$0].name } }
                             ?? required.first(where: { records[i].values[$0] == nil })
                         if let missing {
                             let offset = records[i].offset
@@ -314,6 +313,13 @@ extension Store {
                     return
                 }
                 let refused = Set(problems.map(\.offset))
+                // A feed's new records, every one new: their rows as read.
+                if stored.isEmpty, refused.isEmpty, prepared.rowsInOrder {
+                    tx.insertNew(entity, rows: prepared.rows, count: records.count)
+                    outcome.inserted = records.count
+                    return
+                }
+                let width = entity.fields.count
                 for i in records.indices where refused.isEmpty || !refused.contains(records[i].offset) {
                     if !stored.isEmpty, let (id, old) = stored[records[i].exact] {
                         let changed = records[i].values.filter { !StoreContext.same(old[$0.key], $0.value) }
@@ -325,8 +331,8 @@ extension Store {
                         }
                         continue
                     }
-                    if let row = records[i].row {
-                        tx.insertNew(entity, row: row)
+                    if let start = records[i].row {
+                        tx.insertNew(entity, row: prepared.rows[start ..< start + width])
                     } else {
                         tx.insertNew(entity.name, records[i].values)
                     }
@@ -345,39 +351,74 @@ extension Store {
     /// each would store, checked field by field. Built once per import.
     struct ItemReader {
         private let names: [String]
+        /// Each name's length in UTF-8 bytes, compared before the name.
+        private let lengths: [Int]
+        /// Field index by name, for entities too wide to search in turn.
+        private let byName: [String: Int]?
         private let checks: AttributeChecks
         private let defaults: [Value]
         private let key: Int
 
+        /// Above this many fields a name is looked up by hash, below it by
+        /// comparing names in turn: an item's names are read from the item
+        /// (no hashing of each field's name against its dictionary).
+        private static let searchedFields = 24
+
         init(entity: Entity, key: Int) {
             names = entity.fields.map(\.name)
+            lengths = names.map(\.utf8.count)
+            byName = names.count > Self.searchedFields
+                ? Dictionary(names.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first }) : nil
             checks = AttributeChecks(entity)
             defaults = entity.fields.map { $0.defaultValue ?? .null }
             self.key = key
         }
 
-        /// One value per field, in field order, defaults filled in: the
-        /// item's record, should it be new. Nil when the item has a
-        /// problem (``StoreContext/problem(of:entity:fields:key:)`` names
-        /// it) or its values are not all plain attributes: a missing or
-        /// null key, a value naming no field, of another type than its
-        /// field's, a null for a required one, or text holding U+0000.
-        func row(of item: BulkImport.Item) -> [Value]? {
-            var row: [Value] = []
-            row.reserveCapacity(names.count)
-            var named = 0
-            for f in names.indices {
-                guard let value = item.values[names[f]] else {
-                    if f == key { return nil }
-                    row.append(defaults[f])
-                    continue
-                }
-                named += 1
-                guard checks.fits(value, at: f), f != key || !value.isNull else { return nil }
-                row.append(value)
+        /// The index of the field called `name`, looked for from `hint` on.
+        private func field(named name: String, from hint: Int) -> Int? {
+            if let byName { return byName[name] }
+            let length = name.utf8.count
+            var f = hint
+            for _ in names.indices {
+                if f == names.count { f = 0 }
+                if lengths[f] == length, names[f] == name { return f }
+                f += 1
             }
-            return named == item.values.count ? row : nil
+            return nil
         }
+
+        /// Appends to `rows` one value per field, in field order, defaults
+        /// filled in: the item's record, should it be new. Appends nothing
+        /// and returns false when the item has a problem
+        /// (``StoreContext/problem(of:entity:fields:key:)`` names it) or
+        /// its values are not all plain attributes: a missing or null key,
+        /// a value naming no field, of another type than its field's, a
+        /// null for a required one, or text holding U+0000.
+        func append(_ item: BulkImport.Item, to rows: inout [Value]) -> Bool {
+            let start = rows.count
+            rows.append(contentsOf: defaults)
+            var hasKey = false
+            // Items of a feed tend to list their names in one order: the
+            // search for the next name starts after the last one found.
+            var hint = 0
+            for (name, value) in item.values {
+                guard let f = field(named: name, from: hint), checks.fits(value, at: f), f != key || !value.isNull else {
+                    rows.removeLast(rows.count - start)
+                    return false
+                }
+                rows[start + f] = value
+                if f == key { hasKey = true }
+                hint = f + 1
+            }
+            guard hasKey else {
+                rows.removeLast(rows.count - start)
+                return false
+            }
+            return true
+        }
+
+        /// The index of the upsert key's field.
+        var keyField: Int { key }
     }
 
     /// One record of an import batch: the values of its items with one
@@ -387,9 +428,11 @@ extension Store {
         let key: Value
         var values: [String: Value]
         let offset: Int
-        /// For a new record: one value per field, in field order, defaults
-        /// filled in; nil when a value names no field (the save says so).
-        var row: [Value]? = nil
+        /// For a new record: where its row starts in the batch's
+        /// ``PreparedBatch/rows`` (one value per field, in field order,
+        /// defaults filled in); nil when a value names no field (the save
+        /// says so).
+        var row: Int? = nil
     }
 
     /// An import batch made ready to save as its items are read: its
@@ -399,6 +442,14 @@ extension Store {
         let key: String
         private(set) var items: [BulkImport.Item] = []
         private(set) var records: [PendingRecord] = []
+        /// The rows of new records, one value per field, record after
+        /// record; each record's ``PendingRecord/row`` says where its own
+        /// starts (a row an item folded away stays unused).
+        private(set) var rows: [Value] = []
+        /// Whether record `i`'s row is the `i`th of ``rows`` and every row
+        /// is a record's: the rows can be saved as they are. Set by
+        /// ``finished()``.
+        private(set) var rowsInOrder = false
         private var index: [ExactKey: Int] = [:]
 
         init(entity: Entity, key: String, capacity: Int) {
@@ -406,19 +457,30 @@ extension Store {
             self.key = key
             items.reserveCapacity(capacity)
             records.reserveCapacity(capacity)
+            rows.reserveCapacity(capacity * entity.fields.count)
             index.reserveCapacity(capacity)
         }
 
         var count: Int { items.count }
         var isEmpty: Bool { items.isEmpty }
 
+        /// Adds an item whose values are all plain attributes, its row read
+        /// by `reader` (``ItemReader/append(_:to:)``); false, adding
+        /// nothing, for any other.
+        mutating func append(reading item: BulkImport.Item, with reader: ItemReader) -> Bool {
+            let start = rows.count
+            guard reader.append(item, to: &rows) else { return false }
+            append(item, row: start, keyValue: rows[start + reader.keyField])
+            return true
+        }
+
         /// Adds an item: a new record, or folded into the record of its key.
         ///
-        /// - Parameter row: the item's row, should its record be new
-        ///   (``ItemReader/row(of:)``); nil to make it from its values.
+        /// - Parameter row: where the item's row starts in ``rows``, should
+        ///   its record be new; nil to make it from its values.
         /// - Parameter keyValue: the item's key value when the caller has
         ///   read it already.
-        mutating func append(_ item: BulkImport.Item, row: [Value]? = nil, keyValue: Value? = nil) {
+        mutating func append(_ item: BulkImport.Item, row: Int? = nil, keyValue: Value? = nil) {
             let offset = items.count
             items.append(item)
             guard let k = keyValue ?? item.values[key] else { return }
@@ -436,26 +498,34 @@ extension Store {
         /// The batch with each record's row, should it be new.
         func finished() -> PreparedBatch {
             var done = self
+            let width = entity.fields.count
             for i in done.records.indices where done.records[i].row == nil {
-                var row: [Value] = []
-                row.reserveCapacity(entity.fields.count)
+                let start = done.rows.count
                 var named = 0
                 for field in entity.fields {
                     if let value = done.records[i].values[field.name] {
-                        row.append(value)
+                        done.rows.append(value)
                         named += 1
                     } else {
-                        row.append(field.defaultValue ?? .null)
+                        done.rows.append(field.defaultValue ?? .null)
                     }
                 }
-                done.records[i].row = named == done.records[i].values.count ? row : nil
+                if named == done.records[i].values.count {
+                    done.records[i].row = start
+                } else {
+                    done.rows.removeLast(width)
+                }
             }
+            done.rowsInOrder = done.rows.count == done.records.count * width
+                && done.records.indices.allSatisfy { done.records[$0].row == $0 * width }
             return done
         }
 
         mutating func removeAll() {
             items.removeAll(keepingCapacity: true)
             records.removeAll(keepingCapacity: true)
+            rows.removeAll(keepingCapacity: true)
+            rowsInOrder = false
             index.removeAll(keepingCapacity: true)
         }
     }
@@ -498,8 +568,14 @@ extension Store {
 
     /// The stored records holding `keys`, by key, read on `db`.
     private static func stored(_ keys: [Value], of entity: Entity, key: String, _ db: Database) throws -> [ExactKey: (RecordID, [String: Value])] {
+        // Most keys of a feed's new records are stored nowhere: each is
+        // looked up on the key's unique index, and only those found are
+        // read whole.
+        let ids = try db.rowIDs(in: entity.name, where: key, equals: keys)
+        let held = zip(keys, ids).compactMap { $1 == nil ? nil : $0.databaseValue }
+        guard !held.isEmpty else { return [:] }
         var found: [ExactKey: (RecordID, [String: Value])] = [:]
-        for (id, values) in try Store.records(db, of: entity, where: key, in: keys.map(\.databaseValue)) {
+        for (id, values) in try Store.records(db, of: entity, where: key, in: held) {
             if let k = values[key] { found[ExactKey(k)] = (id, values) }
         }
         return found

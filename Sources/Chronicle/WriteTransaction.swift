@@ -134,16 +134,29 @@ public struct WriteTransaction {
         return result
     }
 
-    /// Inserts a record that no later change of this transaction touches
-    /// (a bulk import's new record): nothing is kept for changes to fold
-    /// into it.
     /// Inserts a new record of `entity` with a new ID, given one value per
     /// field in field order: a bulk import's way, which builds no
-    /// ``Change`` for it. The save checks it as any insert.
+    /// ``Change`` for it and keeps nothing for later changes of this
+    /// transaction to fold into. The save checks it as any insert.
     mutating func insertNew(_ entity: Entity, row: some Collection<Value>) {
         if inserts == nil { inserts = InsertBatch(entity: entity, capacity: expectedInserts) }
         precondition(inserts!.entity == entity.name, "one save's rows are of one entity")
         inserts!.append(id: newRecordID(), row: row)
+    }
+
+    /// Inserts `count` new records of `entity`, given as one value per
+    /// field, record after record (`rows`, taken as it is): as many
+    /// ``insertNew(_:row:)`` calls, without copying the values.
+    mutating func insertNew(_ entity: Entity, rows: [Value], count: Int) {
+        guard inserts == nil else {
+            let width = entity.fields.count
+            for r in 0..<count { insertNew(entity, row: rows[r * width ..< (r + 1) * width]) }
+            return
+        }
+        var ids: [RecordID] = []
+        ids.reserveCapacity(count)
+        for _ in 0..<count { ids.append(newRecordID()) }
+        inserts = InsertBatch(entity: entity, ids: ids, values: rows)
     }
 
     mutating func insertNew(_ entity: String, _ values: [String: Value]) {

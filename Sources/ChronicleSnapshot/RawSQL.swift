@@ -170,6 +170,24 @@ extension Database {
         }
     }
 
+    /// The ID of the row of `table` whose `column` holds each of `values`
+    /// (compared as SQLite compares the value stored for it), nil where no
+    /// row does: one lookup per value through one prepared statement, for
+    /// a column with a unique index. Runs inside a transaction of the
+    /// caller's.
+    package func rowIDs(in table: String, where column: String, equals values: [Value]) throws -> [RecordID?] {
+        let statement = try cachedStatement(sql: "SELECT id FROM \(table.quotedDatabaseIdentifier) WHERE \(column.quotedDatabaseIdentifier) = ?").sqliteStatement
+        var ids: [RecordID?] = []
+        ids.reserveCapacity(values.count)
+        for value in values {
+            ids.append(try first(statement, { $0.bind(value) }, read: { statement -> RecordID? in
+                guard sqlite3_column_bytes(statement, 0) == 16, let bytes = sqlite3_column_blob(statement, 0) else { return nil }
+                return RecordID(bytes: UnsafeRawBufferPointer(start: bytes, count: 16))
+            }) ?? nil)
+        }
+        return ids
+    }
+
     /// The error of a failed step of `statement`, as GRDB would report it.
     func rawError(_ code: Int32, _ statement: OpaquePointer) -> DatabaseError {
         DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(sqliteConnection)),

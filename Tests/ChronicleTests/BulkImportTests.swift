@@ -1,6 +1,7 @@
 import Chronicle
 import ChronicleCore
 import Foundation
+import GRDB
 import Synchronization
 import Testing
 
@@ -150,6 +151,90 @@ import Testing
         let p = summary.progress
         #expect(p.inserted + p.updated + p.unchanged + p.skipped + p.folded == p.processed)
         #expect(try await store.fetchAll(Quake.self).map(\.mag) == [2])
+    }
+
+    @Test func eachNewRecordKeepsItsOwnValuesWhenABatchMixesNewStoredAndFoldedItems() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        func quake(_ code: String, mag: Double, status: String? = nil, tsunami: Int64? = nil) -> [String: Value] {
+            var values: [String: Value] = ["code": .string(code), "mag": .double(mag), "time": .date(Timestamp(microsecondsSinceEpoch: Int64(mag * 1_000_000))),
+                                           "longitude": .double(mag), "latitude": .double(-mag), "place": .string("\(code) somewhere far from anywhere")]
+            if let status { values["status"] = .string(status) }
+            if let tsunami { values["tsunami"] = .int(tsunami) }
+            return values
+        }
+        let importer = store.newBackgroundContext()
+        let options = BulkImport(entity: "Quake", upsertKey: "code", batchSize: 10)
+        _ = try await importer.importRecords([.record(quake("b", mag: 1), at: "first 1")], options: options)
+        let items: [BulkImport.Item] = [
+            .record(quake("a", mag: 2, tsunami: 1), at: "item 1"),
+            .record(quake("b", mag: 3), at: "item 2"),
+            .record(quake("c", mag: 4), at: "item 3"),
+            .record(["code": "a", "mag": .double(5)], at: "item 4"),
+            .record(quake("d", mag: 6, status: "reviewed"), at: "item 5"),
+        ]
+        let summary = try await importer.importRecords(items, options: options)
+        #expect(summary.progress.inserted == 3 && summary.progress.updated == 1 && summary.progress.folded == 1, "\(summary.progress)")
+        // A batch of new keys only, one of them twice.
+        let fresh: [BulkImport.Item] = [
+            .record(quake("e", mag: 7), at: "item 6"),
+            .record(quake("f", mag: 8), at: "item 7"),
+            .record(["code": "e", "mag": .double(9)], at: "item 8"),
+            .record(quake("g", mag: 10, tsunami: 2), at: "item 9"),
+        ]
+        let second = try await importer.importRecords(fresh, options: options)
+        #expect(second.progress.inserted == 3 && second.progress.folded == 1, "\(second.progress)")
+        // Every new record's values are its own items', in their fields.
+        let seen = try await store.read { db in
+            try Row.fetchAll(db, sql: "SELECT code, mag, longitude, latitude, place, status, tsunami FROM Quake ORDER BY code").map { row -> String in
+                let status: String? = row["status"]
+                return "\(row["code"] as String) \(row["mag"] as Double) \(row["longitude"] as Double) \(row["latitude"] as Double) \(row["place"] as String) \(status ?? "-") \(row["tsunami"] as Int64)"
+            }
+        }
+        #expect(seen == [
+            "a 5.0 2.0 -2.0 a somewhere far from anywhere - 1",
+            "b 3.0 3.0 -3.0 b somewhere far from anywhere - 0",
+            "c 4.0 4.0 -4.0 c somewhere far from anywhere - 0",
+            "d 6.0 6.0 -6.0 d somewhere far from anywhere reviewed 0",
+            "e 9.0 7.0 -7.0 e somewhere far from anywhere - 0",
+            "f 8.0 8.0 -8.0 f somewhere far from anywhere - 0",
+            "g 10.0 10.0 -10.0 g somewhere far from anywhere - 2",
+        ])
+        // A device that replays the logs sees the same.
+        try await store.sync()
+        let other = try await place.open("other")
+        try await other.sync()
+        #expect(try await other.stateHash() == store.stateHash())
+    }
+
+    @Test(arguments: ["n", "at", "ratio"])
+    func storedKeysOfEveryKindAreFoundAgain(key: String) async throws {
+        let schema = try Schema(version: 1, entities: [
+            Entity("Reading", attributes: [Attribute("n", .int64), Attribute("at", .date), Attribute("ratio", .double), Attribute("note", .string, optional: true)],
+                   unique: [["n"], ["at"], ["ratio"]]),
+        ])
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open(schema: schema)
+        func items(_ note: String) -> [BulkImport.Item] {
+            (0..<30).map { (i: Int) -> BulkImport.Item in
+                let n = Int64(i) - 15
+                let at = Timestamp(microsecondsSinceEpoch: Int64(i) * 1_500_000 - 7_000_000)
+                let ratio: Double = i == 0 ? -0.0 : Double(i) / 7
+                let values: [String: Value] = ["n": .int(n), "at": .date(at), "ratio": .double(ratio), "note": .string(note)]
+                return .record(values, at: "item \(i)")
+            }
+        }
+        let importer = store.newBackgroundContext()
+        let options = BulkImport(entity: "Reading", upsertKey: key, batchSize: 8)
+        let first = try await importer.importRecords(items("first"), options: options)
+        #expect(first.progress.inserted == 30)
+        // The same keys again: every record is found and updated, none added.
+        let second = try await importer.importRecords(items("second"), options: options)
+        #expect(second.progress.updated == 30 && second.progress.inserted == 0, "\(second.progress)")
+        let notes = try await store.read { db in try String.fetchAll(db, sql: "SELECT DISTINCT note FROM Reading") }
+        #expect(notes == ["second"])
     }
 
     @Test func keysAreComparedByteForByteAndEqualItemsWriteNothing() async throws {

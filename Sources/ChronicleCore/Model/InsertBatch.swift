@@ -24,6 +24,19 @@ package struct InsertBatch: Sendable, Hashable {
         values.reserveCapacity(capacity * fieldNames.count)
     }
 
+    /// A batch of `ids.count` records of `entity` whose values, one per
+    /// field, record after record, are `values`: taken as they are, not
+    /// copied.
+    ///
+    /// - Precondition: `values` holds `ids.count` values per field.
+    package init(entity: Entity, ids: [RecordID], values: [Value]) {
+        self.entity = entity.name
+        fieldNames = entity.fields.map(\.name)
+        precondition(values.count == ids.count * fieldNames.count, "an inserted record gives one value per field")
+        self.ids = ids
+        self.values = values
+    }
+
     /// The number of records.
     package var count: Int { ids.count }
 
