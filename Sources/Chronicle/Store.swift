@@ -316,6 +316,7 @@ public actor Store {
         replayer.eventSink = { [hub] events in hub.publish(events) }
         replayer.clock = configuration.clock
         replayer.baselineWait = configuration.baselineWait
+        replayer.missingEndCheckInterval = configuration.appliedReportRefresh
         replayer.incarnation = try snapshot.incarnation(orStore: random.next())
         return replayer
     }

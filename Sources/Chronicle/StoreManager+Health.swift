@@ -391,7 +391,9 @@ extension StoreManager {
         for gap in report.imported.gaps {
             let key = "\(ContainerLayout.logPrefix(store: store.storeID, device: gap.device)) sequence \(gap.expected)"
             problems[key] = Health.Problem(kind: .missingLog, blob: key,
-                                           reason: "sequence \(gap.expected) of device \(gap.device) is not in the container (its next log starts at \(gap.found))",
+                                           reason: gap.atEnd
+                                               ? "sequence \(gap.expected) of device \(gap.device) is not in the container (other devices applied its saves through \(gap.found - 1), and no log of them is listed)"
+                                               : "sequence \(gap.expected) of device \(gap.device) is not in the container (its next log starts at \(gap.found))",
                                            since: record.problems[key]?.since ?? now)
         }
         record.problems = problems

@@ -133,7 +133,7 @@ struct Sync: AsyncParsableCommand {
                 "importedLogs": .int(Int64(report.imported.appliedLogs)),
                 "importedTransactions": .int(Int64(report.imported.appliedTransactions)),
                 "waitingForLogs": .array(report.imported.gaps.map {
-                    .object(["device": .string($0.device.description), "expected": .int(Int64($0.expected)), "found": .int(Int64($0.found))])
+                    .object(["device": .string($0.device.description), "expected": .int(Int64($0.expected)), "found": .int(Int64($0.found)), "atEnd": .bool($0.atEnd)])
                 }),
                 "waitingForBaseline": report.imported.waitingForBaseline.map { .string($0) } ?? .null,
                 "failures": .array(failures.filter { $0.error.code != .schemaMismatch }.map {
@@ -175,7 +175,11 @@ struct Sync: AsyncParsableCommand {
         }
         lines.append("uploaded \(report.uploadedLogs) log(s), imported \(report.imported.appliedLogs) log(s) with \(report.imported.appliedTransactions) transaction(s)"
                      + (report.repairedLogs.isEmpty ? "" : ", put back \(report.repairedLogs.count) of its own"))
-        for gap in report.imported.gaps { lines.append("waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet") }
+        for gap in report.imported.gaps {
+            lines.append(gap.atEnd
+                ? "waiting: device \(gap.device) needs sequence \(gap.expected), which other devices applied (through \(gap.found - 1)); no log of it is listed"
+                : "waiting: device \(gap.device) needs sequence \(gap.expected), not visible yet")
+        }
         if !report.imported.passedOver.isEmpty {
             lines.append("passed over \(report.imported.passedOver.count) entr(ies) among the logs that are not logs (left as they are): "
                          + report.imported.passedOver.prefix(5).joined(separator: ", ") + (report.imported.passedOver.count > 5 ? ", …" : ""))

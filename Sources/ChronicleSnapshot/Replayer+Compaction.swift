@@ -364,6 +364,75 @@ extension Replayer {
         }
     }
 
+    /// The end of a device's history that other devices applied and the
+    /// container no longer lists: no later log shows the gap (a device
+    /// waits at a gap only when it sees a log after it), so the other
+    /// devices' applied reports (``AppliedReport``) tell. Such a device's
+    /// last logs were lost (put back by no one, or removed with a copy
+    /// that could not be put again); this device reports the gap at the
+    /// end of what it applied, at every import until its logs or a
+    /// baseline that covers them fill it (``healGapsFromBaselines(into:)``),
+    /// as the health monitor then judges any gap.
+    ///
+    /// The reports are read at most once per ``missingEndCheckInterval``;
+    /// what they showed is kept in the snapshot until then. Sequences the
+    /// compaction marker covers are the compaction's to bring.
+    func noteMissingEnds(into report: inout ImportReport) async throws {
+        let now = clock.nowMilliseconds()
+        let vector = try snapshot.vector()
+        var ends = Self.parseEnds(try snapshot.metadata(Self.missingEndsKey))
+        let checkedAt = try snapshot.metadata(Self.missingEndsCheckedKey).flatMap(UInt64.init)
+        let interval = UInt64(max(0, missingEndCheckInterval.components.seconds)) * 1000 + UInt64(max(0, missingEndCheckInterval.components.attoseconds) / 1_000_000_000_000_000)
+        if checkedAt.map({ now < $0 || now - $0 >= interval }) ?? true {
+            var reported: [DeviceID: UInt64] = [:]
+            do {
+                for name in try await container.listMarkers(prefix: ContainerLayout.appliedReportsPrefix(store: snapshot.storeID)) {
+                    guard let applied = try? await container.readMarker(name, as: AppliedReport.self)?.payload,
+                          applied.device != snapshot.deviceID else { continue }
+                    for (device, sequence) in applied.vector where device != snapshot.deviceID {
+                        reported[device] = max(reported[device] ?? 0, sequence)
+                    }
+                }
+                let compacted = try await compactionHorizon()?.vector ?? [:]
+                ends = [:]
+                for (device, through) in reported.sorted(by: { $0.key.description < $1.key.description })
+                where through > (vector[device] ?? 0) && through > (compacted[device] ?? 0) {
+                    // A gap or a failure the import met says it already.
+                    if report.gaps.contains(where: { $0.device == device }) || report.failures.contains(where: { $0.device == device }) { continue }
+                    let after = vector[device] ?? 0
+                    let logs = try await container.listAll(prefix: ContainerLayout.logPrefix(store: snapshot.storeID, device: device))
+                    guard !logs.contains(where: { ContainerLayout.parseLog($0.name).map { $0.device == device && $0.last > after } ?? false }) else { continue }
+                    ends[device] = through
+                }
+            } catch let error as ChronicleError where error.code.isTransient {
+                // The next import looks again.
+                return
+            }
+            try snapshot.setMetadata(Self.missingEndsCheckedKey, String(now))
+        }
+        ends = ends.filter { (vector[$0.key] ?? 0) < $0.value }
+        try snapshot.setMetadata(Self.missingEndsKey, ends.isEmpty ? nil : ends.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
+        for (device, through) in ends.sorted(by: { $0.key.description < $1.key.description }) where !report.gaps.contains(where: { $0.device == device }) {
+            report.gaps.append(.init(device: device, expected: (vector[device] ?? 0) + 1, found: through + 1, atEnd: true))
+        }
+    }
+
+    /// The snapshot metadata of ``noteMissingEnds(into:)``: each device
+    /// whose end other devices applied and the container lacks, with the
+    /// last sequence they applied, as `device=sequence` pairs.
+    static let missingEndsKey = "missing_ends"
+    /// When the applied reports were last read for ``missingEndsKey``.
+    static let missingEndsCheckedKey = "missing_ends_checked_at"
+
+    static func parseEnds(_ text: String?) -> [DeviceID: UInt64] {
+        var ends: [DeviceID: UInt64] = [:]
+        for entry in text?.split(separator: " ") ?? [] {
+            let pair = entry.split(separator: "=")
+            if pair.count == 2, let device = DeviceID(string: String(pair[0])), let through = UInt64(pair[1]) { ends[device] = through }
+        }
+        return ends
+    }
+
     /// The snapshot metadata naming a baseline part found damaged, for the
     /// next ``checkBaselines(interval:)``.
     static let suspectBaselinePartKey = "baseline_check_suspect"

@@ -639,6 +639,7 @@ package struct Replayer: Sendable {
         try await importLogs(of: devices, after: vector, into: &report)
         try await applyBaselinesOfDevicesWithoutLogs(devices, into: &report)
         try await catchUpWithCompaction(into: &report)
+        try await noteMissingEnds(into: &report)
         if try !report.gaps.isEmpty || snapshot.metadata("gaps_since") != nil { try await healGapsFromBaselines(into: &report) }
         return report
     }
@@ -650,6 +651,12 @@ package struct Replayer: Sendable {
     /// name (the publisher's), so a publisher that died mid-way holds no one
     /// up for longer than this.
     package var baselineWait: Duration = .seconds(60)
+
+    /// How often an import reads the other devices' applied reports to
+    /// find the ends of histories the container lost (see
+    /// ``noteMissingEnds(into:)``): the interval at which devices refresh
+    /// their reports.
+    package var missingEndCheckInterval: Duration = .seconds(600)
 
     /// Sequences of devices (each device's first sequence of a log found
     /// replaced under its name) that a baseline to start from must not
@@ -1164,8 +1171,14 @@ public struct ImportReport: Sendable {
         public var device: DeviceID
         /// The sequence it needs next.
         public var expected: UInt64
-        /// The first sequence of the next log found.
+        /// The first sequence of the next log found; for a gap at the end
+        /// (``atEnd``), the sequence after the last one other devices
+        /// applied.
         public var found: UInt64
+        /// Whether no later log of the device is listed at all: other
+        /// devices report having applied its saves through `found - 1`,
+        /// and the container holds none of them after `expected - 1`.
+        public var atEnd: Bool = false
     }
 
     /// Logs applied.

@@ -30,6 +30,7 @@ import Testing
         (0x337f, "a device leaving a deleted store did not carry its delete of a note its local store held hidden (its folder deleted there): only the records the local store showed were deleted"),
         (0xc4e, "the harness let the seeding device lose its -wal after the seed's log was damaged for good: its copy was the last one of a merged folder (a double fault no store survives)"),
         (0x282b, "the same, with the mark made by a healthy device: the elected device's rebuild kept waiting for a baseline it had applied"),
+        (0x55735, "the only log of the cloud store's first saves was damaged for good and then gone; a device that had not imported it saw no later log, so no gap, and ended without those saves while every other device had them"),
     ]
 
     /// Seeds that failed with the health monitor alone, the lifecycle's

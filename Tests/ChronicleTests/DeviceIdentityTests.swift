@@ -736,6 +736,48 @@ import Testing
         try await c.close()
     }
 
+    /// The last log of a device is lost for good after other devices
+    /// applied it (its owner gone, or its copy put back and lost again): no
+    /// later log shows the gap. A device that had not imported it yet
+    /// learns of it from the other devices' applied reports, reports the
+    /// gap at the end of that device's history, and fills it from a
+    /// baseline that covers it.
+    @Test func aLostLastLogOthersAppliedIsAGapFilledFromABaseline() async throws {
+        let world = try World()
+        let x = try await world.open("x")
+        let y = try await world.open("y")
+        let z = try await world.open("z", baselineWait: .zero)
+        let fromY = try await world.save(y, "y", 1)
+        try await y.sync()
+        try await z.sync()
+        let fromX = try await world.save(x, "x", 1)
+        try await x.sync()
+        // y applies x's log and says so in its applied report.
+        try await y.sync()
+        let (store, device) = (x.storeID, x.deviceID)
+        try await x.close()
+        try await world.container.delete(ContainerLayout.log(store: store, device: device, first: 1, last: 1))
+
+        // No baseline covers it yet: the gap shows, at the end of x's
+        // history, once z reads the reports again (at the interval at
+        // which devices refresh them).
+        world.clock.advance(byMilliseconds: 600_001)
+        let waiting = try await z.sync()
+        let gap = try #require(waiting.imported.gaps.first { $0.device == device })
+        #expect(gap.atEnd && gap.expected == 1 && gap.found == 2, "\(gap)")
+        // A baseline of y's, which holds x's save, fills it.
+        _ = try await y.publishBaseline()
+        world.clock.advance(byMilliseconds: 5)
+        let filled = try await z.sync()
+        #expect(filled.imported.gaps.isEmpty, "\(filled.imported.gaps)")
+        #expect(try z.snapshot.vector()[device] == 1)
+        let visible = Set(try await z.read { db in try RecordID.fetchAll(db, sql: "SELECT id FROM Note") })
+        #expect(visible == Set(fromY + fromX))
+        #expect(try await z.stateHash() == y.stateHash())
+        try await y.close()
+        try await z.close()
+    }
+
     /// A copy of a folder saves twice and publishes a baseline (its saves
     /// 2 and 3 of the shared ID in it; their log is then lost); a new device
     /// starts from that baseline. The original then saves 2, 3 and 4 of the same ID and
