@@ -541,8 +541,16 @@ extension Store {
         guard !others.isEmpty else { return [] }
         var problems: [(offset: Int, problem: BulkImport.Problem)] = []
         var taken: [Int: Set<[ExactKey]>] = [:]
+        // Stored records an earlier record of the batch updates, with their
+        // values after it: a key one of them gives up is free for the
+        // records after it, as it would be were they saved one by one.
+        var updatedEarlier: [RecordID: [String: Value]] = [:]
         for record in records where !skipping.contains(record.offset) {
             let old = stored[record.exact]
+            var clashes = false
+            defer {
+                if !clashes, let old { updatedEarlier[old.0] = old.1.merging(record.values) { _, new in new } }
+            }
             for (c, fields) in others.enumerated() {
                 // A stored record keeping its key clashes with nothing new.
                 if let old, fields.allSatisfy({ record.values[$0] == nil || StoreContext.same(old.1[$0], record.values[$0]) }) { continue }
@@ -550,15 +558,26 @@ extension Store {
                 // SQL compares no null as equal: such a key clashes with none.
                 guard !values.contains(where: \.isNull) else { continue }
                 let shown = zip(fields, values).map { "\($0.0) \($0.1)" }.joined(separator: ", ")
-                if !taken[c, default: []].insert(values.map(ExactKey.init)).inserted {
+                let exact = values.map(ExactKey.init)
+                if !taken[c, default: []].insert(exact).inserted {
                     problems.append((record.offset, BulkImport.Problem(position: batch[record.offset].position, reason: "\(shown) is an earlier feature's of the same batch; \(entity.name) keeps it unique")))
+                    clashes = true
                     break
                 }
                 let condition = fields.map { "\($0.quotedDatabaseIdentifier) = ?" }.joined(separator: " AND ")
                 let holders = try RecordID.fetchAll(db, sql: "SELECT id FROM \(entity.name.quotedDatabaseIdentifier) WHERE \(condition) LIMIT 2",
                                                     arguments: StatementArguments(values.map(\.databaseValue)))
-                if let other = holders.first(where: { $0 != old?.0 }) {
-                    problems.append((record.offset, BulkImport.Problem(position: batch[record.offset].position, reason: "\(shown) is already \(entity.name) \(other)'s; \(entity.name) keeps it unique")))
+                let holder = holders.first { id in
+                    guard id != old?.0 else { return false }
+                    // Given up by an earlier record of the batch.
+                    if let after = updatedEarlier[id] {
+                        return fields.map { ExactKey(after[$0] ?? .null) } == exact
+                    }
+                    return true
+                }
+                if let holder {
+                    problems.append((record.offset, BulkImport.Problem(position: batch[record.offset].position, reason: "\(shown) is already \(entity.name) \(holder)'s; \(entity.name) keeps it unique")))
+                    clashes = true
                     break
                 }
             }
