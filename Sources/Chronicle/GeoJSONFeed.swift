@@ -106,53 +106,56 @@ public struct GeoJSONFeed: Sendable {
                 expectElement = false
             }
         }
-        for b in bytes {
-            if b & 0xC0 != 0x80 { column += 1 }
-            if inString {
-                if escaped {
-                    escaped = false
-                } else if b == backslash {
-                    escaped = true
-                } else if b == quote {
-                    inString = false
-                    if depth == 1 { lastString = text }
-                } else if depth == 1 {
-                    text.append(b)
+        // Read in place: iterating `Data` itself costs a call per byte.
+        bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+            for b in raw {
+                if b & 0xC0 != 0x80 { column += 1 }
+                if inString {
+                    if escaped {
+                        escaped = false
+                    } else if b == backslash {
+                        escaped = true
+                    } else if b == quote {
+                        inString = false
+                        if depth == 1 { lastString = text }
+                    } else if depth == 1 {
+                        text.append(b)
+                    }
+                    continue
                 }
-                continue
-            }
-            switch b {
-            case UInt8(ascii: "\n"):
-                line += 1
-                column = 0
-            case quote:
-                element()
-                inString = true
-                text.removeAll(keepingCapacity: true)
-            case UInt8(ascii: ":"):
-                if depth == 1 { key = lastString }
-            case UInt8(ascii: "{"), UInt8(ascii: "["):
-                element()
-                depth += 1
-                if b == UInt8(ascii: "["), depth == 2, key == Array("features".utf8) {
-                    inFeatures = true
-                    expectElement = true
+                switch b {
+                case UInt8(ascii: "\n"):
+                    line += 1
+                    column = 0
+                case quote:
+                    element()
+                    inString = true
+                    text.removeAll(keepingCapacity: true)
+                case UInt8(ascii: ":"):
+                    if depth == 1 { key = lastString }
+                case UInt8(ascii: "{"), UInt8(ascii: "["):
+                    element()
+                    depth += 1
+                    if b == UInt8(ascii: "["), depth == 2, key == Array("features".utf8) {
+                        inFeatures = true
+                        expectElement = true
+                    }
+                case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                    if depth == 2, inFeatures {
+                        inFeatures = false
+                        expectElement = false
+                    }
+                    depth -= 1
+                case UInt8(ascii: ","):
+                    if depth == 2, inFeatures { expectElement = true }
+                case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
+                    break
+                case 0xEF where depth == 0, 0xBB where depth == 0, 0xBF where depth == 0:
+                    // A leading byte order mark, which the parser skips.
+                    if b == 0xEF { column -= 1 }
+                default:
+                    element()
                 }
-            case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                if depth == 2, inFeatures {
-                    inFeatures = false
-                    expectElement = false
-                }
-                depth -= 1
-            case UInt8(ascii: ","):
-                if depth == 2, inFeatures { expectElement = true }
-            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
-                break
-            case 0xEF where depth == 0, 0xBB where depth == 0, 0xBF where depth == 0:
-                // A leading byte order mark, which the parser skips.
-                if b == 0xEF { column -= 1 }
-            default:
-                element()
             }
         }
         return starts

@@ -21,7 +21,10 @@ struct Import: AsyncParsableCommand {
             A feature that cannot be read is reported with its number, line and column, then skipped \
             (--on-malformed skip, the default) or the import stops before its batch (--on-malformed stop, exit 1).
             The feed is read whole (at most 256 MiB; about ten times that in memory while it is parsed): split a larger one.
-            Progress goes to standard error: one line rewritten on a terminal, plain lines when piped.
+            Progress goes to standard error: one line rewritten on a terminal, plain lines when piped. \
+            Ctrl-C stops the import after the batch being saved and says how far it got (exit 130).
+            Sync first on a device that has not synced since another device imported the same feed: keys it does \
+            not hold yet are inserted again, and merge as duplicates at the next sync. \
             Run `chronicle sync` afterwards to upload the logs.
             """)
 
@@ -57,28 +60,66 @@ struct Import: AsyncParsableCommand {
             let schema = try device.loadSchema()
             let target = try Self.entity(named: entity, upsertKey: upsertKey, in: schema)
             // Read before the store opens: a bad feed leaves no device folder behind.
+            let reading = ContinuousClock.now
             let bytes = try InputFile.bytes(of: feed == "-" ? nil : feed, what: "feed", limit: Self.feedByteLimit)
+            // A large feed takes seconds to read: said, so that a run that
+            // shows no batch yet is not taken for a hung one.
+            let announced = bytes.count >= Self.announcedFeedBytes
+            if announced {
+                FileHandle.standardError.write(Data("import: reading \(feed == "-" ? "standard input" : oneLine(feed)) (\(Self.megabytes(bytes.count)))\n".utf8))
+            }
             let parsed = try GeoJSONFeed(data: Data(bytes))
             let items = parsed.items(for: target, requiring: upsertKey)
-            let opened = try await device.open(schema: schema)
+            if announced {
+                let seconds = (ContinuousClock.now - reading) / .seconds(1)
+                FileHandle.standardError.write(Data("import: read \(items.count) features in \(String(format: "%.1f", seconds)) s; saving them in batches of \(batchSize)\n".utf8))
+            }
+            let options = BulkImport(entity: target.name, upsertKey: upsertKey, batchSize: batchSize, onMalformed: onMalformed)
             let progress = ProgressLine("import", unit: "features", total: items.count)
             let summary: BulkImport.Summary
             do {
-                summary = try await opened.store.newBackgroundContext().importRecords(
-                    items, options: BulkImport(entity: target.name, upsertKey: upsertKey, batchSize: batchSize, onMalformed: onMalformed)
-                ) { step in
-                    progress.update(step.processed, note: "\(step.inserted) new, \(step.updated) updated" + (step.skipped > 0 ? ", \(step.skipped) skipped" : ""))
+                // The first Ctrl-C stops after the batch being saved.
+                summary = try await stoppingOnInterrupt { [device] in
+                    let opened = try await device.open(schema: schema)
+                    do {
+                        let summary = try await opened.store.newBackgroundContext().importRecords(items, options: options) { step in
+                            progress.update(step.processed, note: Self.counts(step))
+                        }
+                        try await opened.close()
+                        return summary
+                    } catch {
+                        try? await opened.close()
+                        throw error
+                    }
                 }
             } catch {
                 progress.finish()
-                try? await opened.close()
                 throw error
             }
             progress.finish()
-            try await opened.close()
             Self.report(summary, output: output)
-            if summary.stoppedAt != nil { throw ExitCode.failure }
+            if summary.cancelled {
+                let p = summary.progress
+                try output.interrupted(Self.json(summary),
+                                       text: "import: interrupted after \(p.processed) of \(items.count) features (\(Self.counts(p))); every batch reported is saved, nothing of the one under way: run the same command again to import the rest")
+            }
+            if let stop = summary.stoppedAt {
+                // With --json the summary says it (stoppedAt).
+                if output.json { throw ExitCode.failure }
+                throw ChronicleError(.malformedFeed, "stopped at \(stop.description): nothing from its batch on was saved (--on-malformed skip goes on past such features)")
+            }
         }
+    }
+
+    /// Feeds from this size on are announced while they are read.
+    static let announcedFeedBytes = 8 << 20
+
+    static func megabytes(_ bytes: Int) -> String { String(format: "%.1f MB", Double(bytes) / 1e6) }
+
+    /// The counts of a progress report, in the words of the summary.
+    static func counts(_ p: BulkImport.Progress) -> String {
+        "\(p.inserted) inserted, \(p.updated) updated, \(p.unchanged) unchanged"
+            + (p.skipped > 0 ? ", \(p.skipped) skipped" : "") + (p.folded > 0 ? ", \(p.folded) folded" : "")
     }
 
     /// The entity to import into: the one named, or the one entity that
@@ -114,26 +155,43 @@ struct Import: AsyncParsableCommand {
         throw ChronicleError(.misuse, "no entity declares \(upsertKey) unique on its own (\(having.map(\.name).joined(separator: ", ")) have it): declare it unique in the schema, and name the entity with --entity")
     }
 
-    static func report(_ summary: BulkImport.Summary, output: OutputOptions) {
+    /// What an import did, as `--json` prints it.
+    static func json(_ summary: BulkImport.Summary) -> JSONValue {
         let p = summary.progress
         var json: [String: JSONValue] = [
             "processed": .int(Int64(p.processed)), "inserted": .int(Int64(p.inserted)), "updated": .int(Int64(p.updated)),
             "unchanged": .int(Int64(p.unchanged)), "skipped": .int(Int64(p.skipped)), "folded": .int(Int64(p.folded)), "batches": .int(Int64(p.batches)),
             "malformed": .array(summary.malformed.map { .object(["position": .string($0.position), "reason": .string($0.reason)]) }),
         ]
+        if let total = p.total { json["total"] = .int(Int64(total)) }
         if let stop = summary.stoppedAt {
             json["stoppedAt"] = .object(["position": .string(stop.position), "reason": .string(stop.reason)])
         }
-        var text = "imported \(p.processed) feature\(p.processed == 1 ? "" : "s"): \(p.inserted) inserted, \(p.updated) updated, \(p.unchanged) unchanged, "
-            + "\(p.skipped) skipped\(p.folded > 0 ? ", \(p.folded) folded into an earlier feature of their batch with the same key" : ""), "
-            + "in \(p.batches) saved batch\(p.batches == 1 ? "" : "es")"
-        let shown = 20
-        for problem in summary.malformed.prefix(shown) { text += "\nskipped \(oneLine(problem.description))" }
-        if summary.malformed.count > shown { text += "\n… and \(summary.malformed.count - shown) more skipped (all are listed with --json)" }
-        if let stop = summary.stoppedAt {
-            text += "\nstopped at \(oneLine(stop.description)): nothing from its batch on was saved"
+        if summary.cancelled { json["interrupted"] = .bool(true) }
+        return .object(json)
+    }
+
+    /// Prints what an import did: with `--json` the whole summary on
+    /// standard output (the caller prints it for an interrupted run); in
+    /// text, the counts on standard output and the features skipped, as
+    /// warnings, on standard error.
+    static func report(_ summary: BulkImport.Summary, output: OutputOptions) {
+        if output.json {
+            if !summary.cancelled { output.print(json(summary), text: "") }
+            return
         }
-        output.print(.object(json), text: text)
+        let p = summary.progress
+        var warnings = ""
+        let shown = 20
+        for problem in summary.malformed.prefix(shown) { warnings += "import: skipped \(oneLine(problem.description))\n" }
+        if summary.malformed.count > shown { warnings += "import: … and \(summary.malformed.count - shown) more skipped (all are listed with --json)\n" }
+        if !warnings.isEmpty { FileHandle.standardError.write(Data(warnings.utf8)) }
+        guard !summary.cancelled else { return }
+        let folded = p.folded > 0 ? ", \(p.folded) folded into an earlier feature of their batch with the same key" : ""
+        let batches = "in \(p.batches) saved batch\(p.batches == 1 ? "" : "es")"
+        let before = summary.stoppedAt == nil ? "" : " before the malformed one it stopped at"
+        output.print(.null, text: "imported \(p.processed) feature\(p.processed == 1 ? "" : "s")\(before): \(p.inserted) inserted, \(p.updated) updated, \(p.unchanged) unchanged, "
+            + "\(p.skipped) skipped\(folded), \(batches)")
     }
 }
 

@@ -237,6 +237,51 @@ import Testing
         #expect(notes == ["second"])
     }
 
+    /// A unique value that an earlier item of a batch gives up is free for
+    /// the items after it, as it is when each item is its own batch: the
+    /// result does not depend on the batch size.
+    @Test func aUniqueValueAnEarlierItemGivesUpIsFreeForTheItemsAfterIt() async throws {
+        let schema = try Schema(version: 1, entities: [
+            Entity("Member", attributes: [Attribute("code", .string), Attribute("email", .string, optional: true)], unique: [["code"], ["email"]]),
+        ])
+        func member(_ code: String, _ email: String, _ n: Int) -> BulkImport.Item {
+            .record(["code": .string(code), "email": .string(email)], at: "item \(n)")
+        }
+        let first = [member("a", "e1", 1), member("b", "e2", 2)]
+        let feeds: [[BulkImport.Item]] = [
+            // b gives up e2, then a takes it.
+            [member("b", "e3", 1), member("a", "e2", 2)],
+            // a gives up e1, then a new member takes it.
+            [member("a", "e9", 1), member("c", "e1", 2)],
+            // a takes e3 before b gives it up: refused, whatever the batch.
+            [member("a", "e3", 1), member("b", "e4", 2)],
+        ]
+        var outcomes: [Int: [String]] = [:]
+        for batchSize in [1, 10] {
+            let place = try Place()
+            defer { place.remove() }
+            let store = try await place.open(schema: schema)
+            let importer = store.newBackgroundContext()
+            let options = BulkImport(entity: "Member", upsertKey: "code", batchSize: batchSize)
+            _ = try await importer.importRecords(first, options: options)
+            var seen: [String] = []
+            for feed in feeds {
+                let summary = try await importer.importRecords(feed, options: options)
+                seen.append("skipped \(summary.malformed.map(\.position))")
+                seen.append(contentsOf: try await store.read { db in
+                    try String.fetchAll(db, sql: "SELECT code || ':' || ifnull(email, '-') FROM Member ORDER BY code")
+                })
+            }
+            outcomes[batchSize] = seen
+        }
+        #expect(outcomes[10] == outcomes[1])
+        #expect(outcomes[10] == [
+            "skipped []", "a:e2", "b:e3",
+            "skipped []", "a:e9", "b:e3", "c:e1",
+            "skipped [\"item 1\"]", "a:e9", "b:e4", "c:e1",
+        ], "\(outcomes[10] ?? [])")
+    }
+
     @Test func keysAreComparedByteForByteAndEqualItemsWriteNothing() async throws {
         let place = try Place()
         defer { place.remove() }
@@ -454,6 +499,7 @@ import Testing
         #expect(run.status == 0, "\(run.stderr)")
         #expect(String(decoding: run.stdout, as: UTF8.self) == "imported 2000 features: 2000 inserted, 0 updated, 0 unchanged, 0 skipped, in 4 saved batches\n")
         #expect(run.stderr.contains("import: 500/2000 features") && !run.stderr.contains("\r"))
+        #expect(run.stderr.contains("500 inserted, 0 updated, 0 unchanged"), "\(run.stderr)")
         // Again, as JSON: nothing to do.
         let again = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", feed, "--json"])
         let json = try #require(try JSONSerialization.jsonObject(with: again.stdout) as? [String: Any])
@@ -468,7 +514,13 @@ import Testing
         try Data(#"{"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {"mag": 1}}]}"#.utf8).write(to: URL(fileURLWithPath: bad))
         let stopped = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", "--on-malformed", "stop", bad])
         #expect(stopped.status == 1)
-        #expect(String(decoding: stopped.stdout, as: UTF8.self).contains("stopped at feature 1, line 1, column 44: no code"))
+        #expect(stopped.stderr.contains("chronicle: malformedFeed: stopped at feature 1, line 1, column 44: no code"), "\(stopped.stderr)")
+        #expect(String(decoding: stopped.stdout, as: UTF8.self).hasPrefix("imported 0 features before the malformed one it stopped at: 0 inserted"))
+        // Skipped instead: said on standard error, the counts on standard output.
+        let skipped = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", bad])
+        #expect(skipped.status == 0)
+        #expect(skipped.stderr.contains("import: skipped feature 1, line 1, column 44: no code"), "\(skipped.stderr)")
+        #expect(String(decoding: skipped.stdout, as: UTF8.self) == "imported 1 feature: 0 inserted, 0 updated, 0 unchanged, 1 skipped, in 0 saved batches\n")
         // Bad usage and a feed that is not JSON: clear errors, nothing imported.
         #expect(try CLIErrorTests.run(["import"] + device + ["--upsert-key", "net", feed]).status == 1)
         try Data("not json".utf8).write(to: URL(fileURLWithPath: bad))
