@@ -547,7 +547,8 @@ struct MergeEngine {
         let current = stored?.row
         // A compact state's keys are its row's.
         let oldKeys = first ? [:] : stored?.compact == true ? keys(of: entity, row: current!) : try keysInTable(entity, id)
-        if let current, stored?.compact == true, newKeys != oldKeys || desired != current {
+        let rowChanges = !Self.identical(desired, current)
+        if let current, stored?.compact == true, newKeys != oldKeys || rowChanges {
             // The row is about to stop showing exactly the state: move the
             // state out of it first.
             try materialize(entity, id, row: current)
@@ -558,7 +559,7 @@ struct MergeEngine {
                 try insertKey(entity, c, key, id)
             }
         }
-        if desired != current {
+        if rowChanges {
             if let desired, !e.uniqueConstraints.isEmpty { try evictClashes(entity, id, row: desired, current: current) }
             try write(entity, id, desired, replacing: current != nil)
             if desired != nil { created.remove(key) }
@@ -1036,6 +1037,23 @@ struct MergeEngine {
     }
 
     /// The record's row, and whether it holds its compact state.
+    /// Whether two rows hold the same values, text compared byte for byte:
+    /// GRDB's `DatabaseValue` equality compares text as Swift strings, which
+    /// join canonically equivalent spellings (a composed and a decomposed
+    /// "é"), and a row that changes only so must still be written.
+    static func identical(_ a: [DatabaseValue]?, _ b: [DatabaseValue]?) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        guard a.count == b.count else { return false }
+        for (x, y) in zip(a, b) {
+            if case .string(let s) = x.storage, case .string(let t) = y.storage {
+                guard s.utf8.count == t.utf8.count, s.utf8.elementsEqual(t.utf8) else { return false }
+            } else if x != y {
+                return false
+            }
+        }
+        return true
+    }
+
     private func currentRow(_ entity: Int, _ id: RecordID) throws -> (row: [DatabaseValue], compact: Bool)? {
         let count = Int32(schema.entities[entity].fields.count)
         return try db.first(statement(Slot.selectRow(entity), sql[entity].selectRow), { $0.bind(id) }) { statement in

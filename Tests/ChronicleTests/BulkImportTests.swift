@@ -282,6 +282,40 @@ import Testing
         ], "\(outcomes[10] ?? [])")
     }
 
+    /// Text changed only in its Unicode spelling (a decomposed "é"
+    /// written as the composed one) is a change, as SQLite and the unique
+    /// keys see it: an import updates it, a save writes it, and every
+    /// device ends with the new bytes.
+    @Test func textChangedOnlyInItsSpellingIsSaved() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let decomposed = "cafe\u{301}", composed = "caf\u{E9}"
+        #expect(decomposed == composed)
+        func item(_ title: String) -> BulkImport.Item {
+            .record(["code": "c", "title": .string(title), "time": .date(Timestamp(microsecondsSinceEpoch: 0)),
+                     "longitude": .double(0), "latitude": .double(0)], at: "item 1")
+        }
+        func stored(_ store: Store) async throws -> [UInt8] {
+            try await store.read { db in Array(try String.fetchOne(db, sql: "SELECT title FROM Quake")!.utf8) }
+        }
+        let importer = store.newBackgroundContext()
+        let options = BulkImport(entity: "Quake", upsertKey: "code")
+        _ = try await importer.importRecords([item(decomposed)], options: options)
+        let again = try await importer.importRecords([item(composed)], options: options)
+        #expect(again.progress.updated == 1 && again.progress.unchanged == 0, "\(again.progress)")
+        #expect(try await stored(store) == Array(composed.utf8))
+        // A save back to the other spelling, and a device that replays both.
+        let id = try await store.read { db in try RecordID.fetchOne(db, sql: "SELECT id FROM Quake")! }
+        try await store.write { tx in tx.update("Quake", id: id, ["title": .string(decomposed)]) }
+        #expect(try await stored(store) == Array(decomposed.utf8))
+        try await store.sync()
+        let other = try await place.open("other")
+        try await other.sync()
+        #expect(try await stored(other) == Array(decomposed.utf8))
+        #expect(try await other.stateHash() == store.stateHash())
+    }
+
     @Test func keysAreComparedByteForByteAndEqualItemsWriteNothing() async throws {
         let place = try Place()
         defer { place.remove() }

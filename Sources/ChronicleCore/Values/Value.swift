@@ -50,10 +50,22 @@ public enum Value: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether two texts are the same bytes. Swift's `String` equality
+    /// joins canonically equivalent spellings (a composed and a decomposed
+    /// "é"); a value round-trips bit for bit, so an update from one
+    /// spelling to the other is a change, as SQLite and the unique keys
+    /// see it.
+    static func sameText(_ a: String, _ b: String) -> Bool {
+        // Equal bytes are always equal strings: the quick test first.
+        guard a == b else { return false }
+        var (a, b) = (a, b)
+        return a.withUTF8 { x in b.withUTF8 { y in x.count == y.count && (x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0) } }
+    }
+
     public static func == (lhs: Value, rhs: Value) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
-        case let (.string(a), .string(b)): return a == b
+        case let (.string(a), .string(b)): return Self.sameText(a, b)
         case let (.int(a), .int(b)): return a == b
         case let (.double(a), .double(b)): return a.bitPattern == b.bitPattern
         case let (.bool(a), .bool(b)): return a == b
@@ -70,7 +82,10 @@ public enum Value: Sendable, Hashable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) {
         switch self {
         case .null: hasher.combine(0)
-        case .string(let v): hasher.combine(1); hasher.combine(v)
+        case .string(var v):
+            hasher.combine(1)
+            v.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            hasher.combine(0xFF as UInt8)
         case .int(let v): hasher.combine(2); hasher.combine(v)
         case .double(let v): hasher.combine(3); hasher.combine(v.bitPattern)
         case .bool(let v): hasher.combine(4); hasher.combine(v)
