@@ -21,6 +21,9 @@ public struct BulkImport: Sendable, Hashable {
     /// must declare it unique on its own, so that one value names one
     /// record on every device.
     public var upsertKey: String
+    /// How many malformed items a summary lists (``Summary/malformed``).
+    public static let listedProblems = 10_000
+
     /// Items per batch; each batch is one save (one transaction: an upload
     /// may put several in one log, and every device applies each whole).
     public var batchSize: Int
@@ -95,7 +98,10 @@ public struct BulkImport: Sendable, Hashable {
     public struct Summary: Sendable {
         /// The counts at the end.
         public var progress: Progress
-        /// Malformed items skipped (under ``OnMalformed/skip``).
+        /// Malformed items skipped (under ``OnMalformed/skip``), in feed
+        /// order: the first ``BulkImport/listedProblems`` of them
+        /// (``Progress/skipped`` counts them all), so that a feed of
+        /// millions of bad items does not take as many problems' memory.
         public var malformed: [Problem]
         /// The malformed item the import stopped at (under ``OnMalformed/stop``).
         public var stoppedAt: Problem?
@@ -180,7 +186,13 @@ extension StoreContext {
         var stoppedAt: BulkImport.Problem?
         func flush() async throws {
             guard !batch.isEmpty else { return }
-            let outcome = try await store.upsert(batch.finished(), stopAtProblem: options.onMalformed == .stop)
+            let outcome: Store.UpsertOutcome
+            do {
+                outcome = try await store.upsert(batch.finished(), stopAtProblem: options.onMalformed == .stop)
+            } catch let error as ChronicleError where state.batches > 0 {
+                throw ChronicleError(error.code, "\(error.message) (the \(state.batches) batch\(state.batches == 1 ? "" : "es") saved before it, through item \(reported), stay saved)",
+                                     underlying: error.underlying)
+            }
             let indices = batchIndices
             batch.removeAll()
             batchIndices.removeAll(keepingCapacity: true)
@@ -189,6 +201,7 @@ extension StoreContext {
                 return
             }
             malformed += outcome.problems.map { (indices[$0.offset], $0.problem) }
+            Self.bound(&malformed)
             state.skipped += outcome.problems.count
             state.processed = read
             state.inserted += outcome.inserted
@@ -218,6 +231,7 @@ extension StoreContext {
                     return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: problem, cancelled: false)
                 }
                 malformed.append((read - 1, problem))
+                Self.bound(&malformed)
                 state.skipped += 1
                 continue
             }
@@ -238,9 +252,18 @@ extension StoreContext {
         return BulkImport.Summary(progress: state, malformed: Self.ordered(malformed), stoppedAt: nil, cancelled: false)
     }
 
-    /// Problems in the order of their items in the feed.
+    /// Problems in the order of their items in the feed: the first
+    /// ``BulkImport/listedProblems``.
     private static func ordered(_ problems: [(index: Int, problem: BulkImport.Problem)]) -> [BulkImport.Problem] {
-        problems.sorted { $0.index < $1.index }.map(\.problem)
+        problems.sorted { $0.index < $1.index }.prefix(BulkImport.listedProblems).map(\.problem)
+    }
+
+    /// `problems` cut to the first ``BulkImport/listedProblems`` in feed
+    /// order once it holds twice as many.
+    private static func bound(_ problems: inout [(index: Int, problem: BulkImport.Problem)]) {
+        guard problems.count > 2 * BulkImport.listedProblems else { return }
+        problems.sort { $0.index < $1.index }
+        problems.removeLast(problems.count - BulkImport.listedProblems)
     }
 
     /// Why a good-looking item cannot be imported: a missing key, a name

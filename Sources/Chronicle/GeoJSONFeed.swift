@@ -62,30 +62,48 @@ public struct GeoJSONFeed: Sendable {
     /// feature that cannot be read is a malformed item naming its index,
     /// line and column.
     ///
+    /// Each item is made when it is read (a feed of millions of features
+    /// holds no item of each at once), the same item every time.
+    ///
     /// - Parameter key: an attribute every feature must have (not null),
     ///   the upsert key: a feature without it is malformed.
-    public func items(for entity: Entity, requiring key: String? = nil) -> [BulkImport.Item] {
-        var items: [BulkImport.Item] = []
-        items.reserveCapacity(features.count)
+    public func items(for entity: Entity, requiring key: String? = nil) -> Items {
         let starts = Self.featureStarts(text)
-        for (index, feature) in features.enumerated() {
-            let at = "feature \(index + 1)" + (starts.count == features.count ? ", \(starts[index])" : "")
+        return Items(features: features, starts: starts.count == features.count ? starts : [], entity: entity, key: key)
+    }
+
+    /// The import items of a feed's features (see ``items(for:requiring:)``).
+    public struct Items: RandomAccessCollection, Sendable {
+        let features: [JSONValue]
+        /// Where each feature starts; empty when they could not be told.
+        let starts: [Position]
+        let entity: Entity
+        let key: String?
+
+        public var startIndex: Int { 0 }
+        public var endIndex: Int { features.count }
+
+        public subscript(index: Int) -> BulkImport.Item {
+            let at = "feature \(index + 1)" + (starts.isEmpty ? "" : ", line \(starts[index].line), column \(starts[index].column)")
             do throws(ChronicleError) {
-                let values = try Self.values(of: feature, for: entity)
+                let values = try GeoJSONFeed.values(of: features[index], for: entity)
                 if let key, values[key]?.isNull ?? true {
                     throw ChronicleError(.malformedFeed, "no \(key), the key to import by")
                 }
-                items.append(.record(values, at: at))
+                return .record(values, at: at)
             } catch {
-                items.append(.malformed(error.message, at: at))
+                return .malformed(error.message, at: at)
             }
         }
-        return items
     }
 
-    /// Where each element of the root object's `features` array starts, in
-    /// one pass over text that parsed: lines from 1, columns counting
-    /// characters from 1, as the parser's own positions.
+    /// A place in the feed's text: lines from 1, columns counting
+    /// characters from 1.
+    struct Position: Sendable, Hashable {
+        var line: Int
+        var column: Int
+    }
+
     /// A `type` member as a message shows it: a string quoted, anything
     /// else by its kind.
     static func shown(_ type: JSONValue) -> String {
@@ -93,8 +111,10 @@ public struct GeoJSONFeed: Sendable {
         return type.kindName
     }
 
-    static func featureStarts(_ bytes: Data) -> [String] {
-        var starts: [String] = []
+    /// Where each element of the root object's `features` array starts, in
+    /// one pass over text that parsed, as the parser's own positions.
+    static func featureStarts(_ bytes: Data) -> [Position] {
+        var starts: [Position] = []
         var depth = 0, line = 1, column = 0
         var inString = false, escaped = false
         var text: [UInt8] = [], lastString: [UInt8] = [], key: [UInt8] = []
@@ -102,7 +122,7 @@ public struct GeoJSONFeed: Sendable {
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         func element() {
             if expectElement {
-                starts.append("line \(line), column \(column)")
+                starts.append(Position(line: line, column: column))
                 expectElement = false
             }
         }

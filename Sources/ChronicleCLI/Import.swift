@@ -184,7 +184,10 @@ struct Import: AsyncParsableCommand {
         var warnings = ""
         let shown = 20
         for problem in summary.malformed.prefix(shown) { warnings += "import: skipped \(oneLine(problem.description))\n" }
-        if summary.malformed.count > shown { warnings += "import: … and \(summary.malformed.count - shown) more skipped (all are listed with --json)\n" }
+        if p.skipped > shown {
+            let listed = summary.malformed.count < p.skipped ? "the first \(summary.malformed.count) are listed with --json" : "all are listed with --json"
+            warnings += "import: … and \(p.skipped - shown) more skipped (\(listed))\n"
+        }
         if !warnings.isEmpty { FileHandle.standardError.write(Data(warnings.utf8)) }
         guard !summary.cancelled else { return }
         let folded = p.folded > 0 ? ", \(p.folded) folded into an earlier feature of their batch with the same key" : ""

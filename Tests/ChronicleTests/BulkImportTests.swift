@@ -316,6 +316,23 @@ import Testing
         #expect(try await other.stateHash() == store.stateHash())
     }
 
+    /// A feed of many bad items: each is counted, the first ten thousand
+    /// are listed, in feed order, and nothing is saved.
+    @Test func aSummaryListsTheFirstTenThousandBadItemsAndCountsThemAll() async throws {
+        let place = try Place()
+        defer { place.remove() }
+        let store = try await place.open()
+        let text = #"{"type": "FeatureCollection", "features": ["# + Array(repeating: "0", count: 25_000).joined(separator: ",") + "]}"
+        let items = try GeoJSONFeed(data: Data(text.utf8)).items(for: Self.quake, requiring: "code")
+        #expect(items.count == 25_000)
+        let summary = try await store.newBackgroundContext().importRecords(items, options: BulkImport(entity: "Quake", upsertKey: "code", batchSize: 100))
+        #expect(summary.progress.skipped == 25_000 && summary.progress.processed == 25_000)
+        #expect(summary.malformed.count == BulkImport.listedProblems)
+        #expect(summary.malformed.first?.position.hasPrefix("feature 1,") == true)
+        #expect(summary.malformed.last?.position.hasPrefix("feature 10000,") == true)
+        #expect(try await Self.count(store) == 0)
+    }
+
     @Test func keysAreComparedByteForByteAndEqualItemsWriteNothing() async throws {
         let place = try Place()
         defer { place.remove() }
