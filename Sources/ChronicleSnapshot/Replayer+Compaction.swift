@@ -204,8 +204,11 @@ extension Replayer {
     }
 
     /// ``baselineWait`` in whole milliseconds.
-    var baselineWaitMilliseconds: UInt64 {
-        UInt64(max(0, baselineWait.components.seconds)) * 1000 + UInt64(max(0, baselineWait.components.attoseconds) / 1_000_000_000_000_000)
+    var baselineWaitMilliseconds: UInt64 { Self.wholeMilliseconds(baselineWait) }
+
+    /// `duration` in whole milliseconds, 0 for a negative one.
+    static func wholeMilliseconds(_ duration: Duration) -> UInt64 {
+        UInt64(max(0, duration.components.seconds)) * 1000 + UInt64(max(0, duration.components.attoseconds) / 1_000_000_000_000_000)
     }
 
     /// Notes the compaction marker this device saw or wrote (see
@@ -382,7 +385,7 @@ extension Replayer {
         let vector = try snapshot.vector()
         var ends = Self.parseEnds(try snapshot.metadata(Self.missingEndsKey))
         let checkedAt = try snapshot.metadata(Self.missingEndsCheckedKey).flatMap(UInt64.init)
-        let interval = UInt64(max(0, missingEndCheckInterval.components.seconds)) * 1000 + UInt64(max(0, missingEndCheckInterval.components.attoseconds) / 1_000_000_000_000_000)
+        let interval = Self.wholeMilliseconds(missingEndCheckInterval)
         if checkedAt.map({ now < $0 || now - $0 >= interval }) ?? true {
             var reported: [DeviceID: UInt64] = [:]
             do {
