@@ -430,10 +430,10 @@ public actor StoreManager {
             }
         }
         guard let identity = try DeviceFolder.readIdentity(in: folder) else {
-            throw ChronicleError(.notFound, "\(directory.path) is not a device folder yet (run `chronicle save` or `chronicle sync` first)")
+            throw ChronicleError(.notFound, "\(directory.path) is not a device folder yet (run `chronicle save`, `chronicle import` or `chronicle sync` first)")
         }
         guard let store = identity.store else {
-            throw ChronicleError(.notFound, "\(directory.path) has no snapshot yet (run `chronicle save` or `chronicle sync` first)")
+            throw ChronicleError(.notFound, "\(directory.path) has no snapshot yet (run `chronicle save`, `chronicle import` or `chronicle sync` first)")
         }
         let path = DeviceFolder.snapshotPath(store, in: folder)
         // Followed through a link, as the store itself opens it (see

@@ -141,7 +141,9 @@ struct Import: AsyncParsableCommand {
         let candidates = schema.entities.filter { $0.uniqueConstraints.contains([upsertKey]) }
         if candidates.count == 1 { return candidates[0] }
         if candidates.count > 1 {
-            throw ChronicleError(.misuse, "\(candidates.map(\.name).joined(separator: " and ")) all declare \(upsertKey) unique: name the entity with --entity")
+            let names = candidates.map(\.name)
+            let all = names.count == 2 ? "\(names[0]) and \(names[1]) both declare" : "\(names.dropLast().joined(separator: ", ")) and \(names.last!) all declare"
+            throw ChronicleError(.misuse, "\(all) \(upsertKey) unique: name the entity with --entity")
         }
         // None declares it unique: the one entity that has it gets the
         // precise error; otherwise say where it is (or that it is nowhere).
