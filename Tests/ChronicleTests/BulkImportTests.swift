@@ -1,5 +1,6 @@
 import Chronicle
 import ChronicleCore
+import ChronicleTestSupport
 import Foundation
 import GRDB
 import Synchronization
@@ -578,6 +579,55 @@ import Testing
         let notJSON = try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", bad])
         #expect(notJSON.status == 1 && notJSON.stderr.contains("malformedFeed"))
         #expect(try CLIErrorTests.run(["import"] + device + ["--upsert-key", "code", "--batch-size", "0", feed]).status == 2)
+    }
+}
+
+extension BulkImportTests {
+    /// Ctrl-C during `chronicle import` stops it after the batch being
+    /// saved: it says how far it got and exits 130, every batch it
+    /// reported is saved, and running it again imports the rest.
+    @Test(.enabled(if: CrashSafetyTests.binary != nil, "needs the chronicle binary: swift build --build-tests"))
+    func chronicleImportStopsOnCtrlCAfterTheBatchBeingSaved() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-import-int-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let feed = root.appendingPathComponent("quakes.geojson").path, schema = root.appendingPathComponent("quakes.schema.json").path
+        #expect(try CLIErrorTests.run(["sample-feed", "--features", "3000", "--output", feed, "--schema-out", schema]).status == 0)
+        let shared = root.appendingPathComponent("shared").path
+        #expect(try CLIErrorTests.run(["init", "--container", shared]).status == 0)
+        // Batches of one: thousands of saves, time to stop it between two.
+        let arguments = ["import", "--device-dir", root.appendingPathComponent("dev").path, "--container", shared, "--schema", schema,
+                         "--upsert-key", "code", "--batch-size", "1", feed]
+        let out = root.appendingPathComponent("out"), err = root.appendingPathComponent("err")
+        for file in [out, err] { _ = FileManager.default.createFile(atPath: file.path, contents: nil) }
+        let (stdout, stderr) = (try FileHandle(forWritingTo: out), try FileHandle(forWritingTo: err))
+        let null = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        defer { close(null) }
+        let process = try SpawnedProcess.spawn(CrashSafetyTests.binary!.path, arguments,
+                                               environment: ProcessInfo.processInfo.environment.merging(["CHRONICLE_PROGRESS_SECONDS": "0"]) { $1 },
+                                               stdin: null, stdout: stdout.fileDescriptor, stderr: stderr.fileDescriptor)
+        // The first progress line: batches are being saved.
+        let deadline = Date().addingTimeInterval(120)
+        while !((try? String(contentsOf: err, encoding: .utf8))?.contains("import: ") ?? false), Date() < deadline, process.isRunning {
+            usleep(10_000)
+        }
+        kill(process.pid, SIGINT)
+        let ended = process.wait(killingAfter: 120)
+        try stdout.close()
+        try stderr.close()
+        let text = try String(contentsOf: err, encoding: .utf8)
+        #expect(!ended.signaled && ended.status == 130, "\(ended) \(text)")
+        let stopped = try #require(text.split(separator: "\n").last { $0.hasPrefix("import: interrupted after ") }, "\(text)")
+        let saved = try #require(Int(stopped.dropFirst("import: interrupted after ".count).prefix { $0.isNumber }))
+        #expect(saved > 0 && saved < 3000, "\(stopped)")
+        // Every batch it reported is there, nothing more: batches of one.
+        let count = try CLIErrorTests.run(["query", "--device-dir", root.appendingPathComponent("dev").path, "--json", "SELECT count(*) AS n FROM Quake"])
+        let rows = try #require(try JSONSerialization.jsonObject(with: count.stdout) as? [[String: Any]])
+        #expect(rows.first?["n"] as? Int == saved, "\(rows)")
+        // Again: the rest.
+        let again = try CLIErrorTests.run(arguments + ["--json"])
+        let json = try #require(try JSONSerialization.jsonObject(with: again.stdout) as? [String: Any])
+        #expect(json["inserted"] as? Int == 3000 - saved && json["unchanged"] as? Int == saved, "\(json)")
     }
 }
 
