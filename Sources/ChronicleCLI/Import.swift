@@ -94,6 +94,11 @@ struct Import: AsyncParsableCommand {
                 }
             } catch {
                 progress.finish()
+                if isInterruption(error) {
+                    // Stopped while the device opened: nothing was saved.
+                    try output.interrupted(.object(["interrupted": .bool(true), "processed": .int(0), "total": .int(Int64(items.count))]),
+                                           text: "import: interrupted before the first batch; nothing was saved")
+                }
                 throw error
             }
             progress.finish()
