@@ -380,7 +380,8 @@ extension Store {
         private let byName: [String: Int]?
         private let checks: AttributeChecks
         private let defaults: [Value]
-        private let key: Int
+        /// The index of the upsert key's field.
+        let key: Int
 
         /// Above this many fields a name is looked up by hash, below it by
         /// comparing names in turn: an item's names are read from the item
@@ -440,8 +441,6 @@ extension Store {
             return true
         }
 
-        /// The index of the upsert key's field.
-        var keyField: Int { key }
     }
 
     /// One record of an import batch: the values of its items with one
@@ -493,7 +492,7 @@ extension Store {
         mutating func append(reading item: BulkImport.Item, with reader: ItemReader) -> Bool {
             let start = rows.count
             guard reader.append(item, to: &rows) else { return false }
-            append(item, row: start, keyValue: rows[start + reader.keyField])
+            append(item, row: start, keyValue: rows[start + reader.key])
             return true
         }
 

@@ -1046,7 +1046,7 @@ struct MergeEngine {
         guard a.count == b.count else { return false }
         for (x, y) in zip(a, b) {
             if case .string(let s) = x.storage, case .string(let t) = y.storage {
-                guard s.utf8.count == t.utf8.count, s.utf8.elementsEqual(t.utf8) else { return false }
+                guard Value.sameText(s, t) else { return false }
             } else if x != y {
                 return false
             }

@@ -383,7 +383,8 @@ extension Replayer {
     func noteMissingEnds(into report: inout ImportReport) async throws {
         let now = clock.nowMilliseconds()
         let vector = try snapshot.vector()
-        var ends = Self.parseEnds(try snapshot.metadata(Self.missingEndsKey))
+        let stored = try snapshot.metadata(Self.missingEndsKey)
+        var ends = Self.parseEnds(stored)
         let checkedAt = try snapshot.metadata(Self.missingEndsCheckedKey).flatMap(UInt64.init)
         let interval = Self.wholeMilliseconds(missingEndCheckInterval)
         if checkedAt.map({ now < $0 || now - $0 >= interval }) ?? true {
@@ -414,7 +415,9 @@ extension Replayer {
             try snapshot.setMetadata(Self.missingEndsCheckedKey, String(now))
         }
         ends = ends.filter { (vector[$0.key] ?? 0) < $0.value }
-        try snapshot.setMetadata(Self.missingEndsKey, ends.isEmpty ? nil : ends.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " "))
+        // Written only when it changes: most imports find nothing missing.
+        let text = ends.isEmpty ? nil : ends.map { "\($0.key)=\($0.value)" }.sorted().joined(separator: " ")
+        if text != stored { try snapshot.setMetadata(Self.missingEndsKey, text) }
         for (device, through) in ends.sorted(by: { $0.key.description < $1.key.description }) where !report.gaps.contains(where: { $0.device == device }) {
             report.gaps.append(.init(device: device, expected: (vector[device] ?? 0) + 1, found: through + 1, atEnd: true))
         }

@@ -55,7 +55,7 @@ public enum Value: Sendable, Hashable, CustomStringConvertible {
     /// "é"); a value round-trips bit for bit, so an update from one
     /// spelling to the other is a change, as SQLite and the unique keys
     /// see it.
-    static func sameText(_ a: String, _ b: String) -> Bool {
+    package static func sameText(_ a: String, _ b: String) -> Bool {
         // Equal bytes are always equal strings: the quick test first.
         guard a == b else { return false }
         var (a, b) = (a, b)
