@@ -99,8 +99,8 @@ public enum PortableLogs {
                 let bytes = try await container.get(blob.name, maxBytes: limits.maxLogBytes)
                 let decoded: DecodedLog
                 do {
-                    let header = try LogDecoder(schema: nil).header(of: bytes)
-                    decoded = try LogDecoder(schema: schemas[header.schemaHash], limits: limits).decode(bytes)
+                    let header = try LogDecoder(schema: nil).header(of: bytes, name: blob.name)
+                    decoded = try LogDecoder(schema: schemas[header.schemaHash], limits: limits).decode(bytes, name: blob.name)
                 } catch {
                     throw ChronicleError(error.code, "\(blob.name): \(error.message)", underlying: error)
                 }
@@ -285,7 +285,7 @@ public enum PortableLogs {
         }
         guard case .array(let list)? = root["logs"] else { throw ChronicleError(.malformedBody, "logs: expected an array") }
         var encoded: [Encoded] = []
-        let encoder = LogEncoder(storeID: store)
+        let encoder = LogEncoder(storeID: store, version: LogEncoder.uploadVersion)
         for (i, value) in list.enumerated() {
             if i % 256 == 255 { try Task.checkCancellation() }
             let path = "logs[\(i)]"
@@ -318,7 +318,7 @@ public enum PortableLogs {
                     throw ChronicleError(.malformedBody, "name: the log's content names it \(name), not \(given)")
                 }
                 // The body against the schema it names, as devices will read it.
-                let decoded = try LogDecoder(schema: schemas[log.header.schemaHash]).decode(bytes)
+                let decoded = try LogDecoder(schema: schemas[log.header.schemaHash]).decode(bytes, name: name)
                 encoded.append(Encoded(name: name, bytes: bytes, log: decoded))
             } catch {
                 throw ChronicleError(error.code, "\(path): \(error.message)", underlying: error)
@@ -552,7 +552,8 @@ public enum PortableLogs {
             return false  // The put was refused for another log overlapping it.
         }
         if bytes == item.bytes { return true }
-        guard let held = try? LogDecoder(schema: nil).decode(bytes), let ours = try? LogDecoder(schema: nil).decode(item.bytes) else { return false }
+        guard let held = try? LogDecoder(schema: nil).decode(bytes, name: item.name),
+              let ours = try? LogDecoder(schema: nil).decode(item.bytes, name: item.name) else { return false }
         switch (held, ours) {
         case (.transactions(let a, let x), .transactions(let b, let y)): return a.schemaHash == b.schemaHash && x == y
         case (.baseline(let a, let x), .baseline(let b, let y)):

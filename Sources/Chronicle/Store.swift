@@ -1261,7 +1261,7 @@ public actor Store {
         for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.first <= own, parsed.last > compacted else { continue }
             let last = min(parsed.last, own)
-            let read = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes))
+            let read = try? decoder.open(try await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes), name: blob.name)
             if uploaded.contains("\(parsed.first)-\(parsed.last)") {
                 // Only if it verifies: the new snapshot imports these logs,
                 // and one that is damaged (its owner unable to put it back)
@@ -1334,15 +1334,15 @@ public actor Store {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device,
                   !known.contains("\(parsed.first)-\(parsed.last)"),
                   let bytes = try? await configuration.container.get(blob.name, maxBytes: decoder.limits.maxLogBytes),
-                  let verified = try? decoder.open(bytes),
+                  let verified = try? decoder.open(bytes, name: blob.name),
                   verified.header.deviceID == device,
                   var transactions = try? verified.transactions(),
                   transactions.map(\.sequence) == Array(parsed.first...parsed.last) else { continue }
             // Kept as the container holds it: a log of an earlier schema
             // version in that version's terms, to be put back as it was.
-            if let header = try? decoder.header(of: bytes), header.schemaHash != snapshot.schema.hash,
+            if let header = try? decoder.header(of: bytes, name: blob.name), header.schemaHash != snapshot.schema.hash,
                let source = snapshot.earlier.first(where: { $0.source.hash == header.schemaHash })?.source {
-                guard let original = try? LogDecoder(schema: source, limits: decoder.limits).open(bytes).transactions() else { continue }
+                guard let original = try? LogDecoder(schema: source, limits: decoder.limits).open(bytes, name: blob.name).transactions() else { continue }
                 transactions = original
             }
             logs.append((parsed.first, parsed.last, transactions))

@@ -2105,7 +2105,7 @@ public actor StoreManager {
         var held = Set<UInt64>()
         for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.last >= low, parsed.first <= high,
-                  let transactions = try? decoder.open(try await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)).transactions()
+                  let transactions = try? decoder.open(try await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes), name: blob.name).transactions()
             else { continue }
             for t in transactions where made[t.sequence] == t { held.insert(t.sequence) }
         }
@@ -2123,7 +2123,7 @@ public actor StoreManager {
         var found: [Transaction] = []
         for blob in try await container.listAll(prefix: ContainerLayout.logPrefix(store: store, device: device)) {
             guard let parsed = ContainerLayout.parseLog(blob.name), parsed.device == device, parsed.last > covered,
-                  let transactions = try? decoder.open(try await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes)).transactions()
+                  let transactions = try? decoder.open(try await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes), name: blob.name).transactions()
             else { continue }
             found += transactions.filter { $0.sequence > covered && known[$0.sequence] != $0 }
         }

@@ -254,7 +254,11 @@ struct Verify: AsyncParsableCommand {
 struct Dump: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Decode one log or baseline to JSON.",
-        discussion: "Give either --file, or --container with --name (a blob name as `chronicle inspect --logs` lists them).")
+        discussion: """
+            Give either --file, or --container with --name (a blob name as `chronicle inspect --logs` lists them).
+
+            A log of format version 2 (what devices upload) leaves its store, device and sequences to its name, and its checksums cover that name:             a --file is read under the name its path ends with (…/<store>/logs/<device>/<shard>/<first>-<last>.chlog, as in a container folder's blobs/),             or under --name when the file was copied elsewhere.
+            """)
 
     @Option(name: .customLong("file"), help: "A log file.")
     var file: String?
@@ -265,14 +269,14 @@ struct Dump: AsyncParsableCommand {
     @Flag(name: .customLong("follow-root-symlink"), help: "Accept a container path that is itself a symbolic link.")
     var followRootSymlink = false
 
-    @Option(name: .customLong("name"), help: "The blob's name in the container.")
+    @Option(name: .customLong("name"), help: "The blob's name in the container (with --file: the name the file had there).")
     var name: String?
 
     @Option(name: .customLong("schema"), help: "A schema JSON file to resolve names against.")
     var schema: String?
 
     func validate() throws {
-        guard (file != nil) != (container != nil && name != nil) else {
+        guard (file != nil) != (container != nil), container == nil || name != nil else {
             throw ValidationError("give either --file, or both --container and --name")
         }
     }
@@ -281,19 +285,25 @@ struct Dump: AsyncParsableCommand {
         try await reportingErrors(nil) {
             let decoder = LogDecoder(schema: try schema.map { try InputFile.schema(at: $0) })
             let bytes: [UInt8]
+            var blobName = try name.map { try ContainerName($0) }
             if let file {
                 bytes = try DirectoryContainer.readFile(atPath: file, maxBytes: decoder.limits.maxLogBytes)
+                if blobName == nil {
+                    // The name a container folder gives the file: its path's last five parts.
+                    let parts = file.split(separator: "/", omittingEmptySubsequences: true).suffix(5)
+                    blobName = try? ContainerName(parts.joined(separator: "/"))
+                }
             } else {
                 let c = try await ContainerOptions.open(container!, followRootSymlink: followRootSymlink)
                 do {
-                    bytes = try await c.get(try ContainerName(name!), maxBytes: decoder.limits.maxLogBytes)
+                    bytes = try await c.get(blobName!, maxBytes: decoder.limits.maxLogBytes)
                 } catch {
                     await c.shutdown()
                     throw error
                 }
                 await c.shutdown()
             }
-            print(JSONText.pretty(try decoder.decode(bytes).jsonValue))
+            print(JSONText.pretty(try decoder.decode(bytes, at: blobName.flatMap(ContainerLayout.location(of:))).jsonValue))
         }
     }
 }

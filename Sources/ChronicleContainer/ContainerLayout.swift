@@ -355,6 +355,13 @@ public enum ContainerLayout {
 
     static func hex16(_ v: UInt64) -> String { v.paddedHex }
 
+    /// What the log named `name` leaves to its name (a version 2 log's
+    /// store, device and sequences), or nil when `name` is not a log's.
+    /// Pass it to the decoder with the log's bytes.
+    package static func location(of name: ContainerName) -> LogLocation? {
+        parseLog(name).map { LogLocation(storeID: $0.store, deviceID: $0.device, firstSequence: $0.first, lastSequence: $0.last) }
+    }
+
     /// Where a ``DirectoryContainer`` keeps things below its root folder:
     /// blobs and markers at the paths their names give, under `blobs/` and
     /// `markers/`; temporary files of puts in `tmp/`; beside each marker its
@@ -374,5 +381,23 @@ public enum ContainerLayout {
 
         /// The path of marker `name` from the root folder.
         public static func markerPath(_ name: ContainerName) -> String { "\(markers)/\(name)" }
+    }
+}
+
+extension LogDecoder {
+    /// ``LogDecoder/header(of:at:)`` of the blob named `name` (a log's
+    /// name gives what a version 2 header leaves out).
+    package func header(of bytes: [UInt8], name: ContainerName) throws(ChronicleError) -> LogHeader {
+        try header(of: bytes, at: ContainerLayout.location(of: name))
+    }
+
+    /// ``LogDecoder/open(_:at:)`` of the blob named `name`.
+    package func open(_ bytes: [UInt8], name: ContainerName) throws(ChronicleError) -> VerifiedLog {
+        try open(bytes, at: ContainerLayout.location(of: name))
+    }
+
+    /// ``LogDecoder/decode(_:at:)`` of the blob named `name`.
+    package func decode(_ bytes: [UInt8], name: ContainerName) throws(ChronicleError) -> DecodedLog {
+        try decode(bytes, at: ContainerLayout.location(of: name))
     }
 }

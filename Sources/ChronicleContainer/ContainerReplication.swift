@@ -241,7 +241,7 @@ package struct ContainerReplication: Sendable {
     private static func problem(of bytes: [UInt8], name: ContainerName, _ decoder: LogDecoder) -> ChronicleError? {
         let header: LogHeader
         do {
-            header = try decoder.open(bytes).header
+            header = try decoder.open(bytes, name: name).header
         } catch {
             return error
         }

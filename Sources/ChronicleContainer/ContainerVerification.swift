@@ -186,7 +186,7 @@ package struct ContainerVerification: Sendable {
     private static func verify(_ name: ContainerName, in container: any Container, decoder: LogDecoder) async -> Result<Int, ChronicleError> {
         do {
             let data = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-            let log = try decoder.open(data)
+            let log = try decoder.open(data, name: name)
             if let parsed = ContainerLayout.parseLog(name),
                (parsed.device, parsed.first, parsed.last) != (log.header.deviceID, log.header.firstSequence, log.header.lastSequence) {
                 throw ChronicleError(.malformedBody, "contents (device \(log.header.deviceID), sequences \(log.header.firstSequence)...\(log.header.lastSequence)) do not match the name")

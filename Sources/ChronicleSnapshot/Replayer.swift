@@ -55,7 +55,7 @@ package struct Replayer: Sendable {
     ///   must continue under a new device ID (``Store`` does).
     @discardableResult
     package func upload() async throws -> Int {
-        let encoder = LogEncoder(storeID: snapshot.storeID)
+        let encoder = LogEncoder(storeID: snapshot.storeID, version: LogEncoder.uploadVersion)
         // A store deleted on purpose takes no more saves: they stay pending,
         // for the store manager to carry into the local store.
         if try snapshot.pendingUploadCount() > 0, try await container.readMarker(ContainerLayout.tombstone(store: snapshot.storeID)) != nil {
@@ -82,7 +82,7 @@ package struct Replayer: Sendable {
             }
             let bytes = try encoder.encode(bodies: plan.transactions, device: snapshot.deviceID, schemaHash: snapshot.schema.hash)
             let name = ContainerLayout.log(store: snapshot.storeID, device: snapshot.deviceID, first: plan.first, last: plan.last)
-            try await recordSchema(of: bytes, &recorded)
+            try await recordSchema(of: bytes, name: name, &recorded)
             try await putOwnLog(name, bytes)
             firstPut = firstPut ?? plan.first
             try snapshot.crashInjector?.check(.uploadAfterPut)
@@ -111,7 +111,7 @@ package struct Replayer: Sendable {
             // Nothing at the name: the conflict is another log overlapping
             // these sequences (a container refuses those too).
             let existing = try? await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-            let verified = existing.flatMap { try? decoder.open($0) }
+            let verified = existing.flatMap { try? decoder.open($0, name: name) }
             if let verified, let parsed = ContainerLayout.parseLog(name),
                let mine = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last),
                try holds(verified, device: snapshot.deviceID, mine) {
@@ -255,7 +255,7 @@ package struct Replayer: Sendable {
     /// instead of reported as an ``ChronicleError/Code/identityConflict``.
     private func repairLogs(of inherited: DeviceID?, from cursor: ContainerName?, budget: RepairBudget,
                             passingOverOthers: Bool = false) async throws -> (repaired: [ContainerName], next: ContainerName?) {
-        let encoder = LogEncoder(storeID: snapshot.storeID)
+        let encoder = LogEncoder(storeID: snapshot.storeID, version: LogEncoder.uploadVersion)
         let device = inherited ?? snapshot.deviceID
         func groups() throws -> [(UInt64, UInt64)] {
             try inherited.map { try snapshot.inheritedGroups(of: $0) } ?? snapshot.uploadedGroups()
@@ -283,7 +283,7 @@ package struct Replayer: Sendable {
             if let compacted = horizon ?? nil, compacted.mayHaveRemoved(device: device, last: last) { continue }
             if !registered { try await register(inherited); registered = true }
             let bytes = try encoder.encode(bodies: transactions, device: device, schemaHash: snapshot.schema.hash)
-            try await recordSchema(of: bytes, &recorded)
+            try await recordSchema(of: bytes, name: name, &recorded)
             try snapshot.notePutBack(name, at: clock.nowMilliseconds())
             do {
                 if inherited == nil { try await putOwnLog(name, bytes) } else { try await container.put(name, bytes) }
@@ -312,7 +312,7 @@ package struct Replayer: Sendable {
             // A log that verifies but is not one of this name (another
             // device's, or another of this device's, copied over it) is
             // damage like any other: no copy of these files wrote it there.
-            if let stored, let log = try? decoder.open(stored), log.header.deviceID == device, log.header.storeID == snapshot.storeID,
+            if let stored, let log = try? decoder.open(stored, name: blob.name), log.header.deviceID == device, log.header.storeID == snapshot.storeID,
                (log.header.firstSequence, log.header.lastSequence) == (parsed.first, parsed.last) {
                 // Other bytes that verify: the same saves encoded otherwise
                 // (another LZ4 build), or someone else's saves.
@@ -330,7 +330,7 @@ package struct Replayer: Sendable {
             }
             try snapshot.notePutBack(blob.name, at: clock.nowMilliseconds())
             try await container.delete(blob.name)
-            try await recordSchema(of: bytes, &recorded)
+            try await recordSchema(of: bytes, name: blob.name, &recorded)
             try await container.put(blob.name, bytes)
             logger.notice("repaired own log", metadata: ["chronicle.log": "\(blob.name)"])
             repaired.append(blob.name)
@@ -352,7 +352,7 @@ package struct Replayer: Sendable {
         for blob in try await logs(of: device, overlapping: first...last) {
             guard let parsed = ContainerLayout.parseLog(blob.name), (parsed.first, parsed.last) != (first, last),
                   let bytes = try? await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes),
-                  let log = try? decoder.open(bytes), log.header.deviceID == device,
+                  let log = try? decoder.open(bytes, name: blob.name), log.header.deviceID == device,
                   let theirs = try? log.transactions() else { return [] }
             for t in theirs where (first...last).contains(t.sequence) {
                 guard t == mine[Int(t.sequence - first)] else { return [] }
@@ -362,13 +362,13 @@ package struct Replayer: Sendable {
         guard !covered.isEmpty else { return [] }
         var free = IndexSet(integersIn: Int(first)...Int(last))
         free.subtract(covered)
-        let encoder = LogEncoder(storeID: snapshot.storeID)
+        let encoder = LogEncoder(storeID: snapshot.storeID, version: LogEncoder.uploadVersion)
         var put: [ContainerName] = []
         for range in free.rangeView {
             let (a, b) = (UInt64(range.lowerBound), UInt64(range.upperBound - 1))
             let name = ContainerLayout.log(store: snapshot.storeID, device: device, first: a, last: b)
             let bytes = try encoder.encode(bodies: Array(bodies[Int(a - first)...Int(b - first)]), device: device, schemaHash: snapshot.schema.hash)
-            try await recordSchema(of: bytes, &recorded)
+            try await recordSchema(of: bytes, name: name, &recorded)
             try snapshot.notePutBack(name, at: clock.nowMilliseconds())
             do { try await container.put(name, bytes) } catch let error as ChronicleError where error.code == .blobConflict { continue }
             logger.notice("put back the part of a log that other logs do not hold", metadata: ["chronicle.log": "\(name)"])
@@ -506,7 +506,7 @@ package struct Replayer: Sendable {
         for name in Set(toRead).union(recheck).sorted() {
             do {
                 let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-                let log = try decoder.open(bytes)
+                let log = try decoder.open(bytes, name: name)
                 // A log that is not one of this name (another log copied
                 // over it) is damage, for its owner to put back, not another
                 // copy of the owner's files saving again.
@@ -515,7 +515,7 @@ package struct Replayer: Sendable {
                     findings.damaged.append(name)
                     continue
                 }
-                if let kept = ledger[name.rawValue]?.checksum, let header = try? bytes.withUnsafeBytes({ raw throws(ChronicleError) in try LogHeader.decode(raw) }), header.bodyChecksum != kept {
+                if let kept = ledger[name.rawValue]?.checksum, let header = try? decoder.header(of: bytes, name: name), header.bodyChecksum != kept {
                     findings.replaced.append(name)
                 }
             } catch let error as ChronicleError where error.code == .notFound || error.code.isTransient {
@@ -1044,7 +1044,7 @@ package struct Replayer: Sendable {
     private func fetch(_ name: ContainerName, device: DeviceID, into report: inout ImportReport) async -> VerifiedLog? {
         do {
             let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-            let log = try await openLearning(bytes)
+            let log = try await openLearning(bytes, name: name)
             guard log.header.deviceID == device, log.header.storeID == snapshot.storeID,
                   ContainerLayout.parseLog(name).map({ ($0.first, $0.last) }) ?? (0, 0) == (log.header.firstSequence, log.header.lastSequence)
             else {
@@ -1290,27 +1290,28 @@ extension Replayer {
 
     /// ``recordSchema(_:in:)`` for the schema a log of this device is
     /// written for: the current one, or an earlier one a save was made in.
-    private func recordSchema(of bytes: [UInt8], _ recorded: inout Set<UInt64>) async throws {
-        guard let hash = try? decoder.header(of: bytes).schemaHash, recorded.insert(hash).inserted else { return }
+    private func recordSchema(of bytes: [UInt8], name: ContainerName, _ recorded: inout Set<UInt64>) async throws {
+        guard let hash = try? decoder.header(of: bytes, name: name).schemaHash, recorded.insert(hash).inserted else { return }
         if hash == snapshot.schema.hash { return try await recordSchema() }
         if let earlier = snapshot.earlier.first(where: { $0.source.hash == hash })?.source { try await recordSchema(earlier) }
     }
 
     /// Verifies a log; one of a schema this device does not know is read
     /// through the store's record of that schema when it is an earlier
-    /// version (see ``learnSchema(of:)``).
-    func openLearning(_ bytes: [UInt8]) async throws -> VerifiedLog {
-        try await learning(bytes) { decoder, bytes throws(ChronicleError) in try decoder.open(bytes) }
+    /// version (see ``learnSchema(of:at:)``).
+    func openLearning(_ bytes: [UInt8], name: ContainerName) async throws -> VerifiedLog {
+        let location = ContainerLayout.location(of: name)
+        return try await learning(bytes, at: location) { decoder, bytes throws(ChronicleError) in try decoder.open(bytes, at: location) }
     }
 
     /// ``openLearning(_:)`` for a baseline part, decoded whole.
     func decodeLearning(_ bytes: [UInt8]) async throws -> DecodedLog {
-        try await learning(bytes) { decoder, bytes throws(ChronicleError) in try decoder.decode(bytes) }
+        try await learning(bytes, at: nil) { decoder, bytes throws(ChronicleError) in try decoder.decode(bytes) }
     }
 
     /// `read` with this replayer's decoder; once more after learning the
     /// log's schema if it failed for a schema this device did not know.
-    private func learning<T>(_ bytes: [UInt8], _ read: (LogDecoder, [UInt8]) throws(ChronicleError) -> T) async throws -> T {
+    private func learning<T>(_ bytes: [UInt8], at location: LogLocation?, _ read: (LogDecoder, [UInt8]) throws(ChronicleError) -> T) async throws -> T {
         let failure: ChronicleError
         do {
             return try read(decoder, bytes)
@@ -1318,8 +1319,8 @@ extension Replayer {
             failure = error
         }
         guard failure.code == .schemaMismatch else { throw failure }
-        if await learnSchema(of: bytes) { return try read(decoder, bytes) }
-        if let hash = try? decoder.header(of: bytes).schemaHash,
+        if await learnSchema(of: bytes, at: location) { return try read(decoder, bytes) }
+        if let hash = try? decoder.header(of: bytes, at: location).schemaHash,
            let marker = try? await container.readMarker(ContainerLayout.schema(store: snapshot.storeID, hash: hash)),
            let other = try? Schema(json: Data(marker.bytes)), other.hash == hash, other.version == snapshot.schema.version {
             throw ChronicleError(.schemaMismatch, "written for another schema with this app's version number \(other.version) (\(other.hashString); this app's is \(snapshot.schema.hashString)): an app changed its schema without raising the version. The log waits until one of the two schemas gets a version of its own", underlying: failure)
@@ -1332,8 +1333,8 @@ extension Replayer {
     /// earlier version the device can read through (see
     /// ``Snapshot/learn(_:)``). Returns whether it did; a record that does
     /// not read, or whose JSON does not hash to its name, teaches nothing.
-    func learnSchema(of bytes: [UInt8]) async -> Bool {
-        guard let hash = try? decoder.header(of: bytes).schemaHash,
+    func learnSchema(of bytes: [UInt8], at location: LogLocation? = nil) async -> Bool {
+        guard let hash = try? decoder.header(of: bytes, at: location).schemaHash,
               let marker = try? await container.readMarker(ContainerLayout.schema(store: snapshot.storeID, hash: hash)),
               let schema = try? Schema(json: Data(marker.bytes)), schema.hash == hash
         else { return false }

@@ -21,6 +21,14 @@ import Testing
     static let dictionary = try! CompressionDictionary(
         id: 7, bytes: Array(String(repeating: "AuthornameBooktitlepagesratinginPrintauthor", count: 40).utf8))
 
+    /// Where a fixture's name says it lies in a container: what a version 2
+    /// header leaves out (nil for version 1).
+    static func location(of name: String) -> LogLocation? {
+        guard name.hasSuffix("-v2") else { return nil }
+        let last: UInt64 = name.hasPrefix("transactions") ? 2 : name.hasPrefix("delete") ? 3 : 1
+        return LogLocation(storeID: Samples.store, deviceID: Samples.device, firstSequence: name.hasPrefix("delete") ? 3 : 1, lastSequence: last)
+    }
+
     /// name, the bytes the encoder makes now
     static func cases() throws -> [(String, [UInt8])] {
         let library = Samples.library
@@ -57,11 +65,15 @@ import Testing
                 ]),
             ])
         let encoder = LogEncoder(storeID: Samples.store)
+        let v2 = LogEncoder(storeID: Samples.store, version: 2)
         return [
             ("transactions-v1", try encoder.encode([insert, update])),
             ("delete-raw-v1", try encoder.encode([delete])),
             ("dictionary-v1", try LogEncoder(storeID: Samples.store, dictionary: dictionary).encode([insert])),
             ("baseline-v1", try encoder.encode(baseline, deviceID: Samples.device, schemaHash: library.hash)),
+            ("transactions-v2", try v2.encode([insert, update])),
+            ("delete-raw-v2", try v2.encode([delete])),
+            ("dictionary-v2", try LogEncoder(storeID: Samples.store, dictionary: dictionary, version: 2).encode([insert])),
         ]
     }
 
@@ -80,11 +92,11 @@ import Testing
             if regenerate {
                 try FileManager.default.createDirectory(at: Self.fixtures, withIntermediateDirectories: true)
                 try Data(bytes).write(to: logURL)
-                try Data(try Self.expectedJSON(try decoder.decode(bytes)).utf8).write(to: jsonURL)
+                try Data(try Self.expectedJSON(try decoder.decode(bytes, at: Self.location(of: name))).utf8).write(to: jsonURL)
             }
             let golden = [UInt8](try Data(contentsOf: logURL))
             #expect(bytes == golden, "encoder output drifted from \(name).chlog")
-            let decoded = try decoder.decode(golden)
+            let decoded = try decoder.decode(golden, at: Self.location(of: name))
             let expected = try String(contentsOf: jsonURL, encoding: .utf8)
             #expect(try Self.expectedJSON(decoded) == expected, "decoding of \(name).chlog drifted")
         }
@@ -93,17 +105,19 @@ import Testing
     @Test func rawFixtureIsUncompressedAndOthersAreCompressed() throws {
         let decoder = LogDecoder(schema: Samples.library, dictionaries: [Self.dictionary])
         for (name, bytes) in try Self.cases() {
-            let header = try decoder.header(of: bytes)
-            #expect(header.flags.contains(.lz4) == (name != "delete-raw-v1"), "\(name)")
-            #expect(header.flags.contains(.dictionary) == (name == "dictionary-v1"), "\(name)")
+            let header = try decoder.header(of: bytes, at: Self.location(of: name))
+            #expect(header.flags.contains(.lz4) == !name.hasPrefix("delete-raw"), "\(name)")
+            #expect(header.flags.contains(.dictionary) == name.hasPrefix("dictionary"), "\(name)")
+            #expect(header.version == (name.hasSuffix("-v2") ? 2 : 1), "\(name)")
         }
     }
 
-    /// The byte table in docs/log-format.md shows delete-raw-v1.chlog; it must
-    /// be the real file.
-    @Test func documentationShowsTheGoldenBytes() throws {
+    /// The byte tables in docs/log-format.md show delete-raw-v1.chlog and
+    /// delete-raw-v2.chlog; they must be the real files.
+    @Test(arguments: ["delete-raw-v1", "delete-raw-v2"])
+    func documentationShowsTheGoldenBytes(name: String) throws {
         let doc = try String(contentsOf: Self.docs, encoding: .utf8)
-        let start = try #require(doc.range(of: "<!-- golden:delete-raw-v1 -->"))
+        let start = try #require(doc.range(of: "<!-- golden:\(name) -->"))
         let end = try #require(doc.range(of: "<!-- /golden -->", range: start.upperBound..<doc.endIndex))
         var bytes: [UInt8] = []
         for line in doc[start.upperBound..<end.lowerBound].split(separator: "\n") {
@@ -112,7 +126,7 @@ import Testing
             let hexPart = line[line.index(after: colon)...].split(separator: "|").first ?? ""
             bytes += hexPart.split(separator: " ").compactMap { UInt8($0, radix: 16) }
         }
-        let golden = [UInt8](try Data(contentsOf: Self.fixtures.appendingPathComponent("delete-raw-v1.chlog")))
+        let golden = [UInt8](try Data(contentsOf: Self.fixtures.appendingPathComponent("\(name).chlog")))
         #expect(bytes == golden)
     }
 }

@@ -7,8 +7,12 @@
 // 2. as a body behind a valid header that the harness builds around it, with
 //    the right lengths and checksum, so that the fuzzer's bytes reach the body
 //    walker and the baseline parser instead of stopping at a checksum. The
-//    first input byte picks the kind (bit 0: transactions or baseline) and
-//    the second the count (1 to 8 transactions, 0 to 7 records).
+//    first input byte picks the kind (bit 0: transactions or baseline) and,
+//    for transactions, the header version (bit 1: 1 or 2); the second the
+//    count (1 to 8 transactions, 0 to 7 records).
+// It is also read as a whole version 2 log under a fixed location (store,
+// device and sequences 1 to 1 + the second byte % 8), which a version 2
+// header leaves to the log's name.
 //
 // A finding is a crash, a sanitizer report, or one of these properties
 // failing (each a `fatalError`):
@@ -17,8 +21,8 @@
 //   values than fields, values of the fields' types), and decodes it to the
 //   same value as the schema-free decoder;
 // - `open` (the replayer's walk) accepts exactly what `decode` accepts;
-// - a decoded transactions log re-encodes to a log that decodes to the same
-//   transactions.
+// - a decoded transactions log re-encodes, in format versions 1 and 2, to
+//   logs that decode to the same transactions.
 //
 // `fuzz-log-decoder --write-seeds DIR` writes a starting corpus: real logs
 // and baselines of the schema below in the input format above.
@@ -45,27 +49,40 @@ let schemaFree = LogDecoder(schema: nil, limits: DecodingLimits(maxBodyBytes: 1 
 let store = StoreID(RecordID(high: 0x0192_0000_0000_7000, low: 0x8000_0000_0000_0001))
 let device = DeviceID(index: 1)
 
-/// The input's bytes after the two control bytes, behind a valid header.
-func sealed(_ input: UnsafeRawBufferPointer) -> [UInt8] {
+/// Where a version 2 log of `count` transactions is read from.
+func location(count: UInt64) -> LogLocation {
+    LogLocation(storeID: store, deviceID: device, firstSequence: 1, lastSequence: count)
+}
+
+/// The input's bytes after the two control bytes, behind a valid header,
+/// and the location to read it at (nil for version 1).
+func sealed(_ input: UnsafeRawBufferPointer) -> ([UInt8], LogLocation?) {
     let kind: LogKind = input[0] & 1 == 0 ? .transactions : .baseline
     let body = Array(input[2...])
     let count: UInt32 = kind == .transactions ? 1 + UInt32(input[1] % 8) : UInt32(input[1] % 8)
-    let header = LogHeader(
+    var header = LogHeader(
         kind: kind, flags: [], storeID: store, deviceID: device,
         firstSequence: 1, lastSequence: kind == .transactions ? UInt64(count) : 1,
         minClock: .zero, maxClock: HybridTimestamp(rawValue: .max), schemaHash: schema.hash,
         count: count, dictionaryID: 0, storedBodyLength: UInt32(body.count), bodyLength: UInt32(body.count),
         bodyChecksum: XXH64.hash(body))
-    return header.encoded() + body
+    if kind == .transactions && input[0] & 2 != 0 {
+        // A group's range must hold every clock (the widest a header
+        // passes); a single transaction's clock comes from its body.
+        header.maxClock = HybridTimestamp(milliseconds: HybridTimestamp.maxMilliseconds, counter: .max)
+        return (body.withUnsafeBytes { header.sealV2($0) }, location(count: UInt64(count)))
+    }
+    return (header.encoded() + body, nil)
 }
 
 func fuzz(_ input: UnsafeRawBufferPointer) {
     _ = try? withSchema.decode(input)
     guard input.count >= 2 else { return }
-    let log = sealed(input)
-    let decoded = Result { () throws(ChronicleError) in try withSchema.decode(log) }
-    let reference = Result { () throws(ChronicleError) in try schemaFree.decode(log) }
-    let opened = Result { () throws(ChronicleError) in try withSchema.open(log) }
+    _ = try? withSchema.decode(input, at: location(count: 1 + UInt64(input[1] % 8)))
+    let (log, at) = sealed(input)
+    let decoded = Result { () throws(ChronicleError) in try withSchema.decode(log, at: at) }
+    let reference = Result { () throws(ChronicleError) in try schemaFree.decode(log, at: at) }
+    let opened = Result { () throws(ChronicleError) in try withSchema.open(log, at: at) }
     switch (decoded, opened) {
     case (.success, .failure(let e)): fatalError("decode accepted a log that open refuses: \(e)")
     case (.failure(let e), .success): fatalError("open accepted a log that decode refuses: \(e)")
@@ -80,6 +97,11 @@ func fuzz(_ input: UnsafeRawBufferPointer) {
             let again = try LogEncoder(storeID: store, compresses: false).encode(transactions)
             guard case .transactions(_, let back) = try withSchema.decode(again), back == transactions else {
                 fatalError("re-encoded transactions decode differently")
+            }
+            let v2 = try LogEncoder(storeID: store, version: 2).encode(transactions)
+            guard case .transactions(_, let backV2) = try withSchema.decode(v2, at: location(count: UInt64(transactions.count))),
+                  backV2 == transactions else {
+                fatalError("transactions re-encoded in version 2 decode differently")
             }
         } catch {
             fatalError("decoded transactions do not re-encode and decode: \(error)")
@@ -139,7 +161,12 @@ func writeSeeds(to directory: String) throws {
         let t = Transaction(deviceID: device, sequence: 1, clock: clock, schemaHash: schema.hash, changes: c)
         let log = try LogEncoder(storeID: store, compresses: false).encode([t])
         seeds.append([0, 0] + log[LogHeader.size...])
-        if i == 1 { seeds.append(try LogEncoder(storeID: store).encode([t])) }  // a whole compressed log
+        if i == 1 {
+            seeds.append(try LogEncoder(storeID: store).encode([t]))  // a whole compressed log
+            seeds.append(try LogEncoder(storeID: store, version: 2).encode([t]))  // and in version 2
+            let v2 = try LogEncoder(storeID: store, compresses: false, version: 2).encode([t])
+            seeds.append([2, 0] + v2[try withSchema.header(of: v2, at: location(count: 1)).headerLength...])
+        }
     }
     let baseline = Baseline(vector: [device: 2], records: [
         Baseline.Record(entity: "Author", recordID: author, inserted: true, deleteVersion: Version(clock: clock, device: device),

@@ -77,8 +77,11 @@ public struct ChronicleError: Error, Sendable, CustomStringConvertible {
         public static let unknownEntity = Code("unknownEntity")
         /// An operation names an attribute the entity does not have.
         public static let unknownAttribute = Code("unknownAttribute")
-        /// The log needs a compression dictionary that is not available.
-        public static let unknownDictionary = Code("unknownDictionary")
+        /// The log needs a compression dictionary this device has not
+        /// fetched yet, or whose published copy is damaged: transient, the
+        /// log waits until the dictionary can be read (a device that holds
+        /// it publishes it again).
+        public static let unknownDictionary = Code("unknownDictionary", transient: true)
         /// The log was written for a different schema.
         public static let schemaMismatch = Code("schemaMismatch")
 

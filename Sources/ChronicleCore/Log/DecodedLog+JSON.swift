@@ -43,6 +43,8 @@ extension LogHeader {
     /// The header's fields as JSON.
     package var jsonValue: JSONValue {
         .object([
+            "version": .int(Int64(version)),
+            "headerLength": .int(Int64(headerLength)),
             "kind": .string(kind.description),
             "lz4": .bool(flags.contains(.lz4)),
             "dictionaryID": .int(Int64(dictionaryID)),

@@ -44,18 +44,25 @@ package struct LogDecoder: Sendable {
     }
 
     /// Verifies the header alone (magic, version, checksum, consistency).
-    package func header(of bytes: [UInt8]) throws(ChronicleError) -> LogHeader {
-        try bytes.withBytes { raw throws(ChronicleError) in try LogHeader.decode(raw) }
+    ///
+    /// `location` is where the log was found (``LogLocation``): a version 2
+    /// log needs it, and the whole log, since its checksums cover both. The
+    /// clock range of a version 2 log of one transaction is in its body
+    /// (``LogHeader/clockInBody``): it reads as 0 here; ``open(_:at:)``
+    /// and ``decode(_:at:)`` fill it in.
+    package func header(of bytes: [UInt8], at location: LogLocation? = nil) throws(ChronicleError) -> LogHeader {
+        try bytes.withBytes { raw throws(ChronicleError) in try LogHeader.decode(raw, at: location) }
     }
 
-    /// Verifies and decodes a whole log.
-    package func decode(_ bytes: [UInt8]) throws(ChronicleError) -> DecodedLog {
-        try bytes.withBytes { raw throws(ChronicleError) in try decode(raw) }
+    /// Verifies and decodes a whole log found at `location` (which a
+    /// version 2 log needs; see ``header(of:at:)``).
+    package func decode(_ bytes: [UInt8], at location: LogLocation? = nil) throws(ChronicleError) -> DecodedLog {
+        try bytes.withBytes { raw throws(ChronicleError) in try decode(raw, at: location) }
     }
 
     /// Verifies and decodes a whole log from borrowed memory.
-    package func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> DecodedLog {
-        let log = try open(bytes, verifyBody: false)
+    package func decode(_ bytes: UnsafeRawBufferPointer, at location: LogLocation? = nil) throws(ChronicleError) -> DecodedLog {
+        let log = try open(bytes, at: location, verifyBody: false)
         switch log.header.kind {
         case .transactions:
             var visitor = MaterializingVisitor(header: log.header)
@@ -74,13 +81,16 @@ package struct LogDecoder: Sendable {
     /// change, name and value of its body) and returns it without building
     /// Swift values: a ``VerifiedLog`` can then be walked without allocating,
     /// which is how the replayer applies logs.
-    package func open(_ bytes: [UInt8]) throws(ChronicleError) -> VerifiedLog {
-        try bytes.withBytes { raw throws(ChronicleError) in try open(raw, verifyBody: true) }
+    package func open(_ bytes: [UInt8], at location: LogLocation? = nil) throws(ChronicleError) -> VerifiedLog {
+        try bytes.withBytes { raw throws(ChronicleError) in try open(raw, at: location, verifyBody: true) }
     }
 
-    private func open(_ bytes: UnsafeRawBufferPointer, verifyBody: Bool) throws(ChronicleError) -> VerifiedLog {
-        let header = try LogHeader.decode(bytes)
+    private func open(_ bytes: UnsafeRawBufferPointer, at location: LogLocation?, verifyBody: Bool) throws(ChronicleError) -> VerifiedLog {
+        var header = try LogHeader.decode(bytes, at: location)
         let body = try self.body(of: header, in: bytes)
+        if header.clockInBody {
+            try body.withBytes { raw throws(ChronicleError) in try header.takeClock(fromBody: raw) }
+        }
         if let schema, header.schemaHash != schema.hash {
             guard let migration = earlier[header.schemaHash] else {
                 let what = header.kind == .baseline ? "baseline part" : "log"
@@ -148,8 +158,8 @@ package struct LogDecoder: Sendable {
         if bytes.count > header.totalLength {
             throw ChronicleError(.malformedBody, "log has \(bytes.count - header.totalLength) bytes after the declared end")
         }
-        let stored = UnsafeRawBufferPointer(rebasing: bytes[LogHeader.size...])
-        let checksum = XXH64.hash(stored)
+        let stored = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength...])
+        let checksum = header.checksum(ofStoredBody: stored)
         guard checksum == header.bodyChecksum else {
             throw ChronicleError(.bodyChecksumMismatch,
                                  "body hashes to \(hex64(checksum)), header says \(hex64(header.bodyChecksum))")

@@ -12,12 +12,21 @@ package struct LogEncoder: Sendable {
     package let dictionary: CompressionDictionary?
     /// Whether to compress at all.
     package let compresses: Bool
+    /// The format version of transaction logs: 1, or 2 (the compact header
+    /// of logs that are uploaded, read only by their name in a container).
+    /// Baselines are always version 1.
+    package let version: UInt16
+
+    /// The version of the logs devices upload.
+    package static let uploadVersion = LogHeader.versionV2
 
     /// Creates an encoder.
-    package init(storeID: StoreID, dictionary: CompressionDictionary? = nil, compresses: Bool = true) {
+    package init(storeID: StoreID, dictionary: CompressionDictionary? = nil, compresses: Bool = true, version: UInt16 = 1) {
+        precondition(version == 1 || version == LogHeader.versionV2, "log format version \(version) is not written")
         self.storeID = storeID
         self.dictionary = dictionary
         self.compresses = compresses
+        self.version = version
     }
 
     /// Encodes consecutive transactions of one device into one log (group commit).
@@ -149,6 +158,9 @@ package struct LogEncoder: Sendable {
             throw ChronicleError(.sizeOverCap, "log body of \(body.count) bytes exceeds the format's 4 GiB limit")
         }
         var header = header
+        if version == LogHeader.versionV2, header.kind == .transactions {
+            return sealV2(&header, body: body)
+        }
         let size = LogHeader.size
         let out = body.withUnsafeBytes { raw -> [UInt8] in
             let capacity = size + max(raw.count, compresses ? LZ4Block.bound(raw.count) : 0)
@@ -174,5 +186,30 @@ package struct LogEncoder: Sendable {
             }
         }
         return out
+    }
+
+    /// Version 2: compresses the body, then writes the compact header
+    /// before it (its length depends on the lengths it holds).
+    private func sealV2(_ header: inout LogHeader, body: borrowing ByteWriter) -> [UInt8] {
+        body.withUnsafeBytes { raw -> [UInt8] in
+            header.bodyLength = UInt32(raw.count)
+            guard compresses, raw.count > 0 else {
+                header.storedBodyLength = UInt32(raw.count)
+                return header.sealV2(raw)
+            }
+            var compressed = [UInt8](repeating: 0, count: LZ4Block.bound(raw.count))
+            let n = compressed.withUnsafeMutableBytes { LZ4Block.compress(raw, into: $0, dictionary: dictionary) }
+            guard let n else {
+                header.storedBodyLength = UInt32(raw.count)
+                return header.sealV2(raw)
+            }
+            header.flags.insert(.lz4)
+            if let dictionary {
+                header.flags.insert(.dictionary)
+                header.dictionaryID = dictionary.id
+            }
+            header.storedBodyLength = UInt32(n)
+            return compressed.withUnsafeBytes { header.sealV2(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
     }
 }

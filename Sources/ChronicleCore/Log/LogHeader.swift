@@ -17,9 +17,53 @@ package struct CodecFlags: OptionSet, Sendable, Hashable {
     package static let lz4 = CodecFlags(rawValue: 1 << 0)
     /// The LZ4 block was compressed against the dictionary named in the header.
     package static let dictionary = CodecFlags(rawValue: 1 << 1)
+    /// Version 2 only, reserved for authenticated encryption: the header
+    /// then holds a key ID and a nonce, and the stored body is sealed. This
+    /// build writes no sealed log and refuses to read one.
+    package static let sealed = CodecFlags(rawValue: 1 << 2)
 
-    /// Every flag this version understands.
+    /// Every flag version 1 understands.
     package static let known: CodecFlags = [.lz4, .dictionary]
+    /// Every flag version 2 defines (``sealed`` is defined but not read).
+    package static let knownV2: CodecFlags = [.lz4, .dictionary, .sealed]
+}
+
+/// What a version 2 header leaves out because the log's name in its
+/// container says it: the store, the device and the sequence range
+/// (`blobs/<store>/logs/<device>/<shard>/<first>-<last>.chlog`).
+///
+/// A version 2 log can only be read together with its location. Both of
+/// its checksums cover the location, so a log put under another name (a
+/// misplaced copy, a rename) fails its header check rather than being
+/// read as someone else's saves.
+package struct LogLocation: Sendable, Hashable, CustomStringConvertible {
+    /// The store the log belongs to.
+    package var storeID: StoreID
+    /// The device that wrote it.
+    package var deviceID: DeviceID
+    /// Its first sequence.
+    package var firstSequence: UInt64
+    /// Its last sequence.
+    package var lastSequence: UInt64
+
+    /// Creates a location.
+    package init(storeID: StoreID, deviceID: DeviceID, firstSequence: UInt64, lastSequence: UInt64) {
+        self.storeID = storeID
+        self.deviceID = deviceID
+        self.firstSequence = firstSequence
+        self.lastSequence = lastSequence
+    }
+
+    package var description: String { "\(storeID)/\(deviceID)/\(firstSequence.paddedHex)-\(lastSequence.paddedHex)" }
+
+    /// The 48 bytes the checksums of a version 2 header cover before the
+    /// header's own bytes: store, device, first and last sequence.
+    func write(to w: inout ByteWriter) {
+        w.writeRecordID(storeID.rawValue)
+        w.writeRecordID(deviceID.rawValue)
+        w.writeUInt64(firstSequence)
+        w.writeUInt64(lastSequence)
+    }
 }
 
 /// The fixed, big-endian, 112-byte header of every log and baseline.
@@ -47,7 +91,7 @@ package struct CodecFlags: OptionSet, Sendable, Hashable {
 /// The header is verified before anything in the body is trusted, and the body
 /// checksum is verified before the body is decompressed. See `docs/log-format.md`.
 package struct LogHeader: Sendable, Hashable {
-    /// The header's size in bytes.
+    /// The size in bytes of a version 1 header.
     package static let size = 112
     /// The four magic bytes.
     package static let magic: [UInt8] = [0x43, 0x48, 0x52, 0x4E]
@@ -83,8 +127,19 @@ package struct LogHeader: Sendable, Hashable {
     package var storedBodyLength: UInt32
     /// The body's length once decompressed.
     package var bodyLength: UInt32
-    /// XXH64 of the stored body bytes.
+    /// The body checksum: for version 1, XXH64 of the stored body bytes;
+    /// for version 2, the low 32 bits of XXH64 of them seeded with
+    /// ``checksumSeed``.
     package var bodyChecksum: UInt64
+    /// The format version the header was read in or is written in: 1 or 2.
+    package var version: UInt16 = 1
+    /// The header's size in bytes: 112 for version 1, 18 to about 40 for
+    /// version 2.
+    package var headerLength: Int = LogHeader.size
+    /// Version 2: XXH64 of the location and the header's bytes before its
+    /// checks; its low 16 bits are the header check, and it seeds the body
+    /// checksum, which so covers the header and the location too.
+    package var checksumSeed: UInt64 = 0
 
     /// For a baseline: this part's number, from 1.
     package var baselinePart: UInt64 { firstSequence }
@@ -116,7 +171,17 @@ package struct LogHeader: Sendable, Hashable {
     }
 
     /// The total size of the log in bytes.
-    package var totalLength: Int { LogHeader.size + Int(storedBodyLength) }
+    package var totalLength: Int { headerLength + Int(storedBodyLength) }
+
+    /// Where the log belongs: what a version 2 header leaves to its name.
+    package var location: LogLocation {
+        LogLocation(storeID: storeID, deviceID: deviceID, firstSequence: firstSequence, lastSequence: lastSequence)
+    }
+
+    /// The body checksum of `stored` in this header's version.
+    package func checksum(ofStoredBody stored: UnsafeRawBufferPointer) -> UInt64 {
+        version == 1 ? XXH64.hash(stored) : UInt64(UInt32(truncatingIfNeeded: XXH64.hash(stored, seed: checksumSeed)))
+    }
 
     /// The header's 112 bytes, checksum included.
     package func encoded() -> [UInt8] {
@@ -144,7 +209,18 @@ package struct LogHeader: Sendable, Hashable {
 
     /// Reads and verifies a header from the start of `bytes`: magic, version,
     /// header checksum, kind and flags, in that order.
-    package static func decode(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> LogHeader {
+    ///
+    /// A version 2 header needs the log's `location` (its name says it) and
+    /// the whole log: its stored body is every byte after the header. A
+    /// version 1 header carries its location and ignores the argument.
+    package static func decode(_ bytes: UnsafeRawBufferPointer, at location: LogLocation? = nil) throws(ChronicleError) -> LogHeader {
+        if bytes.count >= 3, bytes[0] == magicV2[0], bytes[1] == magicV2[1], bytes[2] == UInt8(versionV2) {
+            return try decodeV2(bytes, at: location)
+        }
+        return try decodeV1(bytes)
+    }
+
+    private static func decodeV1(_ bytes: UnsafeRawBufferPointer) throws(ChronicleError) -> LogHeader {
         let prefix = min(bytes.count, magic.count)
         for i in 0..<prefix where bytes[i] != magic[i] {
             let expected = magic.withUnsafeBytes { hex($0, magic.count) }
@@ -187,7 +263,7 @@ package struct LogHeader: Sendable, Hashable {
     }
 
     /// Checks relations between fields that the checksum cannot.
-    private func checkConsistency() throws(ChronicleError) {
+    func checkConsistency() throws(ChronicleError) {
         func bad(_ message: String) -> ChronicleError { ChronicleError(.malformedBody, "header: \(message)") }
         guard maxClock.milliseconds <= HybridTimestamp.maxMilliseconds else {
             throw bad("clock \(maxClock) is past \(HybridTimestamp.maxMilliseconds) ms (the year 4199): no device's clock reads that")
