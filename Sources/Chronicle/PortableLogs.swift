@@ -100,8 +100,8 @@ public enum PortableLogs {
                 let decoded: DecodedLog
                 do {
                     let header = try LogDecoder(schema: nil).header(of: bytes, name: blob.name)
-                    decoded = try LogDecoder(schema: schemas[header.schemaHash], limits: limits).decode(bytes, name: blob.name)
-                } catch {
+                    decoded = try await LogDecoder(schema: schemas[header.schemaHash], limits: limits).decode(bytes, name: blob.name, fetchingFrom: container)
+                } catch let error as ChronicleError {
                     throw ChronicleError(error.code, "\(blob.name): \(error.message)", underlying: error)
                 }
                 try checkName(blob.name, of: decoded, store: store)
@@ -552,7 +552,7 @@ public enum PortableLogs {
             return false  // The put was refused for another log overlapping it.
         }
         if bytes == item.bytes { return true }
-        guard let held = try? LogDecoder(schema: nil).decode(bytes, name: item.name),
+        guard let held = try? await LogDecoder(schema: nil).decode(bytes, name: item.name, fetchingFrom: container),
               let ours = try? LogDecoder(schema: nil).decode(item.bytes, name: item.name) else { return false }
         switch (held, ours) {
         case (.transactions(let a, let x), .transactions(let b, let y)): return a.schemaHash == b.schemaHash && x == y

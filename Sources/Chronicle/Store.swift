@@ -108,6 +108,11 @@ public actor Store {
         /// ``Store/compact(retention:)`` takes a retention of at least twice
         /// this: a device that syncs is never taken for one that is away.
         package var appliedReportRefresh: Duration = .seconds(600)
+        /// How many saves a device makes before it trains the store's
+        /// compression dictionary, when the store has none.
+        package var dictionaryTrainingSaves = Replayer.defaultDictionaryTrainingSaves
+        /// How often an upload looks for a newer compression dictionary.
+        package var dictionaryListingInterval = Replayer.defaultDictionaryListingInterval
 
         /// Creates a configuration with sensible defaults: the system clock,
         /// no logging, full durability and 64 MiB log bodies.
@@ -317,6 +322,8 @@ public actor Store {
         replayer.clock = configuration.clock
         replayer.baselineWait = configuration.baselineWait
         replayer.missingEndCheckInterval = configuration.appliedReportRefresh
+        replayer.dictionaryTrainingSaves = configuration.dictionaryTrainingSaves
+        replayer.dictionaryListingInterval = configuration.dictionaryListingInterval
         replayer.incarnation = try snapshot.incarnation(orStore: random.next())
         return replayer
     }
@@ -1239,6 +1246,14 @@ public actor Store {
         return change
     }
 
+    /// Keeps in `snapshot` the store's published compression dictionaries,
+    /// before reading logs that may be compressed against them. One that
+    /// cannot be read leaves its logs unread, as any unreadable log.
+    private func keepPublishedDictionaries(in snapshot: Snapshot) async {
+        guard let published = try? await configuration.container.publishedDictionaries(store: storeID).found else { return }
+        for d in published { try? snapshot.keep(d) }
+    }
+
     /// The old ID's saves (through its newest) that the container does not
     /// hold as they were made: a log of the old ID with the same name the
     /// outbox uploaded holds them; any other log of the old ID is read and
@@ -1249,6 +1264,7 @@ public actor Store {
         guard own > 0 else { return ([], 0, []) }
         let device = old.deviceID
         let uploaded = Set(try old.uploadedGroups().map { "\($0.0)-\($0.1)" })
+        await keepPublishedDictionaries(in: old)
         let decoder = old.decoder(limits: configuration.limits)
         // Logs under a compaction's baseline count for nothing: other devices
         // pass over them, and the saves they hold may be another copy's.
@@ -1328,6 +1344,7 @@ public actor Store {
     /// verify are left to the importers' failure reports.
     private func logsOnlyInContainer(of device: DeviceID, besides: [(first: UInt64, last: UInt64)]) async throws -> [(first: UInt64, last: UInt64, transactions: [Transaction])] {
         let known = Set(besides.map { "\($0.first)-\($0.last)" })
+        await keepPublishedDictionaries(in: snapshot)
         let decoder = snapshot.decoder(limits: configuration.limits)
         var logs: [(first: UInt64, last: UInt64, transactions: [Transaction])] = []
         for blob in try await configuration.container.listAll(prefix: ContainerLayout.logPrefix(store: storeID, device: device)) {

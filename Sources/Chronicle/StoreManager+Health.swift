@@ -380,9 +380,11 @@ extension StoreManager {
         var record = record(for: store.storeID, now: now)
         var problems: [String: Health.Problem] = [:]
         // Held logs are no failure; a container that does not answer, or a
-        // full disk here, says nothing about the store's content.
+        // full disk here, says nothing about the store's content; nor does a
+        // log waiting for its compression dictionary (any device that keeps
+        // it publishes it again).
         for failure in report.imported.failures
-        where failure.error.code != .schemaMismatch && failure.error.code != .unavailable && failure.error.code != .diskFull {
+        where ![.schemaMismatch, .unavailable, .diskFull, .unknownDictionary].contains(failure.error.code) {
             let kind: Health.Problem.Kind = failure.error.code == .databaseCorrupt ? .localSnapshot
                 : failure.error.code.isTransient ? .unreadable : .damagedBlob
             problems[failure.name] = Health.Problem(kind: kind, blob: failure.name, reason: "\(failure.error.code): \(failure.error.message)",

@@ -2091,7 +2091,11 @@ public actor StoreManager {
         let recorded = await Replayer.recordedSchemas(in: app.container, store: store, skipping: known)
         var configuration = app
         configuration.earlierSchemas += recorded
-        return configuration.decoder
+        let decoder = configuration.decoder
+        // Logs compressed against the store's dictionaries read with them.
+        guard let published = try? await app.container.publishedDictionaries(store: store).found, !published.isEmpty else { return decoder }
+        return LogDecoder(schema: decoder.schema, limits: decoder.limits, dictionaries: published.map(\.dictionary),
+                          earlier: Array(decoder.earlier.values))
     }
 
     /// The sequences of `saves` (of `device`) that `store`'s logs in the

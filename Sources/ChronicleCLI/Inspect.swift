@@ -120,7 +120,7 @@ struct Init: AsyncParsableCommand {
 
 struct Inspect: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show a container's stores (with the schema versions their logs use), active pointer, devices, log counts and bytes, and markers.",
+        abstract: "Show a container's stores (with the schema versions their logs use and their compression dictionaries), active pointer, devices, log counts and bytes, and markers.",
         discussion: "Exits 1, naming each, if it finds entries that are not Chronicle's or overlapping logs of one device.")
 
     @OptionGroup var location: ContainerOptions
@@ -143,6 +143,12 @@ struct Inspect: AsyncParsableCommand {
                 guard let id = StoreID(string: store) else { continue }
                 versions[store] = await Replayer.recordedSchemas(in: container, store: id)
                     .map { ($0.version, $0.hashString) }.sorted { $0.version < $1.version }
+            }
+            // The compression dictionaries each store published.
+            var dictionaries: [String: (found: [PublishedDictionary], damaged: [(name: ContainerName, error: ChronicleError)])] = [:]
+            for store in inventory.stores.keys {
+                guard let id = StoreID(string: store) else { continue }
+                dictionaries[store] = try await container.publishedDictionaries(store: id)
             }
             // What became of each store, as its markers say.
             var states: [String: String] = [:]
@@ -169,6 +175,7 @@ struct Inspect: AsyncParsableCommand {
                     .object([
                         "state": .string(states[store] ?? "not active"),
                         "schemaVersions": .array((versions[store] ?? []).map { .object(["version": .int(Int64($0.version)), "hash": .string($0.hash)]) }),
+                        "dictionaries": dictionariesJSON(dictionaries[store]),
                         "baselines": .object(s.baselines.mapValues { .object(["parts": .int(Int64($0.parts)), "bytes": .int(Int64($0.bytes))]) }),
                         "devices": .object(Dictionary(uniqueKeysWithValues: s.devices.map { device, l in
                             (device.description, JSONValue.object(["logs": .int(Int64(l.logs)), "bytes": .int(Int64(l.bytes)), "lastSequence": .int(Int64(l.lastSequence))]))
@@ -184,6 +191,12 @@ struct Inspect: AsyncParsableCommand {
                 text += "store \(store) (\(states[store] ?? "not active")): \(s.baselines.count) baseline(s)"
                     + ((versions[store] ?? []).isEmpty ? "" : "; schema versions " + (versions[store] ?? []).map { "\($0.version) (\($0.hash))" }.joined(separator: ", "))
                     + "\n"
+                for d in dictionaries[store]?.found ?? [] {
+                    text += "  compression dictionary \(String(UInt64(d.dictionary.id).paddedHex.suffix(8))): \(d.dictionary.bytes.count) bytes, published \(publishedTime(d))\n"
+                }
+                for d in dictionaries[store]?.damaged ?? [] {
+                    text += "  compression dictionary \(oneLine(d.name.rawValue)): damaged (\(d.error.code): \(oneLine(d.error.message)))\n"
+                }
                 for (folder, b) in s.baselines.sorted(by: { $0.key < $1.key }) {
                     text += "  baseline \(folder): \(b.parts) part(s), \(b.bytes) bytes\n"
                 }
@@ -295,17 +308,44 @@ struct Dump: AsyncParsableCommand {
                 }
             } else {
                 let c = try await ContainerOptions.open(container!, followRootSymlink: followRootSymlink)
+                let decoded: DecodedLog
                 do {
                     bytes = try await c.get(blobName!, maxBytes: decoder.limits.maxLogBytes)
+                    // A log compressed against its store's dictionary is read with it.
+                    decoded = try await decoder.decode(bytes, name: blobName!, fetchingFrom: c)
                 } catch {
                     await c.shutdown()
                     throw error
                 }
                 await c.shutdown()
+                print(JSONText.pretty(decoded.jsonValue))
+                return
             }
-            print(JSONText.pretty(try decoder.decode(bytes, at: blobName.flatMap(ContainerLayout.location(of:))).jsonValue))
+            do {
+                print(JSONText.pretty(try decoder.decode(bytes, at: blobName.flatMap(ContainerLayout.location(of:))).jsonValue))
+            } catch let error as ChronicleError where error.code == .unknownDictionary {
+                throw ChronicleError(.unknownDictionary, "\(error.message): the log is compressed against its store's dictionary, which the container holds; dump it with --container and --name")
+            }
         }
     }
+}
+
+/// A store's compression dictionaries as `chronicle inspect --json` shows them.
+private func dictionariesJSON(_ d: (found: [PublishedDictionary], damaged: [(name: ContainerName, error: ChronicleError)])?) -> JSONValue {
+    var list: [JSONValue] = []
+    for found in d?.found ?? [] {
+        list.append(.object(["id": .int(Int64(found.dictionary.id)), "bytes": .int(Int64(found.dictionary.bytes.count)),
+                             "published": .string(publishedTime(found))]))
+    }
+    for damaged in d?.damaged ?? [] {
+        list.append(.object(["name": .string(damaged.name.rawValue), "damaged": .string("\(damaged.error.code): \(damaged.error.message)")]))
+    }
+    return .array(list)
+}
+
+/// When a dictionary was published, by its publisher's clock, in ISO 8601.
+private func publishedTime(_ d: PublishedDictionary) -> String {
+    Timestamp(microsecondsSinceEpoch: Int64(clamping: min(d.created, UInt64(Int64.max / 1000))) * 1000).description
 }
 
 private func problemsJSON(_ problems: [ContainerProblem]) -> JSONValue {

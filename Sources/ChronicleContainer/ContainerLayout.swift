@@ -10,6 +10,7 @@ import ChronicleCore
 /// markers/<store>/devices/<device>
 /// markers/<store>/corruption/<device>
 /// markers/<store>/schemas/<schema hash, 16 hex>
+/// markers/<store>/dictionaries/<dictionary ID, 8 hex>
 /// markers/<store>/election
 /// ```
 ///
@@ -70,6 +71,7 @@ public enum ContainerLayout {
         guard parts.count >= 2, StoreID(string: String(parts[0])) != nil else { return false }
         if parts.count == 2 { return ["election", "tombstone", "superseded", "tentative", "origin"].contains(parts[1]) }
         if parts.count == 3, parts[1] == "schemas" { return parseSchemaHash(name) != nil }
+        if parts.count == 3, parts[1] == "dictionaries" { return parseDictionaryID(name) != nil }
         return parts.count == 3 && (parts[1] == "devices" || parts[1] == "corruption") && DeviceID(string: String(parts[2])) != nil
     }
 
@@ -238,6 +240,25 @@ public enum ContainerLayout {
 
     /// The prefix of `store`'s schema records.
     public static func schemasPrefix(store: StoreID) -> String { "\(store)/schemas/" }
+
+    /// A compression dictionary `store`'s logs are compressed against,
+    /// under its ID (8 hex digits): published once, never changed. See
+    /// `docs/log-format.md`, "The store's dictionary".
+    public static func dictionary(store: StoreID, id: UInt32) -> ContainerName {
+        try! ContainerName("\(dictionariesPrefix(store: store))\(String(hex16(UInt64(id)).suffix(8)))")
+    }
+
+    /// The prefix of `store`'s compression dictionaries.
+    public static func dictionariesPrefix(store: StoreID) -> String { "\(store)/dictionaries/" }
+
+    /// The ID a dictionary's marker is named by, if `name` is one.
+    public static func parseDictionaryID(_ name: ContainerName) -> UInt32? {
+        let parts = name.rawValue.split(separator: "/")
+        guard parts.count == 3, parts[1] == "dictionaries", parts[2].count == 8, StoreID(string: String(parts[0])) != nil,
+              let id = UInt32(parts[2], radix: 16), id != 0, name == dictionary(store: StoreID(string: String(parts[0]))!, id: id)
+        else { return nil }
+        return id
+    }
 
     /// The schema hash a schema record is named by, if `name` is one.
     public static func parseSchemaHash(_ name: ContainerName) -> UInt64? {

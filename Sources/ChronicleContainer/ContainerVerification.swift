@@ -46,6 +46,8 @@ package struct ContainerVerification: Sendable {
     /// - Throws: what the container throws for a listing; a blob that
     ///   cannot be read or verified is a problem, not a throw.
     package init(of container: any Container, decoder: LogDecoder, pageSize: Int = 1000) async throws {
+        // Gains the stores' compression dictionaries as logs need them.
+        var decoder = decoder
         let foreign = try await container.foreignEntries()
         let foreignPaths = Set(foreign.map(\.path))
         var overlaps = ContainerLayout.LogOverlapScan()
@@ -73,7 +75,9 @@ package struct ContainerVerification: Sendable {
                     }
                     continue
                 }
-                switch await Self.verify(blob.name, in: container, decoder: decoder) {
+                let (result, used) = await Self.verify(blob.name, in: container, decoder: decoder)
+                decoder = used
+                switch result {
                 case .success(let size):
                     valid += 1
                     bytes += size
@@ -163,6 +167,10 @@ package struct ContainerVerification: Sendable {
                     if schema.hash != hash {
                         throw ChronicleError(.malformedBody, "the schema record holds schema \(schema.hashString) (version \(schema.version)), not the one of its name: devices do not learn from it")
                     }
+                } else if let id = ContainerLayout.parseDictionaryID(name) {
+                    // A compression dictionary: its bytes, under their ID.
+                    guard let record = try await container.readMarker(name) else { continue }
+                    _ = try CompressionDictionary.readPublished(record.bytes, id: id)
                 } else if !ContainerLayout.isReservedMarker(name) {
                     throw ChronicleError(.foreignEntry, "a marker Chronicle does not write: no device reads it")
                 }
@@ -183,17 +191,24 @@ package struct ContainerVerification: Sendable {
     }
 
     /// Reads and verifies one blob: its size, or what is wrong.
-    private static func verify(_ name: ContainerName, in container: any Container, decoder: LogDecoder) async -> Result<Int, ChronicleError> {
+    private static func verify(_ name: ContainerName, in container: any Container, decoder: LogDecoder) async -> (Result<Int, ChronicleError>, LogDecoder) {
+        var used = decoder
         do {
             let data = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-            let log = try decoder.open(data, name: name)
+            var opened = Result { () throws(ChronicleError) in try decoder.open(data, name: name) }
+            if case .failure(let error) = opened, error.code == .unknownDictionary {
+                let fetched = try await decoder.fetchingDictionary(of: data, name: name, from: container, error)
+                used = fetched
+                opened = Result { () throws(ChronicleError) in try fetched.open(data, name: name) }
+            }
+            let log = try opened.get()
             if let parsed = ContainerLayout.parseLog(name),
                (parsed.device, parsed.first, parsed.last) != (log.header.deviceID, log.header.firstSequence, log.header.lastSequence) {
                 throw ChronicleError(.malformedBody, "contents (device \(log.header.deviceID), sequences \(log.header.firstSequence)...\(log.header.lastSequence)) do not match the name")
             }
-            return .success(data.count)
+            return (.success(data.count), used)
         } catch {
-            return .failure(error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)", underlying: error))
+            return (.failure(error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)", underlying: error)), used)
         }
     }
 }

@@ -337,7 +337,7 @@ package struct MultiProcessSimulation: Sendable {
         for blob in try await shared.listAll(prefix: "") where blob.name.rawValue.hasSuffix(ContainerLayout.logExtension) {
             // The logs damaged on purpose are in stores rebuilt since.
             if corruption, let store = blob.name.rawValue.split(separator: "/").first.flatMap({ StoreID(string: String($0)) }), replaced.contains(store) { continue }
-            do { _ = try decoder.open(try await shared.get(blob.name), name: blob.name) } catch {
+            do { _ = try await decoder.open(try await shared.get(blob.name), name: blob.name, fetchingFrom: shared) } catch {
                 result.violations.append("verify: \(blob.name): \(error)")
             }
         }

@@ -95,6 +95,10 @@ extension Simulation {
         // A run lasts seconds: devices say how far they have applied often
         // enough for compactions with a retention of a fraction of that.
         configuration.appliedReportRefresh = .milliseconds(200)
+        // Stores train their compression dictionary after a few saves, and
+        // devices look for a lost one as often: every run exercises them.
+        configuration.dictionaryTrainingSaves = 8
+        configuration.dictionaryListingInterval = .milliseconds(200)
         return configuration
     }
 

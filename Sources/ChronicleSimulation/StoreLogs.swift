@@ -22,7 +22,7 @@ struct StoreLogs {
         let decoder = Workload.decoder(upgrades: upgrades)
         var logs = StoreLogs()
         for blob in try await container.listAll(prefix: prefix) where ContainerLayout.parseLog(blob.name) != nil {
-            guard case .transactions(_, let transactions)? = try? decoder.decode(try await container.get(blob.name), name: blob.name) else {
+            guard case .transactions(_, let transactions)? = try? await decoder.decode(try await container.get(blob.name), name: blob.name, fetchingFrom: container) else {
                 logs.damaged.append(blob.name)
                 continue
             }

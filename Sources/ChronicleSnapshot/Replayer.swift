@@ -55,7 +55,6 @@ package struct Replayer: Sendable {
     ///   must continue under a new device ID (``Store`` does).
     @discardableResult
     package func upload() async throws -> Int {
-        let encoder = LogEncoder(storeID: snapshot.storeID, version: LogEncoder.uploadVersion)
         // A store deleted on purpose takes no more saves: they stay pending,
         // for the store manager to carry into the local store.
         if try snapshot.pendingUploadCount() > 0, try await container.readMarker(ContainerLayout.tombstone(store: snapshot.storeID)) != nil {
@@ -65,6 +64,15 @@ package struct Replayer: Sendable {
         try await register()
         guard try snapshot.pendingUploadCount() > 0 else { return 0 }
         try await checkSchemaVersion()
+        let dictionary: CompressionDictionary?
+        do {
+            dictionary = try await uploadDictionary()
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            // Saves go out compressed without one rather than wait.
+            logger.warning("the store's compression dictionary could not be fetched or published", metadata: ["chronicle.error": "\(error)"])
+            dictionary = snapshot.newestDictionary()?.dictionary
+        }
+        let encoder = LogEncoder(storeID: snapshot.storeID, dictionary: dictionary, version: LogEncoder.uploadVersion)
         // Sequences compaction covers are taken by another copy of these
         // files: other devices would pass over logs put there now.
         let compacted = try await compactionHorizon()?.vector[snapshot.deviceID] ?? 0
@@ -111,7 +119,7 @@ package struct Replayer: Sendable {
             // Nothing at the name: the conflict is another log overlapping
             // these sequences (a container refuses those too).
             let existing = try? await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-            let verified = existing.flatMap { try? decoder.open($0, name: name) }
+            let verified = if let existing { try? await openLearning(existing, name: name) } else { nil as VerifiedLog? }
             if let verified, let parsed = ContainerLayout.parseLog(name),
                let mine = try snapshot.outboxTransactions(first: parsed.first, last: parsed.last),
                try holds(verified, device: snapshot.deviceID, mine) {
@@ -312,7 +320,7 @@ package struct Replayer: Sendable {
             // A log that verifies but is not one of this name (another
             // device's, or another of this device's, copied over it) is
             // damage like any other: no copy of these files wrote it there.
-            if let stored, let log = try? decoder.open(stored, name: blob.name), log.header.deviceID == device, log.header.storeID == snapshot.storeID,
+            if let stored, let log = try? await openLearning(stored, name: blob.name), log.header.deviceID == device, log.header.storeID == snapshot.storeID,
                (log.header.firstSequence, log.header.lastSequence) == (parsed.first, parsed.last) {
                 // Other bytes that verify: the same saves encoded otherwise
                 // (another LZ4 build), or someone else's saves.
@@ -352,7 +360,7 @@ package struct Replayer: Sendable {
         for blob in try await logs(of: device, overlapping: first...last) {
             guard let parsed = ContainerLayout.parseLog(blob.name), (parsed.first, parsed.last) != (first, last),
                   let bytes = try? await container.get(blob.name, maxBytes: decoder.limits.maxLogBytes),
-                  let log = try? decoder.open(bytes, name: blob.name), log.header.deviceID == device,
+                  let log = try? await openLearning(bytes, name: blob.name), log.header.deviceID == device,
                   let theirs = try? log.transactions() else { return [] }
             for t in theirs where (first...last).contains(t.sequence) {
                 guard t == mine[Int(t.sequence - first)] else { return [] }
@@ -506,7 +514,7 @@ package struct Replayer: Sendable {
         for name in Set(toRead).union(recheck).sorted() {
             do {
                 let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-                let log = try decoder.open(bytes, name: name)
+                let log = try await openLearning(bytes, name: name)
                 // A log that is not one of this name (another log copied
                 // over it) is damage, for its owner to put back, not another
                 // copy of the owner's files saving again.
@@ -667,6 +675,12 @@ package struct Replayer: Sendable {
 
     /// The clock ``baselineWait`` is measured on.
     package var clock: any PhysicalClock = SystemClock()
+    /// How many saves of its own a device makes before it trains the
+    /// store's compression dictionary, when the store has none.
+    package var dictionaryTrainingSaves = Replayer.defaultDictionaryTrainingSaves
+    /// How often an upload looks for a newer dictionary, and puts back one
+    /// the container lost.
+    package var dictionaryListingInterval = Replayer.defaultDictionaryListingInterval
 
     /// Writes this device's snapshot as a baseline of the store: every part,
     /// then the final one, so a reader that sees the final part and every
@@ -1312,11 +1326,19 @@ extension Replayer {
     /// `read` with this replayer's decoder; once more after learning the
     /// log's schema if it failed for a schema this device did not know.
     private func learning<T>(_ bytes: [UInt8], at location: LogLocation?, _ read: (LogDecoder, [UInt8]) throws(ChronicleError) -> T) async throws -> T {
-        let failure: ChronicleError
+        var failure: ChronicleError
         do {
             return try read(decoder, bytes)
         } catch {
             failure = error
+        }
+        // Compressed against a dictionary this device does not keep yet.
+        if failure.code == .unknownDictionary, await fetchDictionary(for: bytes, at: location) {
+            do {
+                return try read(decoder, bytes)
+            } catch {
+                failure = error
+            }
         }
         guard failure.code == .schemaMismatch else { throw failure }
         if await learnSchema(of: bytes, at: location) { return try read(decoder, bytes) }

@@ -51,6 +51,9 @@ import Synchronization
     /// which logs and baselines of those versions are read.
     package var earlier: [SchemaMigration] { known.withLock { $0 } }
     private let known: Mutex<[SchemaMigration]>
+    /// The store's compression dictionaries this device keeps, read from
+    /// `_chronicle_dictionaries` at first use.
+    let dictionaryCache = Mutex<DictionaryCache?>(nil)
     /// The app's code for changes between versions.
     let conversions: [SchemaConversion]
     /// The migration this open did, if the file was of an earlier version.
@@ -243,7 +246,7 @@ import Synchronization
     /// A decoder for this snapshot's logs: its schema, and its earlier
     /// versions' logs read through their migrations.
     package func decoder(limits: DecodingLimits, dictionaries: [CompressionDictionary] = []) -> LogDecoder {
-        LogDecoder(schema: schema, limits: limits, dictionaries: dictionaries, earlier: earlier)
+        LogDecoder(schema: schema, limits: limits, dictionaries: keptDictionaries().map(\.dictionary) + dictionaries, earlier: earlier)
     }
 
     /// Learns an earlier version of the schema, from the container's

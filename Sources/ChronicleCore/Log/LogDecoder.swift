@@ -20,7 +20,7 @@ package struct LogDecoder: Sendable {
     package let schema: Schema?
     /// Size bounds.
     package let limits: DecodingLimits
-    private let dictionaries: [UInt32: CompressionDictionary]
+    private var dictionaries: [UInt32: CompressionDictionary]
     /// Migrations from earlier versions of ``schema``, by the earlier
     /// version's hash: a log written for one of them is read as if
     /// written for ``schema`` (see ``SchemaMigration``).
@@ -41,6 +41,13 @@ package struct LogDecoder: Sendable {
         var migrations: [UInt64: SchemaMigration] = [:]
         for m in earlier where m.target.hash == schema?.hash && m.source.hash != m.target.hash { migrations[m.source.hash] = m }
         self.earlier = migrations
+    }
+
+    /// This decoder, with `more` compression dictionaries.
+    package func adding(_ more: [CompressionDictionary]) -> LogDecoder {
+        var copy = self
+        for d in more { copy.dictionaries[d.id] = d }
+        return copy
     }
 
     /// Verifies the header alone (magic, version, checksum, consistency).

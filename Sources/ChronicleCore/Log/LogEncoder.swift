@@ -198,7 +198,10 @@ package struct LogEncoder: Sendable {
                 return header.sealV2(raw)
             }
             var compressed = [UInt8](repeating: 0, count: LZ4Block.bound(raw.count))
-            let n = compressed.withUnsafeMutableBytes { LZ4Block.compress(raw, into: $0, dictionary: dictionary) }
+            // Version 2 logs are the small ones: their bodies take LZ4's
+            // high-compression parser against a dictionary (version 1
+            // output stays byte for byte what it was).
+            let n = compressed.withUnsafeMutableBytes { LZ4Block.compress(raw, into: $0, dictionary: dictionary, highCompression: true) }
             guard let n else {
                 header.storedBodyLength = UInt32(raw.count)
                 return header.sealV2(raw)

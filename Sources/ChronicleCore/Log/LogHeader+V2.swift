@@ -7,7 +7,7 @@
 /// | 1 | codec flags: bit 0 LZ4, bit 1 dictionary, bit 2 sealed (reserved); others zero |
 /// | 8 | schema hash |
 /// | varint | uncompressed body length |
-/// | varint | dictionary ID, only with bit 1 (never 0) |
+/// | 4 | dictionary ID, only with bit 1 (never 0) |
 /// | varint, 12 | key ID and nonce, only with bit 2 (reserved: not written, not read) |
 /// | 8, varint | minimum clock and maximum minus minimum, only when the log holds more than one transaction |
 /// | 2 | header check: the low 16 bits of *H* |
@@ -35,7 +35,7 @@ extension LogHeader {
         w.writeUInt8(flags.rawValue)
         w.writeUInt64(schemaHash)
         w.writeVarint(UInt64(bodyLength))
-        if flags.contains(.dictionary) { w.writeVarint(UInt64(dictionaryID)) }
+        if flags.contains(.dictionary) { w.writeUInt32(dictionaryID) }
         if count > 1 {
             w.writeUInt64(minClock.rawValue)
             w.writeVarint(maxClock.rawValue - minClock.rawValue)
@@ -85,7 +85,7 @@ extension LogHeader {
         }
         let schemaHash = try r.readUInt64("schema hash")
         let bodyLength = try r.readVarint("body length")
-        let dictionaryID = flags.contains(.dictionary) ? try r.readVarint("dictionary ID") : 0
+        let dictionaryID = flags.contains(.dictionary) ? UInt64(try r.readUInt32("dictionary ID")) : 0
         if flags.contains(.sealed) {
             _ = try r.readVarint("key ID")
             _ = try r.readSlice(12, "nonce")
