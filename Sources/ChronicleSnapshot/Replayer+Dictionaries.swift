@@ -28,15 +28,22 @@ extension Replayer {
     /// device keeps it, and puts it back at its next listing if the
     /// container lost it): every reader can fetch what a log names.
     func uploadDictionary() async throws -> CompressionDictionary? {
-        let now = clock.nowMilliseconds()
-        let listedAt = snapshot.dictionariesListedAt
-        let interval = UInt64(dictionaryListingInterval.components.seconds) * 1000 + UInt64(dictionaryListingInterval.components.attoseconds / 1_000_000_000_000_000)
-        if snapshot.newestDictionary() == nil || listedAt.map({ now &- $0 >= interval || $0 > now }) ?? true {
-            try await syncDictionaries()
-            snapshot.dictionariesListedAt = now
-        }
+        try await refreshDictionariesIfDue()
         if snapshot.newestDictionary() == nil { try await trainDictionary() }
         return snapshot.newestDictionary()?.dictionary
+    }
+
+    /// ``syncDictionaries()`` once per ``dictionaryListingInterval`` (and
+    /// at the first sync after opening): every sync of a device that keeps
+    /// a dictionary so puts it back within that interval if the container
+    /// lost it, whether or not the device has saves to upload.
+    func refreshDictionariesIfDue() async throws {
+        let now = clock.nowMilliseconds()
+        let interval = UInt64(dictionaryListingInterval.components.seconds) * 1000
+            + UInt64(dictionaryListingInterval.components.attoseconds / 1_000_000_000_000_000)
+        if let listedAt = snapshot.dictionariesListedAt, now >= listedAt, now - listedAt < interval { return }
+        try await syncDictionaries()
+        snapshot.dictionariesListedAt = now
     }
 
     /// Keeps every dictionary the store published that verifies, and
@@ -78,6 +85,9 @@ extension Replayer {
     func trainDictionary() async throws {
         let bodies = try snapshot.recentOwnBodies(limit: Self.dictionaryTrainingSamples)
         guard bodies.count >= max(1, dictionaryTrainingSaves) else { return }
+        // One another device published since the last look is used instead.
+        try await syncDictionaries()
+        guard snapshot.newestDictionary() == nil else { return }
         let dictionary = try CompressionDictionary.trained(from: bodies)
         let trained = PublishedDictionary(dictionary: dictionary, created: clock.nowMilliseconds())
         let name = ContainerLayout.dictionary(store: snapshot.storeID, id: dictionary.id)

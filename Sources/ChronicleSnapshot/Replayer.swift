@@ -62,6 +62,11 @@ package struct Replayer: Sendable {
             return 0
         }
         try await register()
+        do {
+            try await refreshDictionariesIfDue()
+        } catch let error as ChronicleError where error.code != .simulatedCrash {
+            logger.warning("the store's compression dictionaries could not be listed", metadata: ["chronicle.error": "\(error)"])
+        }
         guard try snapshot.pendingUploadCount() > 0 else { return 0 }
         try await checkSchemaVersion()
         let dictionary: CompressionDictionary?
