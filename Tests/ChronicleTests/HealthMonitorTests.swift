@@ -1,6 +1,7 @@
 @testable import Chronicle
 import ChronicleContainer
 import ChronicleCore
+import ChronicleSnapshot
 import Foundation
 import GRDB
 import Logging
@@ -470,6 +471,38 @@ import Testing
         #expect(health.held.count == 1)
         #expect(health.marks.isEmpty)
         #expect(try await a.store.storeID == store)
+        try await a.close()
+    }
+
+    /// A log whose compression dictionary the container lost waits; the
+    /// health monitor never counts it, however long it waits.
+    @Test func aLogWaitingForItsDictionaryIsNoCorruption() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        try await a.sync()
+        let store = try await a.store.storeID
+        // Another device trains the store's dictionary and uploads against it.
+        let peer = try await Store.open(Store.Configuration(schema: Self.schema, directory: root.appendingPathComponent("peer"),
+                                                            container: try DirectoryContainer(root: containerURL), clock: clock, seed: 9,
+                                                            logger: Logger(label: "test"), durability: .normal))
+        for i in 0..<(Replayer.defaultDictionaryTrainingSaves + 2) {
+            try await peer.write { tx in _ = tx.insert("Note", ["title": .string("note \(i) from the peer")]) }
+        }
+        try await peer.sync()
+        try await peer.close()
+        let container = try DirectoryContainer(root: containerURL)
+        let dictionaries = try await container.listMarkers(prefix: ContainerLayout.dictionariesPrefix(store: store))
+        #expect(dictionaries.count == 1)
+        for name in dictionaries { try await container.deleteMarker(name, expected: nil) }
+        for _ in 0..<4 {
+            clock.advance(byMilliseconds: 20_000)
+            try await a.sync()
+        }
+        let health = try await a.health()
+        #expect(health.status == .healthy, "\(health.problems)")
+        #expect(health.problems.isEmpty && health.marks.isEmpty)
+        #expect(try await a.store.storeID == store)
+        #expect(try await Self.titles(a).isEmpty, "the logs wait")
         try await a.close()
     }
 
