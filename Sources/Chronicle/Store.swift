@@ -79,6 +79,14 @@ public actor Store {
         /// ``SchemaConversion``. Used when the snapshot migrates and when
         /// earlier versions' logs are read.
         public var schemaConversions: [SchemaConversion] = []
+        /// Automatic compaction: once the store has taken
+        /// ``AutomaticCompaction/saves`` saves since its last compaction, a
+        /// device that a sync left up to date, with nothing to upload,
+        /// publishes a baseline and compacts with it, so that the container
+        /// holds the newest baseline and the logs after it rather than the
+        /// whole history. nil: only explicit ``Store/publishBaseline(partBytes:)``
+        /// and ``Store/compact(retention:)``. See `docs/compaction.md`.
+        public var automaticCompaction: AutomaticCompaction? = AutomaticCompaction()
         /// Seeds the random part of new record IDs and device IDs (a random
         /// seed in production; simulations fix it to replay a run).
         package var seed: UInt64
@@ -163,6 +171,26 @@ public actor Store {
         private static let silent = Logger(label: "chronicle") { _ in SwiftLogNoOpLogHandler() }
     }
 
+    /// When a device publishes a baseline and compacts by itself (see
+    /// ``Configuration/automaticCompaction``).
+    public struct AutomaticCompaction: Sendable, Hashable {
+        /// How many saves, of every device, the store takes after its last
+        /// compaction before a device compacts again. Each device waits for
+        /// up to a quarter more, a share of its own, so that devices do not
+        /// all publish a baseline at once.
+        public var saves: Int
+        /// The retention period of the compaction: a device that has not
+        /// said how far it has applied for this long is not waited for (see
+        /// ``Store/compact(retention:)``).
+        public var retention: Duration
+
+        /// Compacts every 10,000 saves with a 30-day retention by default.
+        public init(saves: Int = 10_000, retention: Duration = .seconds(30 * 86_400)) {
+            self.saves = saves
+            self.retention = retention
+        }
+    }
+
     /// What one ``sync(progress:)`` did.
     public struct SyncReport: Sendable {
         /// Logs uploaded.
@@ -175,6 +203,9 @@ public actor Store {
         /// Set when this sync found the device's files behind the container
         /// and moved the device to a new ID.
         public var identityChange: IdentityChange?
+        /// The compaction this sync made by itself (see
+        /// ``Configuration/automaticCompaction``), if it made one.
+        public var compaction: CompactionReport?
 
         /// How the sync ended, from best to worst.
         public enum Status: String, Sendable {
@@ -862,8 +893,58 @@ public actor Store {
             imported.appliedLogs += moved.importedLogs
             imported.appliedTransactions += moved.importedTransactions
         }
+        var compaction: CompactionReport?
+        if apart == nil {
+            do {
+                compaction = try await compactIfDue(after: imported)
+            } catch let error as ChronicleError where error.code != .simulatedCrash {
+                configuration.log.notice("automatic compaction failed; a later sync tries again", metadata: ["chronicle.error": "\(error)"])
+            }
+        }
         return SyncReport(uploadedLogs: uploaded.count, imported: imported, repairedLogs: repaired,
-                          identityChange: apart ?? uploaded.change ?? change)
+                          identityChange: apart ?? uploaded.change ?? change, compaction: compaction)
+    }
+
+    /// Publishes a baseline, and compacts with it at a later sync, when the
+    /// store has taken enough saves since its last compaction
+    /// (``Configuration/automaticCompaction``), after a sync that left this
+    /// device up to date with nothing to upload. The two steps are an
+    /// applied-report interval apart at least: a baseline holds this
+    /// device's newest saves, which the other devices apply at their next
+    /// sync, and compaction waits for every device that reports.
+    private func compactIfDue(after imported: ImportReport) async throws -> CompactionReport? {
+        guard let policy = configuration.automaticCompaction, policy.saves > 0,
+              imported.failures.isEmpty, imported.gaps.isEmpty, !imported.isWaiting, imported.held.isEmpty,
+              try snapshot.pendingUploadCount() == 0 else { return nil }
+        let horizon = try await replayer.compactionHorizon()
+        let vector = try snapshot.vector()
+        var since: UInt64 = 0
+        for (device, sequence) in vector { since &+= sequence &- min(sequence, horizon?.vector[device] ?? 0) }
+        // Each device's own share of a quarter more: the first to reach its
+        // threshold publishes, and the others then count from its compaction.
+        let share = UInt64(truncatingIfNeeded: deviceID.rawValue.low ^ deviceID.rawValue.high) % UInt64(max(1, policy.saves / 4))
+        guard since >= UInt64(policy.saves) + share else { return nil }
+        let now = configuration.clock.nowMilliseconds()
+        if let tried = try snapshot.metadata("auto_compaction_tried_at").flatMap(UInt64.init),
+           now >= tried, now - tried < configuration.appliedReportRefresh.milliseconds { return nil }
+        try snapshot.setMetadata("auto_compaction_tried_at", String(now))
+        // The baseline this device published at an earlier try, while it is
+        // there and the store has not compacted with it: compact now.
+        if let pending = try snapshot.metadata("auto_compaction_baseline"), pending != horizon?.baseline,
+           try await !configuration.container.list(prefix: pending, after: nil, limit: 1).isEmpty {
+            let retention = max(policy.retention, configuration.appliedReportRefresh * 2)
+            let report = try await replayer.compact(retention: min(retention, .seconds(1 << 40)).milliseconds)
+            configuration.log.info("compacted by itself", metadata: [
+                "chronicle.baseline": "\(report.baseline ?? "none")", "chronicle.removedLogs": "\(report.removedLogs)",
+                "chronicle.waitingFor": "\(report.waitingFor.map(\.description).joined(separator: ","))",
+            ])
+            return report
+        }
+        let baseline = try await replayer.publishBaseline()
+        if try snapshot.heldBaseline() != nil { try snapshot.setHeldBaseline(baseline.prefix) }
+        try snapshot.setMetadata("auto_compaction_baseline", baseline.prefix)
+        configuration.log.info("published a baseline to compact with at a later sync", metadata: ["chronicle.baseline": "\(baseline.prefix)"])
+        return nil
     }
 
     /// A baseline can hold saves that no device keeps as logs: a store's

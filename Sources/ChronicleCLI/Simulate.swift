@@ -72,6 +72,9 @@ struct Simulate: AsyncParsableCommand {
     @Flag(help: "Change the app's schema during the run: devices start on the workload's first version (some on the second, as new installs), upgrade at random moments while the others keep writing (notes gain a color, a reading's label is renamed, tags are new, with a unique label), and all have upgraded before the checks. Adds the check that schema versions never cause a corruption mark or a rebuild.")
     var upgrades = false
 
+    @Flag(name: .customLong("no-automatic-compaction"), help: "Devices compact only when the workload says so. By default half the seeds (drawn from each seed) have their devices publish a baseline and compact by themselves every few dozen saves, as stores do every ten thousand.")
+    var noAutomaticCompaction = false
+
     @Option(help: "With --lifecycle: how many devices turn the cloud on at the same moment, first (default: drawn from the seed, 2 to --devices).")
     var firstEnables: Int?
 
@@ -128,6 +131,7 @@ struct Simulate: AsyncParsableCommand {
         base.savesPerDevice = saves
         base.lifecycle = lifecycle
         base.upgrades = upgrades
+        base.automaticCompaction = !noAutomaticCompaction
         if corruption { base.enableCorruption() }
         base.firstEnables = firstEnables ?? 0
         base.exclusiveCreate = exclusiveCreate ?? .drawn

@@ -99,6 +99,7 @@ extension Simulation {
         // devices look for a lost one as often: every run exercises them.
         configuration.dictionaryTrainingSaves = 8
         configuration.dictionaryListingInterval = .milliseconds(200)
+        configuration.automaticCompaction = automaticCompaction
         return configuration
     }
 

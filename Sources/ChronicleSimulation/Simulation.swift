@@ -48,6 +48,10 @@ package final class Simulation {
     /// Compactions: when, by whom, and the run's retention period.
     var compactionRandom: SeededRandom
     let compactionRetention: Duration
+    /// Half the runs compact by themselves too, after a few dozen saves
+    /// (``Store/Configuration/automaticCompaction``); the others only when
+    /// the workload says so.
+    let automaticCompaction: Store.AutomaticCompaction?
     /// Devices that upgraded their app during the workload.
     var upgradesDone = 0
     /// Each store of account A some device marked corrupted: when it was
@@ -131,6 +135,9 @@ package final class Simulation {
         var compactionRandom = SeededRandom(seed: seed ^ 0xC0AC_7100_0000)
         compactionRetention = options.compactionRetention ?? .milliseconds(400 + Int64(compactionRandom.next() % 3_601))
         self.compactionRandom = compactionRandom
+        var automaticRandom = SeededRandom(seed: seed ^ 0xA070_C0AC_7100)
+        automaticCompaction = options.automaticCompaction && automaticRandom.next() % 2 == 0
+            ? Store.AutomaticCompaction(saves: 12 + Int(automaticRandom.next() % 40), retention: compactionRetention) : nil
         crashes = CrashControl(seed: seed ^ 0xC4A5_4C4A_5443_4841, probability: options.crashProbability)
         summary = SimulationSummary(seed: seed, options: options)
         injectors = FaultInjectors.standard(options)
@@ -383,7 +390,12 @@ package final class Simulation {
             d.behindOn.remove(d.account)
             await absorbIdentityChanges(d)
             note("device \(d.number) synced: up \(report.uploadedLogs), in \(report.imported.appliedLogs)"
-                 + (report.imported.failures.isEmpty ? "" : ", \(report.imported.failures.count) failed (\(report.imported.failures.map(\.error.code.name).joined(separator: ",")))"))
+                 + (report.imported.failures.isEmpty ? "" : ", \(report.imported.failures.count) failed (\(report.imported.failures.map(\.error.code.name).joined(separator: ",")))")
+                 + (report.compaction.map { ", compacted by itself: \($0.removedLogs) logs, \($0.removedBaselines) baselines removed" } ?? ""))
+            if let compaction = report.compaction, compaction.removedLogs + compaction.removedBaselines > 0 {
+                summary.compactions += 1
+                summary.compactedLogs += compaction.removedLogs
+            }
             return true
         } catch let error as ChronicleError where error.code == .simulatedCrash {
             try? await restart(d, "during sync")

@@ -102,6 +102,10 @@ package struct SimulationOptions: Sendable, Hashable, Codable {
     /// (0.4 to 4 seconds of the run's clock: devices that sync report every
     /// 0.2 seconds, and a run lasts seconds).
     package var compactionRetention: Duration?
+    /// Whether half the runs (by seed) compact by themselves after a few
+    /// dozen saves, as ``Store/Configuration/automaticCompaction`` does
+    /// after ten thousand.
+    package var automaticCompaction = true
 
     /// Whether the corruption faults are on: the devices' health monitors
     /// then run on the simulation's timings (``Simulation/health``).

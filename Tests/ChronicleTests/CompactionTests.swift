@@ -26,6 +26,70 @@ import Testing
         })
     }
 
+    /// With automatic compaction, a device that a sync leaves up to date
+    /// publishes a baseline and compacts once the store has taken enough
+    /// saves: the container holds one baseline and the logs after it, and
+    /// a device that joins starts from it with every save. Without it,
+    /// nothing is published or removed.
+    @Test(arguments: [true, false]) func devicesCompactByThemselvesOnceTheStoreHasTakenEnoughSaves(automatic: Bool) async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("chronicle-autocompact-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let container = try DirectoryContainer(root: root.appendingPathComponent("container"), create: true)
+        let clock = ManualClock()
+        func open(_ i: UInt64) async throws -> Store {
+            var configuration = Store.Configuration(schema: Self.schema, deviceID: DeviceID(index: i), directory: root.appendingPathComponent("d\(i)"),
+                                                    container: container, clock: clock, seed: i, logger: Logger(label: "test"), durability: .normal)
+            configuration.automaticCompaction = automatic ? Store.AutomaticCompaction(saves: 20) : nil
+            return try await Store.open(configuration)
+        }
+        let (a, b) = (try await open(1), try await open(2))
+        var rng = SeededRandom(seed: 11)
+        var compactions: [CompactionReport] = []
+        for _ in 0..<8 {
+            for (store, saves) in [(a, 10), (b, 3)] {
+                for _ in 0..<saves {
+                    let name = "author \(rng.next() % 1_000_000)"
+                    try await store.write { tx in _ = tx.insert("Author", ["name": .string(name)]) }
+                }
+            }
+            // Five minutes between syncs: a compaction that waited for a
+            // device is tried again after an applied-report interval (ten).
+            for store in [a, b, a] {
+                clock.advance(byMilliseconds: 300_000)
+                if let compaction = try await store.sync().compaction { compactions.append(compaction) }
+            }
+        }
+        let baselines = try await container.listAll(prefix: ContainerLayout.baselinesPrefix(store: a.storeID))
+        let logs = try await container.listAll(prefix: ContainerLayout.logsPrefix(store: a.storeID)).compactMap { ContainerLayout.parseLog($0.name) }
+        if automatic {
+            #expect(compactions.contains { $0.removedLogs > 0 }, "\(compactions)")
+            #expect(Set(baselines.compactMap { ContainerLayout.parseBaselinePart($0.name)?.vector }).count <= 2, "the compaction's baseline, and one published for the next")
+            let horizon = try #require(try await container.readMarker(ContainerLayout.compaction(store: a.storeID), as: CompactionHorizon.self)?.payload)
+            // The logs a compaction covered are gone; what is left is what
+            // came after the newest compaction that removed any.
+            let removed = compactions.filter { $0.removedLogs > 0 }.count
+            #expect(removed >= 2, "\(compactions.map { "\($0.removedLogs) removed, waiting for \($0.waitingFor)" })")
+            _ = horizon
+            #expect(logs.count <= 8, "\(logs.count) logs left of 16 rounds of uploads")
+        } else {
+            #expect(compactions.isEmpty && baselines.isEmpty)
+            #expect(logs.count >= 16)
+        }
+        // A device that joins gets every save.
+        let c = try await open(3)
+        try await c.sync()
+        for store in [a, b, c] { try await store.sync() }
+        var counts: [Int] = []
+        var hashes = Set<String>()
+        for store in [a, b, c] {
+            counts.append(try await store.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM Author") ?? 0 })
+            hashes.insert(try await store.stateHash())
+        }
+        #expect(counts == [104, 104, 104])
+        #expect(hashes.count == 1)
+        for store in [a, b, c] { try await store.close() }
+    }
+
     @Test func aCompactionRemovesTheLogsABaselineCoversAndTheOlderBaselines() async throws {
         let d = try await TestDevices(3, schema: Self.schema)
         var rng = SeededRandom(seed: 7)
