@@ -84,6 +84,10 @@ public enum PortableLogs {
             progress(state)
             var logs: [JSONValue] = []
             let limits = DecodingLimits()
+            // The store's compression dictionaries: logs read with them, and
+            // carried in the export so that an import writes the same bytes.
+            let dictionaries = try await container.publishedDictionaries(store: store).found
+            var used = Set<UInt32>()
             for blob in blobs {
                 try Task.checkCancellation()
                 defer {
@@ -100,7 +104,9 @@ public enum PortableLogs {
                 let decoded: DecodedLog
                 do {
                     let header = try LogDecoder(schema: nil).header(of: bytes, name: blob.name)
-                    decoded = try await LogDecoder(schema: schemas[header.schemaHash], limits: limits).decode(bytes, name: blob.name, fetchingFrom: container)
+                    decoded = try await LogDecoder(schema: schemas[header.schemaHash], limits: limits, dictionaries: dictionaries.map(\.dictionary))
+                        .decode(bytes, name: blob.name, fetchingFrom: container)
+                    if header.dictionaryID != 0 { used.insert(header.dictionaryID) }
                 } catch let error as ChronicleError {
                     throw ChronicleError(error.code, "\(blob.name): \(error.message)", underlying: error)
                 }
@@ -111,6 +117,13 @@ public enum PortableLogs {
                 "format": .string(format), "version": .int(Int64(version)), "store": .string(store.description),
                 "schemas": .array(schemas.values.sorted { $0.hash < $1.hash }.map(\.jsonValue)), "logs": .array(logs),
             ]
+            let carried = dictionaries.filter { used.contains($0.dictionary.id) }
+            if !carried.isEmpty {
+                root["dictionaries"] = .array(carried.map { d in
+                    .object(["id": .string(dictionaryIDText(d.dictionary.id)), "created": .int(Int64(clamping: d.created)),
+                             "bytes": .string(Data(d.dictionary.bytes).base64EncodedString())])
+                })
+            }
             if let account = try await container.readMarker(ContainerLayout.account, as: AccountToken.self) {
                 root["account"] = .string(account.payload.token)
             }
@@ -167,8 +180,9 @@ public enum PortableLogs {
         let header = log.header
         var o: [String: JSONValue] = [
             "name": .string(name.rawValue), "device": .string(header.deviceID.description),
-            "schemaHash": .string(header.schemaHash.paddedHex),
+            "schemaHash": .string(header.schemaHash.paddedHex), "formatVersion": .int(Int64(header.version)),
         ]
+        if header.dictionaryID != 0 { o["dictionary"] = .string(dictionaryIDText(header.dictionaryID)) }
         switch log {
         case .transactions(_, let transactions):
             o["kind"] = .string("transactions")
@@ -232,6 +246,7 @@ public enum PortableLogs {
         var logs: [Encoded]
         var account: String?
         var active: Bool
+        var dictionaries: [PublishedDictionary] = []
     }
 
     /// Writes the logs and baseline parts of a portable log export into
@@ -284,12 +299,43 @@ public enum PortableLogs {
             }
         }
         guard case .array(let list)? = root["logs"] else { throw ChronicleError(.malformedBody, "logs: expected an array") }
+        var dictionaries: [UInt32: PublishedDictionary] = [:]
+        if let value = root["dictionaries"] {
+            guard case .array(let entries) = value else { throw ChronicleError(.malformedBody, "dictionaries: expected an array") }
+            for (i, entry) in entries.enumerated() {
+                guard case .object(let d) = entry, case .string(let idText)? = d["id"], idText.count == 8, let id = UInt32(idText, radix: 16), id != 0,
+                      case .int(let created)? = d["created"], created >= 0,
+                      case .string(let base64)? = d["bytes"], let bytes = Data(base64Encoded: base64)
+                else { throw ChronicleError(.malformedBody, "dictionaries[\(i)]: expected {\"id\": 8 hex digits, \"created\": milliseconds, \"bytes\": base64}") }
+                guard CompressionDictionary.identifier(for: Array(bytes)) == id, let dictionary = try? CompressionDictionary(id: id, bytes: Array(bytes)) else {
+                    throw ChronicleError(.malformedBody, "dictionaries[\(i)]: its bytes are not those of dictionary \(idText)")
+                }
+                dictionaries[id] = PublishedDictionary(dictionary: dictionary, created: UInt64(created))
+            }
+        }
         var encoded: [Encoded] = []
-        let encoder = LogEncoder(storeID: store, version: LogEncoder.uploadVersion)
         for (i, value) in list.enumerated() {
             if i % 256 == 255 { try Task.checkCancellation() }
             let path = "logs[\(i)]"
             let log = try decodeLog(value, store: store, path: path)
+            // Written as it was: in its format version, against its dictionary.
+            var formatVersion = LogEncoder.uploadVersion
+            var dictionary: CompressionDictionary?
+            if case .object(let o) = value {
+                if let given = o["formatVersion"] {
+                    guard case .int(let v) = given, v == 1 || v == Int64(LogHeader.versionV2) else {
+                        throw ChronicleError(.malformedBody, "\(path).formatVersion: expected 1 or 2")
+                    }
+                    formatVersion = UInt16(v)
+                }
+                if let given = o["dictionary"] {
+                    guard case .string(let idText) = given, let id = UInt32(idText, radix: 16), let found = dictionaries[id] else {
+                        throw ChronicleError(.malformedBody, "\(path).dictionary: expected the ID of one of the export's \"dictionaries\"")
+                    }
+                    dictionary = found.dictionary
+                }
+            }
+            let encoder = LogEncoder(storeID: store, dictionary: dictionary, version: formatVersion)
             guard let schema = schemas[log.header.schemaHash] else {
                 throw ChronicleError(.schemaMismatch, "\(path): written for schema \(log.header.schemaHash.paddedHex), which the export's \"schemas\" do not hold: its changes cannot be checked, and devices could not read it")
             }
@@ -318,7 +364,7 @@ public enum PortableLogs {
                     throw ChronicleError(.malformedBody, "name: the log's content names it \(name), not \(given)")
                 }
                 // The body against the schema it names, as devices will read it.
-                let decoded = try LogDecoder(schema: schemas[log.header.schemaHash]).decode(bytes, name: name)
+                let decoded = try LogDecoder(schema: schemas[log.header.schemaHash], dictionaries: dictionary.map { [$0] } ?? []).decode(bytes, name: name)
                 encoded.append(Encoded(name: name, bytes: bytes, log: decoded))
             } catch {
                 throw ChronicleError(error.code, "\(path): \(error.message)", underlying: error)
@@ -342,7 +388,8 @@ public enum PortableLogs {
             throw ChronicleError(.malformedBody, "logs[\(i)]: \(log.name) appears twice")
         }
         try checkSequences(encoded)
-        return Prepared(store: store, schemas: schemas.values.sorted { $0.hash < $1.hash }, logs: encoded, account: account, active: active)
+        return Prepared(store: store, schemas: schemas.values.sorted { $0.hash < $1.hash }, logs: encoded, account: account, active: active,
+                        dictionaries: dictionaries.values.sorted { $1.isNewer(than: $0) })
     }
 
     /// Refuses logs of one device that overlap, or that leave a gap no
@@ -462,7 +509,7 @@ public enum PortableLogs {
                               progress: @Sendable (Progress) -> Void = { _ in }) async throws -> Progress {
         let store = prepared.store
         var state = Progress()
-        state.total = prepared.schemas.count + prepared.logs.count
+        state.total = prepared.schemas.count + prepared.dictionaries.count + prepared.logs.count
         progress(state)
         do {
             if try await container.readMarker(ContainerLayout.tombstone(store: store)) != nil {
@@ -503,6 +550,32 @@ public enum PortableLogs {
                 }
                 state.processed += 1
                 progress(state)
+            }
+            // The compression dictionaries before the logs compressed against
+            // them: a damaged copy in the container is put right.
+            for d in prepared.dictionaries {
+                try Task.checkCancellation()
+                defer {
+                    state.processed += 1
+                    progress(state)
+                }
+                let name = ContainerLayout.dictionary(store: store, id: d.dictionary.id)
+                let bytes = d.dictionary.published(createdAt: d.created)
+                if let existing = try await container.readMarker(name) {
+                    if (try? CompressionDictionary.readPublished(existing.bytes, id: d.dictionary.id)) == nil {
+                        _ = try await container.replaceMarker(name, bytes, expected: existing.version)
+                        state.written += 1
+                    } else {
+                        state.alreadyThere += 1
+                    }
+                } else {
+                    do {
+                        _ = try await container.createMarker(name, bytes)
+                        state.written += 1
+                    } catch let error as ChronicleError where error.code == .markerConflict {
+                        state.alreadyThere += 1
+                    }
+                }
             }
             var held: [ContainerName: Int] = [:]
             for blob in try await container.listAll(prefix: ContainerLayout.logsPrefix(store: store)) { held[blob.name] = blob.size }
@@ -688,4 +761,9 @@ public enum PortableLogs {
         guard parts.count == 2, let clock = parseClock(String(parts[0])), let device = DeviceID(string: String(parts[1])) else { return nil }
         return Version(clock: clock, device: device)
     }
+}
+
+/// A dictionary ID as its marker's name spells it: 8 hex digits.
+private func dictionaryIDText(_ id: UInt32) -> String {
+    String(UInt64(id).paddedHex.suffix(8))
 }

@@ -268,7 +268,8 @@ struct Dump: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Decode one log or baseline to JSON.",
         discussion: """
-            Give either --file, or --container with --name (a blob name as `chronicle inspect --logs` lists them).
+            Give either --file, or --container with --name (a blob name as `chronicle inspect --logs` lists them). \
+            A --file compressed against its store's dictionary also needs the --container that holds the dictionary.
 
             A log of format version 2 (what devices upload) leaves its store, device and sequences to its name, and its checksums cover that name:             a --file is read under the name its path ends with (…/<store>/logs/<device>/<shard>/<first>-<last>.chlog, as in a container folder's blobs/),             or under --name when the file was copied elsewhere.
             """)
@@ -289,7 +290,7 @@ struct Dump: AsyncParsableCommand {
     var schema: String?
 
     func validate() throws {
-        guard (file != nil) != (container != nil), container == nil || name != nil else {
+        guard file != nil || (container != nil && name != nil) else {
             throw ValidationError("give either --file, or both --container and --name")
         }
     }
@@ -297,7 +298,7 @@ struct Dump: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors(nil) {
             let decoder = LogDecoder(schema: try schema.map { try InputFile.schema(at: $0) })
-            let bytes: [UInt8]
+            var bytes: [UInt8] = []
             var blobName = try name.map { try ContainerName($0) }
             if let file {
                 bytes = try DirectoryContainer.readFile(atPath: file, maxBytes: decoder.limits.maxLogBytes)
@@ -306,13 +307,18 @@ struct Dump: AsyncParsableCommand {
                     let parts = file.split(separator: "/", omittingEmptySubsequences: true).suffix(5)
                     blobName = try? ContainerName(parts.joined(separator: "/"))
                 }
-            } else {
-                let c = try await ContainerOptions.open(container!, followRootSymlink: followRootSymlink)
+            }
+            if let container {
+                let c = try await ContainerOptions.open(container, followRootSymlink: followRootSymlink)
                 let decoded: DecodedLog
                 do {
-                    bytes = try await c.get(blobName!, maxBytes: decoder.limits.maxLogBytes)
+                    if file == nil, let blobName { bytes = try await c.get(blobName, maxBytes: decoder.limits.maxLogBytes) }
                     // A log compressed against its store's dictionary is read with it.
-                    decoded = try await decoder.decode(bytes, name: blobName!, fetchingFrom: c)
+                    if let blobName {
+                        decoded = try await decoder.decode(bytes, name: blobName, fetchingFrom: c)
+                    } else {
+                        decoded = try decoder.decode(bytes)
+                    }
                 } catch {
                     await c.shutdown()
                     throw error
@@ -324,7 +330,7 @@ struct Dump: AsyncParsableCommand {
             do {
                 print(JSONText.pretty(try decoder.decode(bytes, at: blobName.flatMap(ContainerLayout.location(of:))).jsonValue))
             } catch let error as ChronicleError where error.code == .unknownDictionary {
-                throw ChronicleError(.unknownDictionary, "\(error.message): the log is compressed against its store's dictionary, which the container holds; dump it with --container and --name")
+                throw ChronicleError(.unknownDictionary, "\(error.message): the log is compressed against its store's dictionary, which its container holds; add --container")
             }
         }
     }
@@ -334,7 +340,7 @@ struct Dump: AsyncParsableCommand {
 private func dictionariesJSON(_ d: (found: [PublishedDictionary], damaged: [(name: ContainerName, error: ChronicleError)])?) -> JSONValue {
     var list: [JSONValue] = []
     for found in d?.found ?? [] {
-        list.append(.object(["id": .int(Int64(found.dictionary.id)), "bytes": .int(Int64(found.dictionary.bytes.count)),
+        list.append(.object(["id": .string(String(UInt64(found.dictionary.id).paddedHex.suffix(8))), "bytes": .int(Int64(found.dictionary.bytes.count)),
                              "published": .string(publishedTime(found))]))
     }
     for damaged in d?.damaged ?? [] {

@@ -141,15 +141,29 @@ package struct ContainerReplication: Sendable {
             }
             for name in markers {
                 try Task.checkCancellation()
+                defer {
+                    state.processed += 1
+                    progress(state)
+                }
                 do {
-                    if let marker = try await source.readMarker(name) { try await copyMarker(name, marker, &state) }
-                } catch let error as ChronicleError where !error.code.isTransient {
+                    guard let marker = try await source.readMarker(name) else { continue }
+                    if let id = ContainerLayout.parseDictionaryID(name) {
+                        // A compression dictionary is copied only whole; a
+                        // damaged copy in the destination is put right.
+                        _ = try CompressionDictionary.readPublished(marker.bytes, id: id)
+                        if let existing = try await destination.readMarker(name), existing.bytes != marker.bytes,
+                           (try? CompressionDictionary.readPublished(existing.bytes, id: id)) == nil {
+                            _ = try await destination.replaceMarker(name, marker.bytes, expected: existing.version)
+                            state.copied += 1
+                            continue
+                        }
+                    }
+                    try await copyMarker(name, marker, &state)
+                } catch let error as ChronicleError where !error.code.isTransient || error.code == .shortRead {
                     // A marker file that does not read (too short, a link, a
                     // folder): reported, and the copy goes on.
                     state.damaged.append("\(name.rawValue) (\(error.code): \(error.message))")
                 }
-                state.processed += 1
-                progress(state)
             }
             // What the destination holds, with sizes: a blob of another
             // size under the same name is another blob.

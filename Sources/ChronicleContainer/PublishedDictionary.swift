@@ -35,14 +35,24 @@ extension Container {
 
     /// Every dictionary `store` published that verifies, oldest first, and
     /// the names of those that do not with what is wrong.
+    ///
+    /// A marker that is not a file (a folder, a link) is named among the
+    /// damaged ones, as is a folder of dictionaries that is not a folder.
     package func publishedDictionaries(store: StoreID) async throws -> (found: [PublishedDictionary], damaged: [(name: ContainerName, error: ChronicleError)]) {
         var found: [PublishedDictionary] = []
         var damaged: [(name: ContainerName, error: ChronicleError)] = []
-        for name in try await listMarkers(prefix: ContainerLayout.dictionariesPrefix(store: store)) {
+        let prefix = ContainerLayout.dictionariesPrefix(store: store)
+        let names: [ContainerName]
+        do {
+            names = try await listMarkers(prefix: prefix)
+        } catch let error as ChronicleError where error.code == .foreignEntry {
+            return ([], [(try ContainerName(String(prefix.dropLast())), error)])
+        }
+        for name in names {
             guard let id = ContainerLayout.parseDictionaryID(name) else { continue }
             do {
                 if let d = try await publishedDictionary(store: store, id: id) { found.append(d) }
-            } catch let error as ChronicleError where !error.code.isTransient && error.code != .unavailable {
+            } catch let error as ChronicleError where error.code != .unavailable && (error.code == .foreignEntry || !error.code.isTransient) {
                 damaged.append((name, error))
             }
         }

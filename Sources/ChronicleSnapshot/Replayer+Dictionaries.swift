@@ -54,7 +54,18 @@ extension Replayer {
         let kept = Dictionary(snapshot.keptDictionaries().map { ($0.dictionary.id, $0) }, uniquingKeysWith: { a, _ in a })
         var listed = Set<UInt32>()
         for name in try await container.listMarkers(prefix: ContainerLayout.dictionariesPrefix(store: store)) {
-            guard let id = ContainerLayout.parseDictionaryID(name), let marker = try await container.readMarker(name) else { continue }
+            guard let id = ContainerLayout.parseDictionaryID(name) else { continue }
+            let marker: Marker
+            do {
+                guard let read = try await container.readMarker(name) else { continue }
+                marker = read
+            } catch let error as ChronicleError where error.code == .foreignEntry {
+                // Not Chronicle's to remove: `chronicle verify` names it.
+                listed.insert(id)
+                logger.warning("a compression dictionary's place in the container holds something Chronicle did not write",
+                               metadata: ["chronicle.dictionary": "\(name)", "chronicle.error": "\(error)"])
+                continue
+            }
             listed.insert(id)
             do {
                 let read = try CompressionDictionary.readPublished(marker.bytes, id: id)
@@ -104,19 +115,28 @@ extension Replayer {
     }
 
     /// For a log compressed against a dictionary this device does not
-    /// keep: fetches that dictionary from the container. Returns whether
-    /// this device keeps it now; a missing or damaged one leaves the log
-    /// waiting (``ChronicleError/Code/unknownDictionary`` is transient).
-    func fetchDictionary(for bytes: [UInt8], at location: LogLocation?) async -> Bool {
-        guard let header = try? decoder.header(of: bytes, at: location),
-              header.dictionaryID != 0 else { return false }
+    /// keep: fetches that dictionary from the container. Returns nil once
+    /// this device keeps it, or why it cannot: a missing or damaged one
+    /// leaves the log waiting (``ChronicleError/Code/unknownDictionary`` is
+    /// transient).
+    func fetchDictionary(for bytes: [UInt8], at location: LogLocation?) async -> String? {
+        guard let header = try? decoder.header(of: bytes, at: location), header.dictionaryID != 0 else { return "its header names none" }
+        let name = ContainerLayout.dictionary(store: snapshot.storeID, id: header.dictionaryID)
         do {
-            guard let found = try await container.publishedDictionary(store: snapshot.storeID, id: header.dictionaryID) else { return false }
+            guard let found = try await container.publishedDictionary(store: snapshot.storeID, id: header.dictionaryID) else {
+                return "the container holds no copy of it (\(name))"
+            }
             try snapshot.keep(found)
-            return true
+            return nil
+        } catch let error as ChronicleError {
+            logger.warning("a compression dictionary cannot be read", metadata: ["chronicle.dictionary": "\(name)", "chronicle.error": "\(error)"])
+            switch error.code {
+            case .foreignEntry: return "its place in the container (\(name)) holds something Chronicle did not write (\(error.message)), which a person must remove"
+            case .unavailable: return "the container does not answer (\(error.message))"
+            default: return "the container's copy (\(name)) does not verify (\(error.code): \(error.message))"
+            }
         } catch {
-            logger.warning("a compression dictionary cannot be read", metadata: ["chronicle.dictionary": "\(header.dictionaryID)", "chronicle.error": "\(error)"])
-            return false
+            return "it cannot be read: \(error)"
         }
     }
 }

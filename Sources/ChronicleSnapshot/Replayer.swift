@@ -1338,7 +1338,11 @@ extension Replayer {
             failure = error
         }
         // Compressed against a dictionary this device does not keep yet.
-        if failure.code == .unknownDictionary, await fetchDictionary(for: bytes, at: location) {
+        if failure.code == .unknownDictionary {
+            if let reason = await fetchDictionary(for: bytes, at: location) {
+                throw ChronicleError(.unknownDictionary, "\(failure.message); \(reason): the log waits until a device that keeps the dictionary publishes it again",
+                                     underlying: failure)
+            }
             do {
                 return try read(decoder, bytes)
             } catch {

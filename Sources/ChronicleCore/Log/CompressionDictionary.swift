@@ -98,7 +98,8 @@ extension CompressionDictionary {
             guard raw.count >= 4, raw.prefix(4).elementsEqual(publishedMagic) else {
                 throw ChronicleError(.badMagic, "not a published compression dictionary (its first bytes are not \"CHDC\")")
             }
-            var r = ByteReader(raw, context: "dictionary")
+            // Markers are written whole: a short one is damaged, not arriving.
+            var r = ByteReader(raw, errorCode: .malformedBody, context: "dictionary")
             _ = try r.readSlice(4, "magic")
             let version = try r.readUInt8("version")
             guard version == 1 else { throw ChronicleError(.unsupportedVersion, "compression dictionary format version \(version); this build reads version 1") }

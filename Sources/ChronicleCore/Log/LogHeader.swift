@@ -227,7 +227,9 @@ package struct LogHeader: Sendable, Hashable {
             throw ChronicleError(.badMagic, "not a Chronicle log: first bytes are \(hex(bytes, prefix)), expected \(expected) (\"CHRN\")")
         }
         guard bytes.count >= size else {
-            throw ChronicleError(.shortRead, "log is \(bytes.count) bytes, shorter than its \(size)-byte header")
+            throw ChronicleError(.shortRead, bytes.count < minimumSizeV2
+                ? "log is \(bytes.count) bytes, shorter than any log header"
+                : "log is \(bytes.count) bytes, shorter than its \(size)-byte header")
         }
         var r = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[0..<size]), context: "header")
         _ = try r.readSlice(4, "magic")
