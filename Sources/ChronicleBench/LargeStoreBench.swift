@@ -47,12 +47,16 @@ extension MacroBench {
         }
         log("(k) large stores: replaying \(smallExpected.values.reduce(0, +)) records")
         let smallReplay = try await replay(small, device: 1, expected: smallExpected)
-        log("(k) large stores: replaying \(largeExpected.values.reduce(0, +)) records")
-        _ = releaseFreedMemory(0)
-        Self.resetPeakResident()
-        let startRSS = Self.peakResidentBytes()
-        let largeReplay = try await replay(large, device: 2, expected: largeExpected)
-        let peak = Self.peakResidentBytes()
+        log("(k) large stores: replaying \(largeExpected.values.reduce(0, +)) records, in a process of its own")
+        // The large replay runs in a process of its own, as a device's
+        // would: this one holds what generating ten million records and the
+        // small replay left behind, which is not the replay's memory.
+        let child = try Self.replayInChildProcess(container: dir.appendingPathComponent("large-container"), dir: dir, device: 2)
+        guard child.failures == 0, child.counts == largeExpected else {
+            throw ChronicleError(.applyFailed, "the replay left \(child.counts), a sequential apply \(largeExpected) (\(child.failures) failures)")
+        }
+        let largeReplay = (store: try await realisticStore(dir, container: large, device: 2), seconds: child.seconds)
+        let (startRSS, peak) = (child.startBytes, child.peakBytes)
 
         // 1,000 new logs of their own records (their own folders, notes and
         // comments, from four other devices), into both stores.
@@ -98,7 +102,7 @@ extension MacroBench {
                                   largeRecords / largeRaw.before, smallRecords / smallRaw.before, largeRaw.before, smallRaw.before, rawFall)
         let syncDetail = String(format: "1,000 new logs of 100 changes (%.0f records) synced into the snapshot of %.0f records in %.2f s, into that of %.0f records in %.2f s: %.2f of the small store's rate; SQLite alone, the same rows into its tables of both sizes, %.3f and %.3f s: %.2f",
                                 tailRecords, largeRecords, largeTail, smallRecords, smallTail, syncFall, largeRaw.after, smallRaw.after, rawTailFall)
-        let memoryDetail = String(format: "peak RSS %.0f MB during the replay of %.0f records (%.0f MB when it started)",
+        let memoryDetail = String(format: "peak RSS %.0f MB during the replay of %.0f records, in a process of its own (%.0f MB when it started)",
                                   Double(peak) / 1e6, largeRecords, Double(startRSS) / 1e6)
         log("(k) large stores: \(replayDetail); \(syncDetail); \(memoryDetail)")
         return [
@@ -140,4 +144,59 @@ extension MacroBench {
 extension MacroBench.RealisticHistory {
     /// The records left, by entity.
     var counts: [String: Int] { ["Folder": folders.count, "Note": notes.count, "Comment": comments.count] }
+}
+
+/// What a replay in a process of its own reports (`chronicle bench
+/// replay-child`, which the large-store scenario runs).
+package struct ChildReplay: Codable, Sendable {
+    /// From opening the store to the end of its import.
+    package var seconds: Double
+    /// The process's peak resident size, and its size when the replay started.
+    package var peakBytes: Int
+    package var startBytes: Int
+    /// The store's records, by entity, after the import.
+    package var counts: [String: Int]
+    /// The import's failures.
+    package var failures: Int
+}
+
+extension MacroBench {
+    /// The realistic replay of the container at `container` by device
+    /// `device` (its folder in `dir`), in this process: what `chronicle
+    /// bench replay-child` runs and prints.
+    package static func replayHere(container: URL, dir: URL, device: UInt64) async throws -> ChildReplay {
+        resetPeakResident()
+        let startBytes = peakResidentBytes()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let bench = MacroBench(scale: 1, directory: dir, log: { _ in })
+        let store = try await bench.realisticStore(dir, container: try DirectoryContainer(root: container), device: device)
+        let report = try await store.importLogs()
+        let seconds = (clock.now - start) / .seconds(1)
+        let counts = try store.snapshot.recordCounts()
+        let peakBytes = peakResidentBytes()
+        try await store.close()
+        return ChildReplay(seconds: seconds, peakBytes: peakBytes, startBytes: startBytes, counts: counts, failures: report.failures.count)
+    }
+
+    /// ``replayHere(container:dir:device:)`` in a child process: this
+    /// executable, run as `chronicle bench replay-child`.
+    static func replayInChildProcess(container: URL, dir: URL, device: UInt64) throws -> ChildReplay {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["bench", "replay-child", "--container", container.path, "--dir", dir.path, "--device", String(device)]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw ChronicleError(.applyFailed, "the replay's process exited with status \(process.terminationStatus)")
+        }
+        do {
+            return try JSONDecoder().decode(ChildReplay.self, from: data)
+        } catch {
+            throw ChronicleError(.applyFailed, "the replay's process printed no report: \(String(decoding: data.prefix(300), as: UTF8.self))", underlying: error)
+        }
+    }
 }

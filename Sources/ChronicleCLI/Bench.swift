@@ -6,8 +6,35 @@ import Foundation
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure Chronicle against its baselines, side by side in one run (build with -c release).",
-        subcommands: [ScenarioBench.self, CodecBench.self, FetchBench.self, PostgresBench.self],
+        subcommands: [ScenarioBench.self, CodecBench.self, FetchBench.self, PostgresBench.self, ReplayChild.self],
         defaultSubcommand: ScenarioBench.self)
+}
+
+/// The large-store scenario's replay, run in a process of its own so that
+/// its peak memory is the replay's alone; not for use by hand.
+struct ReplayChild: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "replay-child",
+        abstract: "Replay a realistic benchmark container in this process and print a JSON report (run by `bench scenarios --only large`).",
+        shouldDisplay: false)
+
+    @Option(help: "The container folder.")
+    var container: String
+
+    @Option(help: "The folder the device's folder goes in.")
+    var dir: String
+
+    @Option(help: "The device's number.")
+    var device: UInt64
+
+    func run() async throws {
+        try await reportingErrors(nil) {
+            let report = try await MacroBench.replayHere(container: URL(fileURLWithPath: container), dir: URL(fileURLWithPath: dir), device: device)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        }
+    }
 }
 
 /// The macro scenarios, each against its baseline, with the targets.
