@@ -238,7 +238,21 @@ package struct ContainerReplication: Sendable {
     /// bytes is a conflict, left as it is.
     private func copyMarker(_ name: ContainerName, _ marker: Marker, _ state: inout Progress) async throws {
         if let existing = try await destination.readMarker(name) {
-            if existing.bytes != marker.bytes { state.conflicts.append(name.rawValue) } else { state.alreadyThere += 1 }
+            if existing.bytes == marker.bytes {
+                state.alreadyThere += 1
+            } else if name.rawValue.contains("/applied/"), let theirs = try? AppliedReport(markerBytes: existing.bytes),
+                      let ours = try? AppliedReport(markerBytes: marker.bytes), theirs.device == ours.device {
+                // A device's applied report moves on with its syncs: a copy
+                // made again carries the newer one, no conflict.
+                if ours.milliseconds > theirs.milliseconds {
+                    _ = try await destination.replaceMarker(name, marker.bytes, expected: existing.version)
+                    state.copied += 1
+                } else {
+                    state.alreadyThere += 1
+                }
+            } else {
+                state.conflicts.append(name.rawValue)
+            }
             return
         }
         do {

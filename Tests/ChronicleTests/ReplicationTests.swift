@@ -61,6 +61,22 @@ import Testing
         #expect(try await joiner.stateHash() == (try await d.stores[0].stateHash()))
     }
 
+    /// A copy made again after the devices synced carries their newer
+    /// applied reports: no conflict, and the copy's reports are the newer.
+    @Test func aCopyMadeAgainAfterSyncsCarriesTheNewerAppliedReports() async throws {
+        let d = try await source()
+        let destination = try folder(d, "again")
+        let first = try await ContainerReplication(from: d.container, to: destination).run()
+        #expect(first.conflicts.isEmpty, "\(first.conflicts)")
+        d.clock.advance(byMilliseconds: 700_000)
+        try await d.stores[0].write { tx in _ = tx.insert("Note", ["title": Value.string("later")]) }
+        try await d.syncAll()
+        let again = try await ContainerReplication(from: d.container, to: destination).run()
+        #expect(again.conflicts.isEmpty, "\(again.conflicts)")
+        let name = ContainerLayout.appliedReport(store: d.stores[0].storeID, device: d.stores[0].deviceID)
+        #expect(try await destination.readMarker(name)?.bytes == (try await d.container.readMarker(name))?.bytes)
+    }
+
     /// A destination `chronicle init` made (an account marker, no store)
     /// takes the source's account; one that holds a store keeps its own,
     /// and the account is reported as a conflict.
