@@ -916,7 +916,13 @@ public actor Store {
         guard let policy = configuration.automaticCompaction, policy.saves > 0,
               imported.failures.isEmpty, imported.gaps.isEmpty, !imported.isWaiting, imported.held.isEmpty,
               try snapshot.pendingUploadCount() == 0 else { return nil }
-        let horizon = try await replayer.compactionHorizon()
+        // The marker as the import read it, if it did: no read more per sync.
+        let horizon: CompactionHorizon?
+        if case .some(let marker) = imported.compactionMarker {
+            horizon = try marker.map { marker throws(ChronicleError) in try CompactionHorizon(markerBytes: marker.bytes) }
+        } else {
+            horizon = try await replayer.compactionHorizon()
+        }
         let vector = try snapshot.vector()
         var since: UInt64 = 0
         for (device, sequence) in vector { since &+= sequence &- min(sequence, horizon?.vector[device] ?? 0) }

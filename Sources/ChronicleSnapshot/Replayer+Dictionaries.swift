@@ -83,7 +83,8 @@ extension Replayer {
         for (id, mine) in kept where !listed.contains(id) {
             do {
                 _ = try await container.createMarker(ContainerLayout.dictionary(store: store, id: id), mine.dictionary.published(createdAt: mine.created))
-                logger.notice("published again a compression dictionary the container lacked", metadata: ["chronicle.dictionary": "\(id)"])
+                logger.notice("published again a compression dictionary the container lacked",
+                              metadata: ["chronicle.dictionary": "\(ContainerLayout.dictionary(store: store, id: id))"])
             } catch let error as ChronicleError where error.code == .markerConflict {
                 // Published meanwhile.
             }
@@ -111,7 +112,7 @@ extension Replayer {
         }
         try snapshot.keep(trained)
         logger.info("trained and published the store's compression dictionary",
-                    metadata: ["chronicle.dictionary": "\(dictionary.id)", "chronicle.bytes": "\(dictionary.bytes.count)", "chronicle.saves": "\(bodies.count)"])
+                    metadata: ["chronicle.dictionary": "\(name)", "chronicle.bytes": "\(dictionary.bytes.count)", "chronicle.saves": "\(bodies.count)"])
     }
 
     /// For a log compressed against a dictionary this device does not
