@@ -35,6 +35,20 @@ import Testing
         try await devices.container.listMarkers(prefix: ContainerLayout.dictionariesPrefix(store: store))
     }
 
+    /// One device that made enough saves to train the store's dictionary,
+    /// synced; `extra` one-record saves more, each synced on its own.
+    static func writerWithDictionary(extra: Int = 0) async throws -> (devices: TestDevices, writer: Store) {
+        let devices = try await TestDevices(1, schema: schema)
+        let writer = devices.stores[0]
+        try await save(Replayer.defaultDictionaryTrainingSaves + 3, on: writer)
+        try await writer.sync()
+        for i in 0..<extra {
+            try await save(1, on: writer, from: 900 + i)
+            try await writer.sync()
+        }
+        return (devices, writer)
+    }
+
     @Test func aStoreTrainsPublishesAndUsesItsDictionary() async throws {
         let devices = try await TestDevices(2, schema: Self.schema)
         let (writer, reader) = (devices.stores[0], devices.stores[1])
@@ -118,12 +132,7 @@ import Testing
     /// the store's dictionary with the published one, and a damaged
     /// dictionary is a problem `verify` names.
     @Test func verificationReadsLogsWithThePublishedDictionary() async throws {
-        let devices = try await TestDevices(1, schema: Self.schema)
-        let writer = devices.stores[0]
-        try await Self.save(Replayer.defaultDictionaryTrainingSaves + 3, on: writer)
-        try await writer.sync()
-        try await Self.save(1, on: writer, from: 900)
-        try await writer.sync()
+        let (devices, writer) = try await Self.writerWithDictionary(extra: 1)
         let verified = try await ContainerVerification(of: devices.container, decoder: LogDecoder(schema: Self.schema))
         #expect(verified.passed, "\(verified.problems)")
         #expect(verified.valid == 2)
@@ -142,10 +151,7 @@ import Testing
     /// a replication does not copy it, and puts a damaged copy in the
     /// destination right from a whole one.
     @Test func aDamagedDictionaryIsNamedAndNotCopied() async throws {
-        let devices = try await TestDevices(1, schema: Self.schema)
-        let writer = devices.stores[0]
-        try await Self.save(Replayer.defaultDictionaryTrainingSaves + 3, on: writer)
-        try await writer.sync()
+        let (devices, writer) = try await Self.writerWithDictionary()
         let store = writer.storeID
         let name = try #require(try await Self.dictionaryMarkers(devices, store: store).first)
         let whole = try #require(try await devices.container.readMarker(name))
@@ -171,12 +177,7 @@ import Testing
     /// A log export carries the dictionaries its logs use, and an import
     /// publishes them and writes every log byte for byte as it was.
     @Test func aLogExportCarriesTheDictionaryAndImportsByteForByte() async throws {
-        let devices = try await TestDevices(1, schema: Self.schema)
-        let writer = devices.stores[0]
-        try await Self.save(Replayer.defaultDictionaryTrainingSaves + 3, on: writer)
-        try await writer.sync()
-        try await Self.save(1, on: writer, from: 700)
-        try await writer.sync()
+        let (devices, writer) = try await Self.writerWithDictionary(extra: 1)
         let data = try await PortableLogs.export(store: writer.storeID, from: devices.container)
         let other = try DirectoryContainer(root: devices.root.appendingPathComponent("elsewhere"), create: true)
         _ = try await PortableLogs.import(data, into: other)
