@@ -120,7 +120,7 @@ public enum PortableLogs {
             let carried = dictionaries.filter { used.contains($0.dictionary.id) }
             if !carried.isEmpty {
                 root["dictionaries"] = .array(carried.map { d in
-                    .object(["id": .string(dictionaryIDText(d.dictionary.id)), "created": .int(Int64(clamping: d.created)),
+                    .object(["id": .string(d.dictionary.id.paddedHex), "created": .int(Int64(clamping: d.created)),
                              "bytes": .string(Data(d.dictionary.bytes).base64EncodedString())])
                 })
             }
@@ -182,7 +182,7 @@ public enum PortableLogs {
             "name": .string(name.rawValue), "device": .string(header.deviceID.description),
             "schemaHash": .string(header.schemaHash.paddedHex), "formatVersion": .int(Int64(header.version)),
         ]
-        if header.dictionaryID != 0 { o["dictionary"] = .string(dictionaryIDText(header.dictionaryID)) }
+        if header.dictionaryID != 0 { o["dictionary"] = .string(header.dictionaryID.paddedHex) }
         switch log {
         case .transactions(_, let transactions):
             o["kind"] = .string("transactions")
@@ -761,9 +761,4 @@ public enum PortableLogs {
         guard parts.count == 2, let clock = parseClock(String(parts[0])), let device = DeviceID(string: String(parts[1])) else { return nil }
         return Version(clock: clock, device: device)
     }
-}
-
-/// A dictionary ID as its marker's name spells it: 8 hex digits.
-private func dictionaryIDText(_ id: UInt32) -> String {
-    String(UInt64(id).paddedHex.suffix(8))
 }

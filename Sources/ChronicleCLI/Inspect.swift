@@ -192,7 +192,7 @@ struct Inspect: AsyncParsableCommand {
                     + ((versions[store] ?? []).isEmpty ? "" : "; schema versions " + (versions[store] ?? []).map { "\($0.version) (\($0.hash))" }.joined(separator: ", "))
                     + "\n"
                 for d in dictionaries[store]?.found ?? [] {
-                    text += "  compression dictionary \(String(UInt64(d.dictionary.id).paddedHex.suffix(8))): \(d.dictionary.bytes.count) bytes, published \(publishedTime(d))\n"
+                    text += "  compression dictionary \(d.dictionary.id.paddedHex): \(d.dictionary.bytes.count) bytes, published \(publishedTime(d))\n"
                 }
                 for d in dictionaries[store]?.damaged ?? [] {
                     text += "  compression dictionary \(oneLine(d.name.rawValue)): damaged (\(d.error.code): \(oneLine(d.error.message)))\n"
@@ -340,7 +340,7 @@ struct Dump: AsyncParsableCommand {
 private func dictionariesJSON(_ d: (found: [PublishedDictionary], damaged: [(name: ContainerName, error: ChronicleError)])?) -> JSONValue {
     var list: [JSONValue] = []
     for found in d?.found ?? [] {
-        list.append(.object(["id": .string(String(UInt64(found.dictionary.id).paddedHex.suffix(8))), "bytes": .int(Int64(found.dictionary.bytes.count)),
+        list.append(.object(["id": .string(found.dictionary.id.paddedHex), "bytes": .int(Int64(found.dictionary.bytes.count)),
                              "published": .string(publishedTime(found))]))
     }
     for damaged in d?.damaged ?? [] {

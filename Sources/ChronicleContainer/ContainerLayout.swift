@@ -245,7 +245,7 @@ public enum ContainerLayout {
     /// under its ID (8 hex digits): published once, never changed. See
     /// `docs/log-format.md`, "The store's dictionary".
     public static func dictionary(store: StoreID, id: UInt32) -> ContainerName {
-        try! ContainerName("\(dictionariesPrefix(store: store))\(String(hex16(UInt64(id)).suffix(8)))")
+        try! ContainerName("\(dictionariesPrefix(store: store))\(id.paddedHex)")
     }
 
     /// The prefix of `store`'s compression dictionaries.

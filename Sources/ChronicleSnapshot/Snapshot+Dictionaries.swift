@@ -53,7 +53,7 @@ extension Snapshot {
         }
     }
 
-    private func loadedDictionaries() -> DictionaryCache {
+    func loadedDictionaries() -> DictionaryCache {
         if let cache = dictionaryCache.withLock({ $0 }) { return cache }
         var loaded = DictionaryCache()
         // A file that cannot be read here fails its next real use; until

@@ -246,7 +246,7 @@ import Synchronization
     /// A decoder for this snapshot's logs: its schema, and its earlier
     /// versions' logs read through their migrations.
     package func decoder(limits: DecodingLimits, dictionaries: [CompressionDictionary] = []) -> LogDecoder {
-        LogDecoder(schema: schema, limits: limits, dictionaries: keptDictionaries().map(\.dictionary) + dictionaries, earlier: earlier)
+        LogDecoder(schema: schema, limits: limits, dictionaries: loadedDictionaries().kept.values.map(\.dictionary) + dictionaries, earlier: earlier)
     }
 
     /// Learns an earlier version of the schema, from the container's

@@ -58,7 +58,7 @@ extension LogHeader {
             "count": .int(Int64(count)),
             "storedBodyLength": .int(Int64(storedBodyLength)),
             "bodyLength": .int(Int64(bodyLength)),
-            "bodyChecksum": .string(version == 1 ? hex64(bodyChecksum) : String(hex64(bodyChecksum).suffix(8))),
+            "bodyChecksum": .string(version == 1 ? bodyChecksum.paddedHex : UInt32(truncatingIfNeeded: bodyChecksum).paddedHex),
         ])
     }
 }

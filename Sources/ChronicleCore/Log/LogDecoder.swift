@@ -168,15 +168,15 @@ package struct LogDecoder: Sendable {
         let stored = UnsafeRawBufferPointer(rebasing: bytes[header.headerLength...])
         let checksum = header.checksum(ofStoredBody: stored)
         guard checksum == header.bodyChecksum else {
-            let width = header.version == 1 ? 16 : 8
-            throw ChronicleError(.bodyChecksumMismatch,
-                                 "body hashes to \(hex64(checksum).suffix(width)), header says \(hex64(header.bodyChecksum).suffix(width))")
+            let (computed, declared) = header.version == 1 ? (checksum.paddedHex, header.bodyChecksum.paddedHex)
+                : (UInt32(truncatingIfNeeded: checksum).paddedHex, UInt32(truncatingIfNeeded: header.bodyChecksum).paddedHex)
+            throw ChronicleError(.bodyChecksumMismatch, "body hashes to \(computed), header says \(declared)")
         }
         guard header.flags.contains(.lz4) else { return Array(stored) }
         var dictionary: CompressionDictionary?
         if header.flags.contains(.dictionary) {
             guard let d = dictionaries[header.dictionaryID] else {
-                throw ChronicleError(.unknownDictionary, "log needs compression dictionary \(String(UInt64(header.dictionaryID).paddedHex.suffix(8))), which this reader does not hold")
+                throw ChronicleError(.unknownDictionary, "log needs compression dictionary \(header.dictionaryID.paddedHex), which this reader does not hold")
             }
             dictionary = d
         }

@@ -197,11 +197,14 @@ package struct LogEncoder: Sendable {
                 header.storedBodyLength = UInt32(raw.count)
                 return header.sealV2(raw)
             }
-            var compressed = [UInt8](repeating: 0, count: LZ4Block.bound(raw.count))
             // Version 2 logs are the small ones: their bodies take LZ4's
             // high-compression parser against a dictionary (version 1
             // output stays byte for byte what it was).
-            let n = compressed.withUnsafeMutableBytes { LZ4Block.compress(raw, into: $0, dictionary: dictionary, highCompression: true) }
+            var n: Int?
+            let compressed = [UInt8](unsafeUninitializedCapacity: LZ4Block.bound(raw.count)) { buffer, initialized in
+                n = LZ4Block.compress(raw, into: UnsafeMutableRawBufferPointer(buffer), dictionary: dictionary, highCompression: true)
+                initialized = n ?? 0
+            }
             guard let n else {
                 header.storedBodyLength = UInt32(raw.count)
                 return header.sealV2(raw)
@@ -212,7 +215,7 @@ package struct LogEncoder: Sendable {
                 header.dictionaryID = dictionary.id
             }
             header.storedBodyLength = UInt32(n)
-            return compressed.withUnsafeBytes { header.sealV2(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            return compressed.withUnsafeBytes { header.sealV2($0) }
         }
     }
 }

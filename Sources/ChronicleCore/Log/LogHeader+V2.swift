@@ -102,7 +102,7 @@ extension LogHeader {
         let seed = seedV2(location, prefix: UnsafeRawBufferPointer(rebasing: bytes[0..<prefixEnd]))
         guard UInt16(truncatingIfNeeded: seed) == check else {
             throw ChronicleError(.headerChecksumMismatch,
-                                 "header check is \(hex16(check)), the header and its name hash to \(hex16(UInt16(truncatingIfNeeded: seed))): the header is damaged, or the log is not under the name it was written under (\(location))")
+                                 "header check is \(check.paddedHex), the header and its name hash to \(UInt16(truncatingIfNeeded: seed).paddedHex): the header is damaged, or the log is not under the name it was written under (\(location))")
         }
         guard !flags.contains(.sealed) else {
             throw ChronicleError(.unsupportedVersion, "the log is sealed (encrypted), which this build does not read")
@@ -144,9 +144,4 @@ extension LogHeader {
         maxClock = clock
         try checkConsistency()
     }
-}
-
-func hex16(_ v: UInt16) -> String {
-    let s = String(v, radix: 16)
-    return String(repeating: "0", count: 4 - s.count) + s
 }

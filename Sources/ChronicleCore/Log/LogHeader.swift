@@ -297,12 +297,13 @@ func hex(_ bytes: UnsafeRawBufferPointer, _ n: Int) -> String {
 
 func hex64(_ v: UInt64) -> String { v.paddedHex }
 
-extension UInt64 {
-    /// The value as 16 lowercase hex digits, zero-padded: how hashes,
-    /// clocks and sequences are spelled in names and messages.
+extension FixedWidthInteger where Self: UnsignedInteger {
+    /// The value as lowercase hex digits, zero-padded to its width (16 for
+    /// a `UInt64`, 8 for a `UInt32`): how hashes, clocks, sequences and
+    /// dictionary IDs are spelled in names and messages.
     package var paddedHex: String {
         let s = String(self, radix: 16)
-        return String(repeating: "0", count: 16 - s.count) + s
+        return String(repeating: "0", count: bitWidth / 4 - s.count) + s
     }
 }
 
