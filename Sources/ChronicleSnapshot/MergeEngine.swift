@@ -50,12 +50,12 @@ struct MergeEngine {
     /// time-ordered, so a new record's ID is almost always larger, and its
     /// compact insert can skip looking for a state. States this engine
     /// writes need no bound: `apply` finds them in `stateCache` first.
-    private var largestStateID: [Int: RecordID] = [:]
+    private var largestStateID: [RecordID?]
     /// Per entity, the largest ID of any row when this engine first looked,
     /// raised by the compact rows it writes: with `largestStateID`, what
     /// tells that a record of an entity with keys or references is new
     /// without looking it up.
-    private var largestRowID: [Int: RecordID] = [:]
+    private var largestRowID: [RecordID?]
     /// New records of entities with keys or references whose state is in
     /// `stateCache` only: their first refresh stores it, compact in their
     /// row when it can be (see `refresh`), in `_chronicle_records` otherwise.
@@ -124,6 +124,8 @@ struct MergeEngine {
             return false
         }
         self.statements = StatementSlots(count: next)
+        largestStateID = Array(repeating: nil, count: sql.count)
+        largestRowID = Array(repeating: nil, count: sql.count)
     }
 
     /// Per entity, the first slot of its `compactKeyGroup`, `clashing` and
@@ -308,7 +310,8 @@ struct MergeEngine {
     /// Returns false, writing nothing, if the record has a state or the
     /// insert has no compact form: then `apply` it.
     mutating func insertCompact(entity: Int, id: RecordID, raw: [(field: Int, value: RawValue)], version: Version) throws -> Bool {
-        guard stateCache[RecordKey(entity: entity, id: id)] == nil else { return false }
+        // (Most replays of independent records write no state at all.)
+        guard stateCache.isEmpty || stateCache[RecordKey(entity: entity, id: id)] == nil else { return false }
         guard sql[entity].isIndependent else { return try insertNew(entity, id, raw: raw, version) }
         guard CompactState.holds(insert: raw, schema.entities[entity]) else { return false }
         return try insertCompact(entity, id, version) { binder in for v in raw { binder.bind(v.value) } }

@@ -72,37 +72,58 @@ struct RawBinder {
     /// place (`SQLITE_STATIC`: the body outlives the statement's step, and
     /// `run` clears the bindings after it).
     mutating func bind(_ raw: RawValue) {
-        var reader = ByteReader(raw.payload, errorCode: .malformedBody, context: "value")
+        // The payload was verified when its log was: it is read here through
+        // its pointer, without the checked reader of the decoder's module
+        // (a call per value, not inlined across modules).
+        let p = raw.payload
         switch raw.tag {
         case 0: sqlite3_bind_null(statement, index)
         case 1, 7:
-            guard let length = try? reader.readVarint(), let bytes = try? reader.readSlice(Int(length), "bytes") else { return bind(raw.value) }
+            // A length varint, then the bytes: the bytes are what follows
+            // the varint's last byte (high bit clear).
+            guard let stop = p.firstIndex(where: { $0 < 0x80 }) else { return bind(raw.value) }
+            let bytes = UnsafeRawBufferPointer(rebasing: p[(stop + 1)...])
             guard raw.tag == 1 else { return bindInPlace(bytes) }
             sqlite3_bind_text(statement, index, (bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1)!).assumingMemoryBound(to: CChar.self), Int32(bytes.count), nil)
         case 2:
-            guard let i = try? reader.readSignedVarint() else { return bind(raw.value) }
+            guard let i = Self.signedVarint(p) else { return bind(raw.value) }
             sqlite3_bind_int64(statement, index, i)
         case 6:
             // A date: seconds since 1970 (`Value.databaseValue`).
-            guard let micros = try? reader.readSignedVarint(),
+            guard let micros = Self.signedVarint(p),
                   let seconds = Timestamp(microsecondsSinceEpoch: micros).storedSeconds
             else { return bind(raw.value) }
             sqlite3_bind_double(statement, index, seconds)
         case 3:
-            guard let bits = try? reader.readUInt64() else { return bind(raw.value) }
-            let d = Double(bitPattern: bits)
+            guard p.count == 8 else { return bind(raw.value) }
+            let d = Double(bitPattern: UInt64(bigEndian: p.loadUnaligned(as: UInt64.self)))
             // NaN and -0.0 are stored as their bytes (`Value.databaseValue`).
             if d.isNaN || (d == 0 && d.sign == .minus) { return bind(raw.value) }
             sqlite3_bind_double(statement, index, d)
         case 4, 5: sqlite3_bind_int64(statement, index, raw.tag == 5 ? 1 : 0)
-        case 11 where raw.payload.count == 16:
+        case 11 where p.count == 16:
             // A reference: the 16 bytes of the record ID, as stored.
-            return bindInPlace(raw.payload)
+            return bindInPlace(p)
         default:
             // UUIDs and the kinds a compact state never holds.
             return bind(raw.value)
         }
         index += 1
+    }
+
+    /// A zigzag varint that is the whole of `bytes` (a verified payload),
+    /// or nil if it is not one of at most ten bytes.
+    @inline(__always)
+    private static func signedVarint(_ bytes: UnsafeRawBufferPointer) -> Int64? {
+        guard !bytes.isEmpty, bytes.count <= 10 else { return nil }
+        var v: UInt64 = 0
+        var shift: UInt64 = 0
+        for (i, byte) in bytes.enumerated() {
+            v |= UInt64(byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80 { return i == bytes.count - 1 ? Int64(bitPattern: (v >> 1) ^ (0 &- (v & 1))) : nil }
+        }
+        return nil
     }
 
     mutating func bind(_ value: DatabaseValue) {

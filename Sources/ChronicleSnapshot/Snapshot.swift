@@ -281,7 +281,10 @@ import Synchronization
     /// when it commits.
     func notifyObservers(of events: [RecordEvent], _ db: Database) throws {
         guard !events.isEmpty else { return }
-        for entity in Set(events.map(\.entity)) {
+        // The distinct entities: a few, among up to a batch's worth of events.
+        var entities: [String] = []
+        for event in events where !entities.contains(event.entity) { entities.append(event.entity) }
+        for entity in entities {
             try db.notifyChanges(in: Table(SnapshotTables.rows(entity)))
         }
     }
