@@ -224,10 +224,11 @@ extension Replayer {
         let published = try await publishBaseline(replacing: damaged)
         let first = try await container.get(try ContainerName(published.prefix + "00000001" + ContainerLayout.baselinePartExtension),
                                             maxBytes: decoder.limits.maxLogBytes)
-        guard case .baseline(_, let part) = try await decodeLearning(first) else {
+        let part = try await openBaselineLearning(first)
+        guard part.header.kind == .baseline else {
             throw ChronicleError(.malformedBody, "baseline \(published.prefix) holds no baseline part 1")
         }
-        return (published.prefix, part.vector)
+        return (published.prefix, try part.baselineVector())
     }
 
     /// A gap no compaction marker explains (the container lost logs that
@@ -264,8 +265,9 @@ extension Replayer {
                 lastBytes = try await container.get(names[names.count - 1], maxBytes: decoder.limits.maxLogBytes)
                 guard try decoder.header(of: lastBytes).isFinalBaselinePart else { continue }
                 let firstBytes = names.count == 1 ? lastBytes : try await container.get(names[0], maxBytes: decoder.limits.maxLogBytes)
-                guard case .baseline(_, let part) = try await decodeLearning(firstBytes) else { continue }
-                vector = part.vector
+                let part = try await openBaselineLearning(firstBytes)
+                guard part.header.kind == .baseline else { continue }
+                vector = try part.baselineVector()
             } catch let error as ChronicleError where error.code != .simulatedCrash {
                 continue
             }
@@ -331,8 +333,9 @@ extension Replayer {
                 // (another copy's, gone since), which a join would bring
                 // to this device alone.
                 let firstBytes = names.count == 1 ? lastBytes : try await container.get(names[0], maxBytes: decoder.limits.maxLogBytes)
-                guard case .baseline(_, let part) = try await decodeLearning(firstBytes),
-                      (part.vector[publisher] ?? 0) > 0, part.vector.keys.allSatisfy({ $0 == publisher }) else {
+                let part = try await openBaselineLearning(firstBytes)
+                let vector = part.header.kind == .baseline ? try part.baselineVector() : [:]
+                guard (vector[publisher] ?? 0) > 0, vector.keys.allSatisfy({ $0 == publisher }) else {
                     failed.insert(names[0].rawValue)
                     continue
                 }
@@ -496,8 +499,8 @@ extension Replayer {
                 let suspected = parts.firstIndex { $0.1 == suspect }
                 for i in Set([0, index, parts.count - 1] + (suspected.map { [$0] } ?? [])).sorted() {
                     do {
-                        let decoded = try await decodeLearning(try await container.get(parts[i].1, maxBytes: decoder.limits.maxLogBytes))
-                        if i == 0, case .baseline(_, let part) = decoded { covered = part.vector }
+                        let decoded = try await openBaselineLearning(try await container.get(parts[i].1, maxBytes: decoder.limits.maxLogBytes))
+                        if i == 0, decoded.header.kind == .baseline { covered = try decoded.baselineVector() }
                         if i == parts.count - 1, !decoded.header.isFinalBaselinePart {
                             // Still being written, unless the marker names it.
                             guard target == horizon?.baseline else { break }
@@ -573,9 +576,9 @@ extension Replayer {
         candidates: for names in try await baselines() {
             var vector: [DeviceID: UInt64]?
             for name in names {
-                let decoded: DecodedLog
+                let decoded: VerifiedLog
                 do {
-                    decoded = try await decodeLearning(try await container.get(name, maxBytes: decoder.limits.maxLogBytes))
+                    decoded = try await openBaselineLearning(try await container.get(name, maxBytes: decoder.limits.maxLogBytes))
                 } catch let error as ChronicleError where !error.code.isTransient && error.code != .simulatedCrash {
                     report.passedOverBaselines.append(names[0].rawValue)
                     logger.warning("compaction passes over a baseline that does not verify", metadata: ["chronicle.baseline": "\(name)", "chronicle.error": "\(error)"])
@@ -584,7 +587,7 @@ extension Replayer {
                     try snapshot.setMetadata(Self.suspectBaselinePartKey, name.rawValue)
                     continue candidates
                 }
-                if name == names[0], case .baseline(_, let part) = decoded { vector = part.vector }
+                if name == names[0], decoded.header.kind == .baseline { vector = try decoded.baselineVector() }
                 if name == names[names.count - 1], !decoded.header.isFinalBaselinePart { continue candidates }
             }
             guard let vector, let parsed = ContainerLayout.parseBaselinePart(names[0]) else { continue }

@@ -845,23 +845,42 @@ package struct Replayer: Sendable {
     /// failure is recorded) or the baseline is one to pass over.
     func applyBaseline(_ names: [ContainerName], lastBytes: [UInt8], into report: inout ImportReport) async throws -> Snapshot.BaselineSummary? {
         let last = names[names.count - 1]
-        var application = snapshot.baselineApplication()
-        for name in names {
+        func open(_ name: ContainerName) async -> Result<VerifiedLog, any Error> {
             do {
                 let bytes = name == last ? lastBytes : try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
-                let decoded = try await decodeLearning(bytes)
-                guard let parsed = ContainerLayout.parseBaselinePart(name), decoded.header.kind == .baseline,
-                      decoded.header.deviceID == parsed.device, decoded.header.baselinePart == parsed.part
+                let part = try await openBaselineLearning(bytes)
+                guard let parsed = ContainerLayout.parseBaselinePart(name), part.header.kind == .baseline,
+                      part.header.deviceID == parsed.device, part.header.baselinePart == parsed.part
                 else {
-                    throw ChronicleError(.malformedBody, "\(name) holds part \(decoded.header.baselinePart) of device \(decoded.header.deviceID), which its name does not match")
+                    throw ChronicleError(.malformedBody, "\(name) holds part \(part.header.baselinePart) of device \(part.header.deviceID), which its name does not match")
                 }
-                if name == names[0], case .baseline(_, let part) = decoded,
-                   passOverBaselinesCovering.contains(where: { (part.vector[$0.key] ?? 0) >= $0.value }) {
+                return .success(part)
+            } catch {
+                return .failure(error)
+            }
+        }
+        var application = snapshot.baselineApplication()
+        var opened = await open(names[0])
+        for (index, name) in names.enumerated() {
+            do {
+                let part = try opened.get()
+                if index == 0, !passOverBaselinesCovering.isEmpty, case let vector = try part.baselineVector(),
+                   passOverBaselinesCovering.contains(where: { (vector[$0.key] ?? 0) >= $0.value }) {
                     report.passedOverBaselines.append(names[0].rawValue)
                     return nil
                 }
-                let events = try application.apply(decoded)
-                progress?(SyncProgress(phase: .baseline, logs: Int(decoded.header.baselinePart), transactions: 0, total: names.count))
+                // The part applies on a thread of its own (the snapshot's
+                // writes block their thread) while the next one is fetched
+                // and verified.
+                let applying = Task.detached(priority: Task.currentPriority) { [application] in
+                    var application = application
+                    let events = try application.apply(part)
+                    return (application, events)
+                }
+                if index + 1 < names.count { opened = await open(names[index + 1]) }
+                let events: [RecordEvent]
+                (application, events) = try await applying.value
+                progress?(SyncProgress(phase: .baseline, logs: Int(part.header.baselinePart), transactions: 0, total: names.count))
                 report.eventCount += events.count
                 if let eventSink { eventSink(events) } else { report.events += events }
             } catch let error as ChronicleError where error.code != .simulatedCrash {
@@ -943,6 +962,7 @@ package struct Replayer: Sendable {
     /// pass; the others go on.
     func importLogs(of devices: [DeviceID], after vector: [DeviceID: UInt64], into report: inout ImportReport) async throws {
         var lanes = devices.map { Lane(device: $0, store: snapshot.storeID, after: vector[$0] ?? 0) }
+        var filled = false
         while true {
             for i in lanes.indices where !lanes[i].stopped && lanes[i].queue.isEmpty && !lanes[i].mayHaveMore {
                 // Everything fetched applied: the gap after it shows now.
@@ -954,8 +974,10 @@ package struct Replayer: Sendable {
             let active = lanes.indices.filter { !lanes[$0].stopped }
             if active.isEmpty { return }
             let share = (logs: max(1, batchLimits.logs / active.count), bytes: max(1, batchLimits.bytes / active.count))
-            for i in active {
-                await fill(&lanes[i], upTo: share, into: &report)
+            if !filled {
+                for i in active {
+                    await fill(&lanes[i], upTo: share, into: &report)
+                }
             }
             let cancelled = Task.isCancelled
             var batch: [(name: ContainerName, log: VerifiedLog, lane: Int)] = []
@@ -975,7 +997,21 @@ package struct Replayer: Sendable {
                 // Its next log may come before the others' next ones: fetch it first.
                 if lanes[best].queue.isEmpty, lanes[best].mayHaveMore, !cancelled { break }
             }
-            try apply(batch, lanes: &lanes, into: &report)
+            // The batch applies on a thread of its own while the next logs
+            // are fetched and verified: reading and checking logs then costs
+            // the import no time of its own when a second core is free.
+            // What the batch did is taken in (devices stopped by a failure
+            // or a gap, with the logs fetched for them meanwhile) before the
+            // next batch is made.
+            let applying = startApplying(batch, whole: lanes.reduce(into: Set<String>()) { $0.formUnion($1.whole) })
+            filled = false
+            if !cancelled {
+                for i in active where !lanes[i].stopped {
+                    await fill(&lanes[i], upTo: share, into: &report)
+                }
+                filled = true
+            }
+            try apply(batch, lanes: &lanes, into: &report, first: await applying?.result)
             if cancelled {
                 // Keep what was fetched (each log applies whole), then stop.
                 throw CancellationError()
@@ -1077,16 +1113,36 @@ package struct Replayer: Sendable {
         }
     }
 
+    /// Starts applying `batch` in one go on a thread of its own (the
+    /// snapshot's writes block their thread); nil for an empty batch.
+    /// ``apply(_:lanes:into:first:)`` takes in its outcome.
+    private func startApplying(_ batch: [(name: ContainerName, log: VerifiedLog, lane: Int)], whole: Set<String>) -> Task<Snapshot.BatchOutcome, any Error>? {
+        guard !batch.isEmpty else { return nil }
+        let snapshot = self.snapshot
+        let logs = batch.map { ($0.log, $0.name.rawValue) }
+        return Task.detached(priority: Task.currentPriority) { try snapshot.apply(logs, whole: whole) }
+    }
+
     /// Applies `batch` (logs of several devices, in the order to apply
     /// them) in as few SQLite transactions as it takes. A log that fails or
     /// shows a gap stops its device (its later logs are dropped from this
     /// pass); the logs of other devices after it are applied again.
-    private func apply(_ batch: [(name: ContainerName, log: VerifiedLog, lane: Int)], lanes: inout [Lane], into report: inout ImportReport) throws {
+    ///
+    /// `first` is the outcome of applying the whole batch, when
+    /// ``startApplying(_:whole:)`` already did.
+    private func apply(_ batch: [(name: ContainerName, log: VerifiedLog, lane: Int)], lanes: inout [Lane], into report: inout ImportReport,
+                       first: Result<Snapshot.BatchOutcome, any Error>? = nil) throws {
         var pending = batch[...]
+        var started = first
         while !pending.isEmpty {
             let result: Snapshot.BatchOutcome
             do {
-                result = try snapshot.apply(pending.map { ($0.log, $0.name.rawValue) }, whole: lanes.reduce(into: Set<String>()) { $0.formUnion($1.whole) })
+                if let outcome = started {
+                    started = nil
+                    result = try outcome.get()
+                } else {
+                    result = try snapshot.apply(pending.map { ($0.log, $0.name.rawValue) }, whole: lanes.reduce(into: Set<String>()) { $0.formUnion($1.whole) })
+                }
             } catch let error as ChronicleError where error.code != .simulatedCrash {
                 // The transaction could not commit: nothing of it applied,
                 // and nothing more is tried this pass.
@@ -1323,9 +1379,10 @@ extension Replayer {
         return try await learning(bytes, at: location) { decoder, bytes throws(ChronicleError) in try decoder.open(bytes, at: location) }
     }
 
-    /// ``openLearning(_:)`` for a baseline part, decoded whole.
-    func decodeLearning(_ bytes: [UInt8]) async throws -> DecodedLog {
-        try await learning(bytes, at: nil) { decoder, bytes throws(ChronicleError) in try decoder.decode(bytes) }
+    /// ``openLearning(_:name:)`` for a baseline part (format 1, which
+    /// needs no location).
+    func openBaselineLearning(_ bytes: [UInt8]) async throws -> VerifiedLog {
+        try await learning(bytes, at: nil) { decoder, bytes throws(ChronicleError) in try decoder.open(bytes) }
     }
 
     /// `read` with this replayer's decoder; once more after learning the

@@ -135,7 +135,7 @@ extension Snapshot {
     ///
     /// ```swift
     /// var application = snapshot.baselineApplication()
-    /// for bytes in parts { _ = try application.apply(try decoder.decode(bytes)) }
+    /// for bytes in parts { _ = try application.apply(try decoder.open(bytes)) }
     /// ```
     package func baselineApplication() -> BaselineApplication { BaselineApplication(snapshot: self) }
 
@@ -163,9 +163,10 @@ extension Snapshot {
         ///   ``ChronicleError/Code/schemaMismatch`` for another schema;
         ///   ``ChronicleError/Code/applyFailed`` if it cannot be applied.
         ///   Nothing of a part that throws is applied.
-        package mutating func apply(_ log: DecodedLog) throws -> [RecordEvent] {
-            guard case .baseline(let header, let part) = log else {
-                throw ChronicleError(.malformedBody, "a baseline is made of baseline parts, not a \(log.header.kind) log")
+        package mutating func apply(_ log: VerifiedLog) throws -> [RecordEvent] {
+            let header = log.header
+            guard header.kind == .baseline else {
+                throw ChronicleError(.malformedBody, "a baseline is made of baseline parts, not a \(header.kind) log")
             }
             if let summary {
                 throw ChronicleError(.malformedBody, "baseline part \(header.baselinePart) follows part \(summary.parts), which was marked final")
@@ -176,22 +177,27 @@ extension Snapshot {
             guard header.schemaHash == snapshot.schema.hash else {
                 throw ChronicleError(.schemaMismatch, "baseline part written for schema \(header.schemaHash.paddedHex); this snapshot uses \(snapshot.schema.hashString)")
             }
+            guard log.schema?.hash == snapshot.schema.hash else {
+                throw ChronicleError(.schemaMismatch, "baseline part was read without this snapshot's schema (\(snapshot.schema.hashString)); read it with a decoder of that schema")
+            }
             guard header.baselinePart == nextPart else {
                 throw ChronicleError(.malformedBody, "expected baseline part \(nextPart), got part \(header.baselinePart)")
             }
+            let partVector = try log.baselineVector()
             if let device {
-                guard header.deviceID == device, part.vector == vector else {
+                guard header.deviceID == device, partVector == vector else {
                     throw ChronicleError(.malformedBody, "baseline part \(header.baselinePart) does not belong with part 1: its device or vector differs")
                 }
-            } else {
-                device = header.deviceID
-                vector = part.vector
             }
             let final = header.isFinalBaselinePart
             let clock = max(maxClock, header.maxClock)
-            let events = try snapshot.applyBaselinePart(part, final: final, maxClock: clock)
+            let (events, count) = try snapshot.applyBaselinePart(log, final: final, vector: partVector, maxClock: clock)
+            if device == nil {
+                device = header.deviceID
+                vector = partVector
+            }
             maxClock = clock
-            records += part.records.count
+            records += count
             nextPart += 1
             if final {
                 summary = BaselineSummary(clock: maxClock, device: header.deviceID, vector: vector, parts: Int(header.baselinePart), records: records)
@@ -201,42 +207,87 @@ extension Snapshot {
     }
 
     /// Joins one part's states in one SQLite transaction; with the final
-    /// part, also moves the vector and the clock.
-    fileprivate func applyBaselinePart(_ part: Baseline, final: Bool, maxClock: HybridTimestamp) throws -> [RecordEvent] {
+    /// part, also moves the vector and the clock. Returns the change events
+    /// and the number of record states the part held.
+    fileprivate func applyBaselinePart(_ log: VerifiedLog, final: Bool, vector: [DeviceID: UInt64],
+                                       maxClock: HybridTimestamp) throws -> (events: [RecordEvent], records: Int) {
         do {
             return try pool.write { db in
-                var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported)
-                for record in part.records {
-                    guard let entity = schema.entityIndex(named: record.entity) else {
-                        throw ChronicleError(.unknownEntity, "baseline names entity \(record.entity), which the schema does not have")
-                    }
-                    let e = schema.entities[entity]
-                    var state = RecordState()
-                    state.inserted = record.inserted
-                    state.deleteVersion = record.deleteVersion
-                    state.fields.reserveCapacity(record.fields.count)
-                    for f in record.fields {
-                        guard let index = e.fieldIndex(named: f.name) else {
-                            throw ChronicleError(.unknownAttribute, "baseline names \(record.entity).\(f.name), which the schema does not have")
-                        }
-                        state.fields[index] = (f.value, f.version)
-                    }
-                    try engine.merge(state, entity: entity, id: record.recordID)
-                }
-                try engine.settle()
+                var visitor = BaselineApplyVisitor(engine: MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .imported))
+                try log.walkBaseline(&visitor)
+                try visitor.engine.settle()
                 if final {
-                    for (device, sequence) in part.vector where sequence > (try appliedSequence(db, device)) {
+                    for (device, sequence) in vector where sequence > (try appliedSequence(db, device)) {
                         try setApplied(db, device, sequence: sequence, clock: maxClock)
                     }
                     try db.execute(sql: "UPDATE _chronicle_identity SET value = max(value, ?) WHERE key = 'hlc'",
                                    arguments: [Int64(bitPattern: maxClock.adoptable.rawValue)])
                 }
-                try notifyObservers(of: engine.events, db)
+                try notifyObservers(of: visitor.engine.events, db)
                 try crashInjector?.check(.importBeforeCommit)
-                return engine.events
+                return (visitor.engine.events, visitor.records)
             }
         } catch {
             throw ChronicleError.sqlite(error, .applyFailed, "applying a baseline part failed; nothing of it was applied")
+        }
+    }
+}
+
+/// Feeds a walked baseline part into the merge engine. A record state that
+/// one insert wrote whole (inserted, not deleted, every field at one
+/// version) is what replaying that insert would leave: it takes the
+/// insert's path, its values bound straight from the body, and is stored
+/// compact where the insert would be. Any other state is built and joined.
+private struct BaselineApplyVisitor: BaselineVisitor {
+    var engine: MergeEngine
+    private(set) var records = 0
+    private var entity = 0
+    private var recordID = RecordID(high: 0, low: 0)
+    private var inserted = false
+    private var deleteVersion: Version?
+    private var raw: [(field: Int, value: RawValue)] = []
+    private var versions: [Version] = []
+
+    init(engine: MergeEngine) {
+        self.engine = engine
+    }
+
+    mutating func devices(_ devices: [DeviceID], sequences: [UInt64]) {}
+
+    mutating func beginRecord(entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID,
+                              inserted: Bool, deleteVersion: Version?, fieldCount: Int) throws(ChronicleError) {
+        // The snapshot's decoder resolves names against its schema: a name
+        // the schema lacks was refused by the walk.
+        guard let entity else { throw ChronicleError(.unknownEntity, "baseline names entity \(entityName()) without a schema to resolve it") }
+        self.entity = entity
+        self.recordID = recordID
+        self.inserted = inserted
+        self.deleteVersion = deleteVersion
+        raw.removeAll(keepingCapacity: true)
+        versions.removeAll(keepingCapacity: true)
+    }
+
+    mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue, version: Version) throws(ChronicleError) {
+        guard let field else { throw ChronicleError(.unknownAttribute, "baseline names field \(fieldName()) without a schema to resolve it") }
+        self.raw.append((field, raw))
+        versions.append(version)
+    }
+
+    mutating func endRecord() throws(ChronicleError) {
+        records += 1
+        do {
+            if inserted, deleteVersion == nil, let version = versions.first, !versions.contains(where: { $0 != version }),
+               try engine.insertCompact(entity: entity, id: recordID, raw: raw, version: version) {
+                return
+            }
+            var state = RecordState()
+            state.inserted = inserted
+            state.deleteVersion = deleteVersion
+            state.fields.reserveCapacity(raw.count)
+            for (v, version) in zip(raw, versions) { state.fields[v.field] = (v.value.value, version) }
+            try engine.merge(state, entity: entity, id: recordID)
+        } catch {
+            throw ChronicleError.sqlite(error, .applyFailed, "applying the state of \(recordID) failed")
         }
     }
 }

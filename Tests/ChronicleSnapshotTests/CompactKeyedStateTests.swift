@@ -245,7 +245,7 @@ import Testing
         let export = try snapshot.baselineExport(partBytes: 1024)
         var application = fresh.baselineApplication()
         let decoder = LogDecoder(schema: Self.schema)
-        while let part = try export.nextPart() { _ = try application.apply(try decoder.decode(part.bytes)) }
+        while let part = try export.nextPart() { _ = try application.apply(try decoder.open(part.bytes)) }
         #expect(try fresh.stateHash() == snapshot.stateHash())
         #expect(try fresh.recordCounts() == ["Folder": 1, "Note": 2, "Comment": 1])
         #expect(try Self.place(fresh, "Comment", c) == Self.compact)

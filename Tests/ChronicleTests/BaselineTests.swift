@@ -225,7 +225,7 @@ import Testing
         var application = snapshot.baselineApplication()
         var parts = 0
         while let part = try export.nextPart() {
-            _ = try application.apply(try decoder.decode(part.bytes))
+            _ = try application.apply(try decoder.open(part.bytes))
             parts += 1
         }
         #expect(parts > 1)
@@ -240,10 +240,10 @@ import Testing
         try await Self.randomSaves(d, &rng, rounds: 20)
         try await d.syncAll()
         let decoder = LogDecoder(schema: Self.schema)
-        func parts(_ store: Store) throws -> [DecodedLog] {
+        func parts(_ store: Store) throws -> [VerifiedLog] {
             let export = try store.snapshot.baselineExport(partBytes: 1024)
-            var result: [DecodedLog] = []
-            while let part = try export.nextPart() { result.append(try decoder.decode(part.bytes)) }
+            var result: [VerifiedLog] = []
+            while let part = try export.nextPart() { result.append(try decoder.open(part.bytes)) }
             return result
         }
         let a = try parts(d.stores[0])

@@ -76,11 +76,7 @@ package struct LogDecoder: Sendable {
             try log.walk(&visitor)
             return .transactions(log.header, visitor.transactions)
         case .baseline:
-            return try log.body.withBytes { raw throws(ChronicleError) -> DecodedLog in
-                var parser = BaselineParser(schema: schema, header: log.header,
-                                            reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
-                return .baseline(log.header, try parser.baseline())
-            }
+            return .baseline(log.header, try log.baseline())
         }
     }
 
@@ -113,11 +109,8 @@ package struct LogDecoder: Sendable {
                 var visitor = VerifyingVisitor()
                 try log.walk(&visitor)
             case .baseline:
-                try body.withBytes { raw throws(ChronicleError) in
-                    var parser = BaselineParser(schema: schema, header: header,
-                                                reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
-                    _ = try parser.baseline()
-                }
+                var visitor = VerifyingBaselineVisitor()
+                try log.walkBaseline(&visitor)
             }
         }
         return log
@@ -138,11 +131,7 @@ package struct LogDecoder: Sendable {
             guard !translated.isEmpty else { throw ChronicleError(.malformedBody, "log of an earlier schema version holds no transaction") }
             bytes = try encoder.encode(translated)
         case .baseline:
-            let part = try body.withBytes { raw throws(ChronicleError) in
-                var parser = BaselineParser(schema: migration.source, header: header,
-                                            reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
-                return try parser.baseline()
-            }
+            let part = try earlierLog.baseline()
             bytes = try encoder.encode(try migration.translate(part), part: header.firstSequence,
                                        isFinal: header.isFinalBaselinePart, deviceID: header.deviceID,
                                        schemaHash: migration.target.hash)
@@ -580,65 +569,154 @@ private struct FieldRef {
     }
 }
 
-/// Parses a baseline body.
-private struct BaselineParser {
+/// Receives a baseline part as it is walked: its devices, then every
+/// record's state with values as ``RawValue``s borrowed from the body.
+/// With a schema, `entity` and `field` are indexes into ``Schema/entities``
+/// and ``Entity/fields`` (nil without one); a name is computed only if used.
+package protocol BaselineVisitor {
+    /// The devices the part's versions name, in the order its body lists
+    /// them, with the highest sequence of each that it covers (0 for a
+    /// device listed only because a version names it).
+    mutating func devices(_ devices: [DeviceID], sequences: [UInt64]) throws(ChronicleError)
+    /// A record's state begins; its `fieldCount` written fields follow.
+    mutating func beginRecord(entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID,
+                              inserted: Bool, deleteVersion: Version?, fieldCount: Int) throws(ChronicleError)
+    /// One written field of the current record, with the version that wrote it.
+    mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue, version: Version) throws(ChronicleError)
+    /// The current record ends.
+    mutating func endRecord() throws(ChronicleError)
+}
+
+extension VerifiedLog {
+    /// Visits the devices and every record state of a baseline part.
+    /// Throws the first error `visitor` throws (and, for a part not yet
+    /// verified, any body error).
+    package func walkBaseline<V: BaselineVisitor>(_ visitor: inout V) throws(ChronicleError) {
+        precondition(header.kind == .baseline, "walkBaseline visits baseline parts; this log is a \(header.kind): check the header's kind first")
+        try body.withBytes { raw throws(ChronicleError) in
+            var walker = BaselineWalker(schema: schema, header: header, reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
+            try walker.walk(&visitor)
+        }
+    }
+
+    /// The sequence vector of a baseline part: the highest sequence of
+    /// each device that it covers, read from the start of its body alone.
+    package func baselineVector() throws(ChronicleError) -> [DeviceID: UInt64] {
+        precondition(header.kind == .baseline, "a vector is a baseline part's; this log is a \(header.kind): check the header's kind first")
+        return try body.withBytes { raw throws(ChronicleError) in
+            var walker = BaselineWalker(schema: schema, header: header, reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
+            let (devices, sequences) = try walker.devices()
+            var vector: [DeviceID: UInt64] = [:]
+            for (d, sequence) in zip(devices, sequences) where sequence > 0 { vector[d] = sequence }
+            return vector
+        }
+    }
+
+    /// The baseline part as Swift values.
+    package func baseline() throws(ChronicleError) -> Baseline {
+        var visitor = MaterializingBaselineVisitor()
+        try walkBaseline(&visitor)
+        return visitor.baseline
+    }
+}
+
+/// Checks a baseline body's structure only.
+private struct VerifyingBaselineVisitor: BaselineVisitor {
+    mutating func devices(_ devices: [DeviceID], sequences: [UInt64]) {}
+    mutating func beginRecord(entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID,
+                              inserted: Bool, deleteVersion: Version?, fieldCount: Int) {}
+    mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue, version: Version) {}
+    mutating func endRecord() {}
+}
+
+/// Builds a ``Baseline``.
+private struct MaterializingBaselineVisitor: BaselineVisitor {
+    var baseline = Baseline(vector: [:], records: [])
+
+    mutating func devices(_ devices: [DeviceID], sequences: [UInt64]) {
+        for (d, sequence) in zip(devices, sequences) where sequence > 0 { baseline.vector[d] = sequence }
+    }
+
+    mutating func beginRecord(entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID,
+                              inserted: Bool, deleteVersion: Version?, fieldCount: Int) {
+        var record = Baseline.Record(entity: entityName(), recordID: recordID, inserted: inserted, deleteVersion: deleteVersion, fields: [])
+        record.fields.reserveCapacity(fieldCount)
+        baseline.records.append(record)
+    }
+
+    mutating func value(field: Int?, fieldName: @autoclosure () -> String, _ raw: RawValue, version: Version) {
+        baseline.records[baseline.records.count - 1].fields.append(Baseline.VersionedValue(name: fieldName(), value: raw.value, version: version))
+    }
+
+    mutating func endRecord() {}
+}
+
+/// Walks a baseline body, verifying as it goes.
+private struct BaselineWalker {
     let schema: Schema?
     let header: LogHeader
     var reader: ByteReader
 
     private var limit: Int { reader.count }
 
-    mutating func baseline() throws(ChronicleError) -> Baseline {
+    mutating func walk<V: BaselineVisitor>(_ visitor: inout V) throws(ChronicleError) {
         let table = schema?.nameTable
         // The table's slots are read through raw pointers: keep it alive.
-        return try withExtendedLifetime(table) { () throws(ChronicleError) -> Baseline in try parse(table: table) }
+        try withExtendedLifetime(table) { () throws(ChronicleError) in try walk(&visitor, table: table) }
     }
 
-    private mutating func parse(table: NameTable?) throws(ChronicleError) -> Baseline {
+    /// Reads the list of devices at the start of the body.
+    mutating func devices() throws(ChronicleError) -> (devices: [DeviceID], sequences: [UInt64]) {
         let deviceCount = try reader.readLength(max: reader.remaining / 17, "device count")
         var devices: [DeviceID] = []
-        var vector: [DeviceID: UInt64] = [:]
+        var sequences: [UInt64] = []
+        devices.reserveCapacity(deviceCount)
+        sequences.reserveCapacity(deviceCount)
         for _ in 0..<deviceCount {
-            let d = DeviceID(RecordID(bytes: try reader.readSlice(16, "device ID")))
-            let seq = try reader.readVarint("device sequence")
-            devices.append(d)
-            if seq > 0 { vector[d] = seq }
+            devices.append(DeviceID(RecordID(bytes: try reader.readSlice(16, "device ID"))))
+            sequences.append(try reader.readVarint("device sequence"))
         }
-        func device(_ index: Int) throws(ChronicleError) -> DeviceID {
-            guard index < devices.count else { throw ChronicleError(.malformedBody, "body: device index \(index) out of range") }
-            return devices[index]
-        }
+        return (devices, sequences)
+    }
+
+    private mutating func walk<V: BaselineVisitor>(_ visitor: inout V, table: NameTable?) throws(ChronicleError) {
+        let (devices, sequences) = try devices()
+        try visitor.devices(devices, sequences: sequences)
         let (minClock, maxClock) = (header.minClock, header.maxClock)
-        func version() throws(ChronicleError) -> Version {
+        func version(_ reader: inout ByteReader) throws(ChronicleError) -> Version {
             let clock = HybridTimestamp(rawValue: try reader.readUInt64("clock"))
             guard clock >= minClock, clock <= maxClock else {
                 throw ChronicleError(.malformedBody, "body: clock \(clock) outside the header's range \(minClock)...\(maxClock)")
             }
-            return Version(clock: clock, device: try device(try reader.readLength(max: Int.max, "device index")))
+            let index = try reader.readLength(max: Int.max, "device index")
+            guard index < devices.count else { throw ChronicleError(.malformedBody, "body: device index \(index) out of range") }
+            return Version(clock: clock, device: devices[index])
         }
         let recordCount = try reader.readLength(max: reader.remaining, "record count")
         guard recordCount == Int(header.count) else { throw fail("\(recordCount) records, header says \(header.count)") }
-        var records: [Baseline.Record] = []
-        records.reserveCapacity(recordCount)
+        // Records come entity by entity and fields in schema order: the
+        // previous record's entity and the next field are tried first.
+        var entityHint = 0
         for _ in 0..<recordCount {
-            let entity = try EntityRef.read(&reader, table: table)
+            let entity = try EntityRef.read(&reader, table: table, hint: entityHint)
+            entityHint = entity.index ?? 0
             let id = RecordID(bytes: try reader.readSlice(16, "record ID"))
             let flags = try reader.readUInt8("record flags")
             guard flags & ~3 == 0 else { throw fail("record \(id) has unknown flags \(flags)") }
-            let deleteVersion = flags & 2 != 0 ? try version() : nil
+            let deleteVersion = flags & 2 != 0 ? try version(&reader) : nil
             let count = try reader.readLength(max: entity.fields?.count ?? reader.remaining, "field count")
-            var fields: [Baseline.VersionedValue] = []
-            fields.reserveCapacity(count)
+            try visitor.beginRecord(entity: entity.index, entityName: entity.name(in: table), recordID: id,
+                                    inserted: flags & 1 != 0, deleteVersion: deleteVersion, fieldCount: count)
+            var fieldHint = 0
             for _ in 0..<count {
-                let field = try FieldRef.read(&reader, entity: entity, table: table)
-                let value = try field.readValue(&reader, entity: entity, table: table, limit: limit).value
-                fields.append(Baseline.VersionedValue(name: field.name(in: entity, table: table), value: value, version: try version()))
+                let field = try FieldRef.read(&reader, entity: entity, table: table, hint: fieldHint)
+                fieldHint = (field.index ?? 0) &+ 1
+                let value = try field.readValue(&reader, entity: entity, table: table, limit: limit)
+                try visitor.value(field: field.index, fieldName: field.name(in: entity, table: table), value, version: try version(&reader))
             }
-            records.append(Baseline.Record(entity: entity.name(in: table), recordID: id, inserted: flags & 1 != 0,
-                                           deleteVersion: deleteVersion, fields: fields))
+            try visitor.endRecord()
         }
         guard reader.isAtEnd else { throw fail("\(reader.remaining) bytes after the records") }
-        return Baseline(vector: vector, records: records)
     }
 
     private func fail(_ message: String) -> ChronicleError {
