@@ -12,8 +12,9 @@ import GRDB
 /// visible, each reference shows its raw target, no duplicate's value shows
 /// instead of its own), its state is fully described by the row plus the
 /// one version that wrote every field: the entity table's
-/// `_chronicle_version` column holds that version (24 bytes: clock, device),
-/// and is NULL for every other row. Its keys and references are read from
+/// `_chronicle_version` column holds that version (the clock and the
+/// device's number in the snapshot, 9 or 10 bytes; see `write`), and is
+/// NULL for every other row. Its keys and references are read from
 /// the row (see `MergeEngine.keyGroup` and `scheduleReferrers`).
 ///
 /// A record has its state in exactly one place: `_chronicle_records`, or a
@@ -67,31 +68,100 @@ enum CompactState {
         }
     }
 
-    /// Writes a version as the 24-byte blob of the column into `bytes`.
-    static func write(_ version: Version, to bytes: UnsafeMutableRawBufferPointer) {
-        let device = version.device.rawValue
+    /// Writes a version as the column's blob into `bytes` (at least 18
+    /// bytes) and returns its length: the clock (8 bytes, big-endian), then
+    /// the device's number in the snapshot (`DeviceNumbers`) as a varint,
+    /// 9 or 10 bytes for any store's devices. Snapshots written before
+    /// devices were numbered hold 24 bytes (the clock, then the device's 16
+    /// bytes), which ``read(_:_:devices:)`` still reads.
+    static func write(_ version: Version, number: Int64, to bytes: UnsafeMutableRawBufferPointer) -> Int {
         bytes.storeBytes(of: version.clock.rawValue.bigEndian, toByteOffset: 0, as: UInt64.self)
-        bytes.storeBytes(of: device.high.bigEndian, toByteOffset: 8, as: UInt64.self)
-        bytes.storeBytes(of: device.low.bigEndian, toByteOffset: 16, as: UInt64.self)
+        var n = UInt64(bitPattern: number)
+        var i = 8
+        while n >= 0x80 {
+            bytes[i] = UInt8(truncatingIfNeeded: n) | 0x80
+            n >>= 7
+            i += 1
+        }
+        bytes[i] = UInt8(n)
+        return i + 1
+    }
+
+    /// The version a column's blob holds (see ``write(_:number:to:)``).
+    static func version(_ bytes: UnsafeRawBufferPointer, _ entity: Entity, devices: DeviceNumbers) throws -> Version {
+        let clock = bytes.count >= 9 ? HybridTimestamp(rawValue: bytes.loadUnaligned(as: UInt64.self).bigEndian) : .zero
+        if bytes.count == 24 {
+            return Version(clock: clock, device: DeviceID(RecordID(bytes: UnsafeRawBufferPointer(rebasing: bytes[8..<24]))))
+        }
+        var number: UInt64 = 0
+        var shift: UInt64 = 0
+        var end = 8
+        while end < bytes.count, shift < 63 {
+            let byte = bytes[end]
+            number |= UInt64(byte & 0x7F) << shift
+            shift += 7
+            end += 1
+            if byte < 0x80 { break }
+        }
+        guard bytes.count >= 9, end == bytes.count, bytes[end - 1] < 0x80, let device = try devices.device(Int64(bitPattern: number)) else {
+            throw ChronicleError(.databaseCorrupt, "\(entity.name).\(Self.column) holds \(bytes.count) bytes that are no version (a clock and a numbered device)")
+        }
+        return Version(clock: clock, device: device)
     }
 
     /// The state of the current row of a `selectCompact` statement: the
     /// entity's columns, then the version.
-    static func read(_ statement: OpaquePointer, _ entity: Entity) throws -> RecordState {
+    static func read(_ statement: OpaquePointer, _ entity: Entity, devices: DeviceNumbers) throws -> RecordState {
         var state = RecordState()
         state.inserted = true
         let column = Int32(entity.fields.count)
-        let bytes = columnBytes(statement, column)
-        guard bytes.count == 24 else {
-            throw ChronicleError(.databaseCorrupt, "\(entity.name).\(Self.column) holds \(bytes.count) bytes, not a 24-byte version")
-        }
-        let version = bytes.withUnsafeBytes { raw in
-            Version(clock: HybridTimestamp(rawValue: raw.loadUnaligned(as: UInt64.self).bigEndian),
-                    device: DeviceID(RecordID(bytes: UnsafeRawBufferPointer(rebasing: raw[8..<24]))))
-        }
+        let version = try columnBytes(statement, column).withUnsafeBytes { try Self.version($0, entity, devices: devices) }
         for (i, field) in entity.fields.enumerated() {
             state.fields[i] = (try Value(databaseValue: columnValue(statement, Int32(i)), field: field), version)
         }
         return state
+    }
+}
+
+/// The snapshot's numbers for the devices whose versions compact states
+/// hold (`_chronicle_devices`), so that a compact row keeps a small number
+/// instead of a device's 16 bytes. Numbers are assigned as devices first
+/// write a compact state and never change. One instance serves one
+/// transaction: a number assigned in a transaction that rolls back is gone
+/// with it, and so is the instance that knew it.
+final class DeviceNumbers {
+    private let db: Database
+    private var numbers: [DeviceID: Int64] = [:]
+    private var devices: [Int64: DeviceID] = [:]
+
+    init(_ db: Database) { self.db = db }
+
+    /// The table, in a snapshot created or opened by this version.
+    static let createTable = "CREATE TABLE IF NOT EXISTS _chronicle_devices (number INTEGER PRIMARY KEY, device BLOB NOT NULL UNIQUE)"
+
+    /// `device`'s number, assigned now if it has none.
+    func number(of device: DeviceID) throws -> Int64 {
+        if let number = numbers[device] { return number }
+        let number: Int64
+        if let known = try db.first("SELECT number FROM _chronicle_devices WHERE device = ?", { $0.bind(device.rawValue) }, read: { sqlite3_column_int64($0, 0) }) {
+            number = known
+        } else {
+            try db.run(db.cachedStatement(sql: "INSERT INTO _chronicle_devices (device) VALUES (?)").sqliteStatement) { $0.bind(device.rawValue) }
+            number = db.lastInsertedRowID
+        }
+        numbers[device] = number
+        devices[number] = device
+        return number
+    }
+
+    /// The device numbered `number`, if any.
+    func device(_ number: Int64) throws -> DeviceID? {
+        if let device = devices[number] { return device }
+        guard let bytes = try db.first("SELECT device FROM _chronicle_devices WHERE number = ?", { $0.bind(number) }, read: { columnBytes($0, 0) }),
+              bytes.count == 16 else { return nil }
+        let device = DeviceID(bytes.withUnsafeBytes { RecordID(bytes: $0) })
+        numbers[device] = number
+        devices[number] = device
+        return device
     }
 }

@@ -65,6 +65,9 @@ struct MergeEngine {
     private var storedKeysByEntity: [Int: Bool] = [:]
     /// Set once this engine stores a key in `_chronicle_keys`.
     private let keysStored = Flag()
+    /// The devices' numbers that compact versions hold, as this
+    /// transaction knows them.
+    private let devices: DeviceNumbers
 
     /// A flag a non-mutating method can set.
     private final class Flag {
@@ -124,6 +127,7 @@ struct MergeEngine {
             return false
         }
         self.statements = StatementSlots(count: next)
+        devices = DeviceNumbers(db)
         largestStateID = Array(repeating: nil, count: sql.count)
         largestRowID = Array(repeating: nil, count: sql.count)
     }
@@ -410,12 +414,11 @@ struct MergeEngine {
         }
         // A row with its ID (a visible record) or one of its keys makes
         // the insert do nothing.
-        let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
-        CompactState.write(version, to: versionBytes)
+        let versionBytes = try compactVersionBytes(version)
         try db.run(statement(Slot.insertCompactFresh(entity), sql[entity].insertCompactFresh)) { binder in
             binder.bind(id)
             for value in row { binder.bind(value) }
-            binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
+            binder.bindInPlace(versionBytes)
         }
         guard sqlite3_changes(db.sqliteConnection) == 1 else { return false }
         if let largest = largestRowID[entity], id > largest { largestRowID[entity] = id }
@@ -895,7 +898,7 @@ struct MergeEngine {
         }
         let e = schema.entities[entity]
         let state = try db.first(statement(Slot.selectCompact(entity), sql[entity].selectCompact), { $0.bind(id) }) { statement in
-            try CompactState.read(statement, e)
+            try CompactState.read(statement, e, devices: devices)
         }
         return (state, state != nil)
     }
@@ -919,12 +922,11 @@ struct MergeEngine {
     /// Then notes the row among the largest, reports the insert, and
     /// schedules the records that named the record before it existed.
     private mutating func insertRowCompact(_ entity: Int, _ id: RecordID, _ version: Version, _ bindValues: (inout RawBinder) -> Void) throws {
-        let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
-        CompactState.write(version, to: versionBytes)
+        let versionBytes = try compactVersionBytes(version)
         try db.run(statement(Slot.insertRowCompact(entity), sql[entity].insertRowCompact)) { binder in
             binder.bind(id)
             bindValues(&binder)
-            binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
+            binder.bindInPlace(versionBytes)
         }
         if let largest = largestRowID[entity], id > largest { largestRowID[entity] = id }
         events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
@@ -970,14 +972,13 @@ struct MergeEngine {
                               : try statement(Slot.insertCompact(entity), sql[entity].insertCompact)
         // The ID and the version are bound in place, from the scratch bytes.
         let idBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[0..<16])
-        let versionBytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
         idBytes.storeBytes(of: id.high.bigEndian, toByteOffset: 0, as: UInt64.self)
         idBytes.storeBytes(of: id.low.bigEndian, toByteOffset: 8, as: UInt64.self)
-        CompactState.write(version, to: versionBytes)
+        let versionBytes = try compactVersionBytes(version)
         try db.run(statement) { binder in
             binder.bindInPlace(UnsafeRawBufferPointer(idBytes))
             bindValues(&binder)
-            binder.bindInPlace(UnsafeRawBufferPointer(versionBytes))
+            binder.bindInPlace(versionBytes)
             if !fresh {
                 binder.bind(entity)
                 binder.bindInPlace(UnsafeRawBufferPointer(idBytes))
@@ -986,6 +987,14 @@ struct MergeEngine {
         guard sqlite3_changes(db.sqliteConnection) == 1 else { return false }
         events.append(RecordEvent(entity: schema.entities[entity].name, recordID: id, kind: .inserted, origin: origin))
         return true
+    }
+
+    /// A compact version's blob (see `CompactState.write`), in the scratch
+    /// bytes after the record ID's: bound in place, valid until the next call.
+    private func compactVersionBytes(_ version: Version) throws -> UnsafeRawBufferPointer {
+        let bytes = UnsafeMutableRawBufferPointer(rebasing: statements.scratch[16..<40])
+        let count = CompactState.write(version, number: try devices.number(of: version.device), to: bytes)
+        return UnsafeRawBufferPointer(rebasing: bytes[0..<count])
     }
 
     private mutating func largestStateID(_ entity: Int) throws -> RecordID {

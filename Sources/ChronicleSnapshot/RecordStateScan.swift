@@ -30,6 +30,7 @@ struct RecordStateScan {
     ///   no entity of the schema or has no valid ID; `visit`'s errors;
     ///   SQLite's.
     mutating func read(_ db: Database, _ visit: (Int, RecordID, RecordState) throws -> Bool) throws {
+        let devices = DeviceNumbers(db)
         while !finished {
             var read = 0
             if phase == 0 {
@@ -70,7 +71,7 @@ struct RecordStateScan {
                     guard idBytes.count == 16 else { throw ChronicleError(.databaseCorrupt, "\(entity.name) has a row whose ID is \(idBytes.count) bytes") }
                     let id = idBytes.withUnsafeBytes { RecordID(bytes: $0) }
                     cursor = (index, id)
-                    if try !visit(index, id, try CompactState.read(statement, entity)) { return }
+                    if try !visit(index, id, try CompactState.read(statement, entity, devices: devices)) { return }
                 }
             }
             if read < Self.page {

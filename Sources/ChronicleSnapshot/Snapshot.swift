@@ -37,8 +37,11 @@ import Synchronization
     /// recomputes the rows of entities with a unique key). Format 7: records
     /// of entities with unique keys or references may keep a compact state
     /// too, their keys and references then read from their row (nothing to
-    /// migrate: a format 6 snapshot has no such states).
-    package static let format = 7
+    /// migrate: a format 6 snapshot has no such states). Format 8: a compact
+    /// state's version names its device by a number the snapshot assigns
+    /// (`_chronicle_devices`), 9 or 10 bytes where it took 24 (opening an
+    /// older snapshot adds the table; its 24-byte versions stay readable).
+    package static let format = 8
     /// The page cache of the snapshot's writing connection, in KiB.
     package static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.

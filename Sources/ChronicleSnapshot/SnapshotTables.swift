@@ -24,6 +24,9 @@ package enum SnapshotTables {
     /// from their states: those whose unique keys include a date, whose
     /// stored keys format 5 changes.
     static func migrate(_ db: Database, schema: Schema, from format: Int) throws -> [Int] {
+        // Format 8 numbers the devices of compact versions; the 24-byte
+        // versions of older snapshots stay as they are, and readable.
+        try db.execute(sql: DeviceNumbers.createTable)
         if format < 3 {
             // Format 3 adds the compact-state column; every existing state
             // stays in `_chronicle_records`, which format 3 still reads.
@@ -96,6 +99,7 @@ package enum SnapshotTables {
     static func create(_ db: Database, schema: Schema) throws {
         try db.execute(sql: """
             CREATE TABLE _chronicle_identity (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+            \(DeviceNumbers.createTable);
             CREATE TABLE _chronicle_vector (
                 device BLOB PRIMARY KEY NOT NULL, sequence INTEGER NOT NULL, clock INTEGER NOT NULL
             ) WITHOUT ROWID;

@@ -221,4 +221,54 @@ import Testing
         #expect(try snapshot.recordCounts()["Sample"] == 2)
         #expect(try snapshot.read { db in try Int64.fetchOne(db, sql: "SELECT n FROM Sample WHERE text = 'old'") } == 2)
     }
+    /// A compact version names its device by the snapshot's number for it
+    /// (9 or 10 bytes); a snapshot of format 7 holds 24-byte versions (the
+    /// device's own 16 bytes), which stay readable next to the new ones once
+    /// it is opened, and merge alike.
+    @Test func compactVersionsNumberTheirDevicesAndOlderOnesStayReadable() throws {
+        let dir = try Self.temporary()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let old = RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_00F1)
+        let new = RecordID(high: 0x018B_0000_0000_7000, low: 0x8000_0000_0000_00F2)
+        let path = dir.appendingPathComponent("s1.sqlite").path
+        let first = try Self.log(device: 2, sequence: 1, [Change(.insert, entity: "Sample", recordID: old, values: Self.awkward)])
+        do {
+            let snapshot = try Self.snapshot(dir)
+            _ = try snapshot.apply(first, name: "one")
+            #expect(try snapshot.read { db in try Int.fetchOne(db, sql: "SELECT length(_chronicle_version) FROM _chronicle_rows_Sample") } == 9)
+            #expect(try snapshot.read { db in try Data.fetchOne(db, sql: "SELECT device FROM _chronicle_devices WHERE number = 1") } == Data(DeviceID(index: 2).rawValue.bytes))
+            try snapshot.close()
+        }
+        // The version as format 7 wrote it: the clock, then the device's 16 bytes.
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in
+            var legacy = withUnsafeBytes(of: first.header.minClock.rawValue.bigEndian) { Data($0) }
+            legacy.append(Data(DeviceID(index: 2).rawValue.bytes))
+            try db.execute(sql: "UPDATE _chronicle_rows_Sample SET _chronicle_version = ?", arguments: [legacy])
+            try db.execute(sql: "DROP TABLE _chronicle_devices; PRAGMA user_version = 7")
+        }
+        try queue.close()
+        let snapshot = try Self.snapshot(dir)
+        #expect(try snapshot.read { db in try Int.fetchOne(db, sql: "PRAGMA user_version") } == Snapshot.format)
+        let versions = try #require(try snapshot.recordVersions(entity: "Sample", id: old))
+        #expect(versions.fields["text"] == Version(clock: first.header.minClock, device: DeviceID(index: 2)))
+        // A record of another device next to it, then a change to the old one.
+        _ = try snapshot.apply(Self.log(device: 3, sequence: 1, [Change(.insert, entity: "Sample", recordID: new, values: Self.awkward)]), name: "two")
+        #expect(try Self.places(snapshot, "Sample", new) == (false, true))
+        _ = try snapshot.apply(Self.log(device: 2, sequence: 2, [Change(.update, entity: "Sample", recordID: old, values: [FieldValue("n", .int(2))])]), name: "three")
+        #expect(try Self.places(snapshot, "Sample", old) == (true, false))
+        // The same logs into a new snapshot give the same states.
+        let fresh = try Self.snapshot(dir, device: 5)
+        _ = try fresh.apply(first, name: "one")
+        _ = try fresh.apply(Self.log(device: 3, sequence: 1, [Change(.insert, entity: "Sample", recordID: new, values: Self.awkward)]), name: "two")
+        _ = try fresh.apply(Self.log(device: 2, sequence: 2, [Change(.update, entity: "Sample", recordID: old, values: [FieldValue("n", .int(2))])]), name: "three")
+        #expect(try fresh.stateHash() == snapshot.stateHash())
+        // A number no device has is a typed error, not a record of nobody.
+        try snapshot.close()
+        let damaged = try DatabaseQueue(path: path)
+        try damaged.write { db in try db.execute(sql: "DELETE FROM _chronicle_devices") }
+        try damaged.close()
+        let reopened = try Self.snapshot(dir)
+        #expect { try reopened.recordVersions(entity: "Sample", id: new) } throws: { ($0 as? ChronicleError)?.code == .databaseCorrupt }
+    }
 }
