@@ -60,6 +60,8 @@ package struct ContainerVerification: Sendable {
             replaced[first] = isReplaced
             return isReplaced
         }
+        // The baseline parts that verified, per baseline folder, in name order.
+        var baselineParts: [String: [(name: ContainerName, header: LogHeader, vector: [DeviceID: UInt64])]] = [:]
         var cursor: ContainerName?
         repeat {
             let page = try await container.list(prefix: "", after: cursor, limit: pageSize)
@@ -78,9 +80,13 @@ package struct ContainerVerification: Sendable {
                 let (result, used) = await Self.verify(blob.name, in: container, decoder: decoder)
                 decoder = used
                 switch result {
-                case .success(let size):
+                case .success(let (size, part)):
                     valid += 1
                     bytes += size
+                    if let part, let parsed = ContainerLayout.parseBaselinePart(blob.name) {
+                        let folder = ContainerLayout.baselinePrefix(store: parsed.store, clock: parsed.clock, device: parsed.device, vector: parsed.vector)
+                        baselineParts[folder, default: []].append((blob.name, part.header, part.vector))
+                    }
                 case .failure(let error) where error.code == .schemaMismatch:
                     otherVersions.append(ContainerProblem(name: blob.name.rawValue, error: error))
                 case .failure(let error):
@@ -95,6 +101,25 @@ package struct ContainerVerification: Sendable {
             }
             cursor = page.count == pageSize ? page.last?.name : nil
         } while cursor != nil
+        // Each part verifies alone: the parts of one baseline must also
+        // belong together (numbered without a gap, one vector, the store
+        // and device of their folder), or a device that starts from them,
+        // or a compaction that trusts them, loses saves.
+        for (_, parts) in baselineParts.sorted(by: { $0.key < $1.key }) {
+            var check = BaselinePartCheck(count: parts.count)
+            for (index, part) in parts.enumerated() {
+                do {
+                    try check.check(part.header, vector: part.vector, name: part.name, index: index)
+                } catch {
+                    if await inReplacedStore(part.name) {
+                        replacedStoreProblems.append(ContainerProblem(name: part.name.rawValue, error: error))
+                    } else {
+                        problems.append(ContainerProblem(name: part.name.rawValue, error: error))
+                    }
+                    break
+                }
+            }
+        }
         problems += foreign.map(ContainerProblem.init)
         // A gap in a store rebuilt as another is reported, not failing, as
         // a damaged blob there is: no device reads that store any more.
@@ -190,8 +215,10 @@ package struct ContainerVerification: Sendable {
         return device
     }
 
-    /// Reads and verifies one blob: its size, or what is wrong.
-    private static func verify(_ name: ContainerName, in container: any Container, decoder: LogDecoder) async -> (Result<Int, ChronicleError>, LogDecoder) {
+    /// Reads and verifies one blob: its size and, for a baseline part, its
+    /// header and vector; or what is wrong.
+    private static func verify(_ name: ContainerName, in container: any Container, decoder: LogDecoder)
+        async -> (Result<(size: Int, part: (header: LogHeader, vector: [DeviceID: UInt64])?), ChronicleError>, LogDecoder) {
         var used = decoder
         do {
             let data = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
@@ -206,7 +233,8 @@ package struct ContainerVerification: Sendable {
                (parsed.device, parsed.first, parsed.last) != (log.header.deviceID, log.header.firstSequence, log.header.lastSequence) {
                 throw ChronicleError(.malformedBody, "contents (device \(log.header.deviceID), sequences \(log.header.firstSequence)...\(log.header.lastSequence)) do not match the name")
             }
-            return (.success(data.count), used)
+            let part = log.header.kind == .baseline ? (log.header, try log.baselineVector()) : nil
+            return (.success((data.count, part)), used)
         } catch {
             return (.failure(error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)", underlying: error)), used)
         }

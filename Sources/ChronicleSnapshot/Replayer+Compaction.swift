@@ -497,15 +497,20 @@ extension Replayer {
                 // The first part says what the baseline covers, the last one
                 // that it is whole: both every time, the others in turn.
                 let suspected = parts.firstIndex { $0.1 == suspect }
+                var check = BaselinePartCheck(count: parts.count)
                 for i in Set([0, index, parts.count - 1] + (suspected.map { [$0] } ?? [])).sorted() {
                     do {
                         let decoded = try await openBaselineLearning(try await container.get(parts[i].1, maxBytes: decoder.limits.maxLogBytes))
                         if i == 0, decoded.header.kind == .baseline { covered = try decoded.baselineVector() }
-                        if i == parts.count - 1, !decoded.header.isFinalBaselinePart {
+                        if i == parts.count - 1, decoded.header.kind == .baseline, !decoded.header.isFinalBaselinePart {
                             // Still being written, unless the marker names it.
                             guard target == horizon?.baseline else { break }
                             problem = "its last part is not marked final"
+                            break
                         }
+                        // A part of another baseline, or one swapped with
+                        // another, verifies alone: it shows only here.
+                        try check.check(decoded, name: parts[i].1, index: i)
                     } catch let error as ChronicleError where error.code != .simulatedCrash
                                 && (!error.code.isTransient || (error.code == .shortRead && target == horizon?.baseline)) {
                         // A part shorter than it says is one still arriving,
@@ -575,10 +580,16 @@ extension Replayer {
         var chosen: (prefix: String, vector: [DeviceID: UInt64])?
         candidates: for names in try await baselines() {
             var vector: [DeviceID: UInt64]?
-            for name in names {
+            var check = BaselinePartCheck(count: names.count)
+            for (index, name) in names.enumerated() {
                 let decoded: VerifiedLog
                 do {
                     decoded = try await openBaselineLearning(try await container.get(name, maxBytes: decoder.limits.maxLogBytes))
+                    // A last part not marked final: still being written.
+                    if index == names.count - 1, decoded.header.kind == .baseline, !decoded.header.isFinalBaselinePart { continue candidates }
+                    // Each part verifies alone: one swapped with another, or
+                    // copied in from another baseline, shows only here.
+                    try check.check(decoded, name: name, index: index)
                 } catch let error as ChronicleError where !error.code.isTransient && error.code != .simulatedCrash {
                     report.passedOverBaselines.append(names[0].rawValue)
                     logger.warning("compaction passes over a baseline that does not verify", metadata: ["chronicle.baseline": "\(name)", "chronicle.error": "\(error)"])

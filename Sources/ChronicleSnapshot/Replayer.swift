@@ -845,22 +845,20 @@ package struct Replayer: Sendable {
     /// failure is recorded) or the baseline is one to pass over.
     func applyBaseline(_ names: [ContainerName], lastBytes: [UInt8], into report: inout ImportReport) async throws -> Snapshot.BaselineSummary? {
         let last = names[names.count - 1]
-        func open(_ name: ContainerName) async -> Result<VerifiedLog, any Error> {
+        var check = BaselinePartCheck(count: names.count)
+        func open(_ index: Int) async -> Result<VerifiedLog, any Error> {
             do {
+                let name = names[index]
                 let bytes = name == last ? lastBytes : try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
                 let part = try await openBaselineLearning(bytes)
-                guard let parsed = ContainerLayout.parseBaselinePart(name), part.header.kind == .baseline,
-                      part.header.deviceID == parsed.device, part.header.baselinePart == parsed.part
-                else {
-                    throw ChronicleError(.malformedBody, "\(name) holds part \(part.header.baselinePart) of device \(part.header.deviceID), which its name does not match")
-                }
+                try check.check(part, name: name, index: index)
                 return .success(part)
             } catch {
                 return .failure(error)
             }
         }
         var application = snapshot.baselineApplication()
-        var opened = await open(names[0])
+        var opened = await open(0)
         for (index, name) in names.enumerated() {
             do {
                 let part = try opened.get()
@@ -877,7 +875,7 @@ package struct Replayer: Sendable {
                     let events = try application.apply(part)
                     return (application, events)
                 }
-                if index + 1 < names.count { opened = await open(names[index + 1]) }
+                if index + 1 < names.count { opened = await open(index + 1) }
                 let events: [RecordEvent]
                 (application, events) = try await applying.value
                 progress?(SyncProgress(phase: .baseline, logs: Int(part.header.baselinePart), transactions: 0, total: names.count))

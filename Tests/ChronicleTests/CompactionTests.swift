@@ -434,6 +434,73 @@ import Testing
         #expect(error?.code == .unavailable)
         #expect(try await Self.logs(d, d.stores[0]).count == count)
     }
+
+    /// Each part of a baseline verifies alone: parts swapped, one copied in
+    /// from an older baseline or another store, one missing or one more
+    /// after the final part make a baseline that `verify` reports, that a
+    /// compaction passes over (its logs stay), and that a new device does
+    /// not start from.
+    @Test(arguments: ["swapped", "older", "missing", "extra", "other store"])
+    func aBaselineWhosePartsDoNotBelongTogetherIsReportedAndNotTrusted(damage: String) async throws {
+        let d = try await TestDevices(2, schema: Self.schema)
+        var rng = SeededRandom(seed: 13)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 8)
+        try await d.syncAll()
+        let older = try await d.stores[0].publishBaseline(partBytes: 1024)
+        try await BaselineTests.randomSaves(d, &rng, rounds: 8)
+        try await d.syncAll()
+        let newer = try await d.stores[0].publishBaseline(partBytes: 1024)
+        try await d.syncAll()
+        let parts = try await d.blobs(under: newer.prefix).sorted { $0.rawValue < $1.rawValue }
+        #expect(parts.count >= 4)
+        let blobs = d.container.root.appendingPathComponent("blobs")
+        func file(_ name: ContainerName) -> URL { blobs.appendingPathComponent(name.rawValue) }
+        let fm = FileManager.default
+        switch damage {
+        case "swapped":
+            try fm.moveItem(at: file(parts[1]), to: file(parts[1]).appendingPathExtension("x"))
+            try fm.moveItem(at: file(parts[2]), to: file(parts[1]))
+            try fm.moveItem(at: file(parts[1]).appendingPathExtension("x"), to: file(parts[2]))
+        case "older":
+            let olderPart = try #require(try await d.blobs(under: older.prefix).sorted { $0.rawValue < $1.rawValue }.dropFirst().first)
+            try fm.removeItem(at: file(parts[1]))
+            try fm.copyItem(at: file(olderPart), to: file(parts[1]))
+        case "missing":
+            try fm.removeItem(at: file(parts[1]))
+        case "extra":
+            let last = try #require(ContainerLayout.parseBaselinePart(parts[parts.count - 1]))
+            let extra = ContainerLayout.baselinePart(store: last.store, clock: last.clock, device: last.device, vector: last.vector, part: last.part + 1)
+            try fm.copyItem(at: file(parts[parts.count - 1]), to: file(extra))
+        default:
+            // Another store's baseline part, under this baseline's name.
+            let other = try await TestDevices(1, schema: Self.schema)
+            try await BaselineTests.randomSaves(other, &rng, rounds: 8)
+            let published = try await other.stores[0].publishBaseline(partBytes: 1024)
+            let foreign = try #require(try await other.blobs(under: published.prefix).min { $0.rawValue < $1.rawValue })
+            try fm.removeItem(at: file(parts[0]))
+            try fm.copyItem(at: other.container.root.appendingPathComponent("blobs").appendingPathComponent(foreign.rawValue), to: file(parts[0]))
+        }
+        let verification = try await ContainerVerification(of: d.container, decoder: LogDecoder(schema: Self.schema))
+        #expect(!verification.passed)
+        #expect(verification.problems.contains { $0.name.hasPrefix(newer.prefix) && $0.error.code == .malformedBody })
+
+        // The compaction takes the older, whole baseline: the logs after
+        // its vector stay, those the broken one covers beyond it included.
+        let first = try await d.container.get(try #require(try await d.blobs(under: older.prefix).min { $0.rawValue < $1.rawValue }), maxBytes: 1 << 26)
+        let olderVector = try LogDecoder(schema: Self.schema).open(first).baselineVector()
+        let before = try await Self.logs(d, d.stores[0])
+        let report = try await d.stores[1].compact()
+        #expect(report.baseline == older.prefix)
+        // (One with a part missing is no whole baseline: not even a candidate.)
+        #expect(report.passedOverBaselines == (damage == "missing" ? [] : [parts[0].rawValue]))
+        let left = try await Self.logs(d, d.stores[0])
+        #expect(left.count == before.filter { $0.last > (olderVector[$0.device] ?? 0) }.count)
+        #expect(left.count < before.count)
+        // A device that joins gets every record.
+        try await d.add()
+        try await d.syncAll()
+        #expect(try await d.hashes().count == 1)
+    }
 }
 
 /// What the container can lose besides compacted logs: the marker and its
