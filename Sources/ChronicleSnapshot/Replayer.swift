@@ -890,8 +890,11 @@ package struct Replayer: Sendable {
         return application.summary
     }
 
-    /// The most logs, and bytes of log bodies, applied in one SQLite transaction.
-    package var batchLimits = (logs: 256, bytes: 16 << 20)
+    /// The most logs, and bytes of log bodies, applied in one SQLite
+    /// transaction. The batch being applied and the next one, fetched
+    /// meanwhile, are held together: 8 MiB each keeps an import's bodies
+    /// within the 16 MiB one batch held when fetching waited for it.
+    package var batchLimits = (logs: 256, bytes: 8 << 20)
 
     /// One device's logs during an import: where its listing goes on, and
     /// the logs fetched and not applied yet, in sequence order.
