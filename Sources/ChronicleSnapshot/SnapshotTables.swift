@@ -99,7 +99,6 @@ package enum SnapshotTables {
     static func create(_ db: Database, schema: Schema) throws {
         try db.execute(sql: """
             CREATE TABLE _chronicle_identity (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
-            \(DeviceNumbers.createTable);
             CREATE TABLE _chronicle_vector (
                 device BLOB PRIMARY KEY NOT NULL, sequence INTEGER NOT NULL, clock INTEGER NOT NULL
             ) WITHOUT ROWID;
@@ -127,6 +126,7 @@ package enum SnapshotTables {
             CREATE TABLE _chronicle_failures (
                 name TEXT PRIMARY KEY NOT NULL, code TEXT NOT NULL, message TEXT NOT NULL, attempts INTEGER NOT NULL
             ) WITHOUT ROWID;
+            \(DeviceNumbers.createTable);
             """)
         for entity in schema.entities { try createEntity(db, entity) }
     }
