@@ -93,18 +93,11 @@ enum CompactState {
         if bytes.count == 24 {
             return Version(clock: clock, device: DeviceID(RecordID(bytes: UnsafeRawBufferPointer(rebasing: bytes[8..<24]))))
         }
-        var number: UInt64 = 0
-        var shift: UInt64 = 0
-        var end = 8
-        while end < bytes.count, shift < 63 {
-            let byte = bytes[end]
-            number |= UInt64(byte & 0x7F) << shift
-            shift += 7
-            end += 1
-            if byte < 0x80 { break }
-        }
-        guard bytes.count >= 9, end == bytes.count, bytes[end - 1] < 0x80, let device = try devices.device(Int64(bitPattern: number)) else {
-            throw ChronicleError(.databaseCorrupt, "\(entity.name).\(Self.column) holds \(bytes.count) bytes that are no version (a clock and a numbered device)")
+        let what = "\(entity.name).\(Self.column) holds \(bytes.count) bytes that are no version (a clock and a numbered device)"
+        guard bytes.count >= 9 else { throw ChronicleError(.databaseCorrupt, what) }
+        var reader = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[8...]), errorCode: .databaseCorrupt, context: "version")
+        guard let number = try? reader.readVarint(), reader.isAtEnd, let device = try devices.device(Int64(bitPattern: number)) else {
+            throw ChronicleError(.databaseCorrupt, what)
         }
         return Version(clock: clock, device: device)
     }

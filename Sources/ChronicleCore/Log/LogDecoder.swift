@@ -606,9 +606,7 @@ extension VerifiedLog {
         return try body.withBytes { raw throws(ChronicleError) in
             var walker = BaselineWalker(schema: schema, header: header, reader: ByteReader(raw, errorCode: .malformedBody, context: "body"))
             let (devices, sequences) = try walker.devices()
-            var vector: [DeviceID: UInt64] = [:]
-            for (d, sequence) in zip(devices, sequences) where sequence > 0 { vector[d] = sequence }
-            return vector
+            return BaselineWalker.vector(devices, sequences)
         }
     }
 
@@ -634,7 +632,7 @@ private struct MaterializingBaselineVisitor: BaselineVisitor {
     var baseline = Baseline(vector: [:], records: [])
 
     mutating func devices(_ devices: [DeviceID], sequences: [UInt64]) {
-        for (d, sequence) in zip(devices, sequences) where sequence > 0 { baseline.vector[d] = sequence }
+        baseline.vector = BaselineWalker.vector(devices, sequences)
     }
 
     mutating func beginRecord(entity: Int?, entityName: @autoclosure () -> String, recordID: RecordID,
@@ -663,6 +661,14 @@ private struct BaselineWalker {
         let table = schema?.nameTable
         // The table's slots are read through raw pointers: keep it alive.
         try withExtendedLifetime(table) { () throws(ChronicleError) in try walk(&visitor, table: table) }
+    }
+
+    /// The sequence vector of a part's device list: the devices it covers
+    /// some sequences of (the others are listed only because a version names them).
+    static func vector(_ devices: [DeviceID], _ sequences: [UInt64]) -> [DeviceID: UInt64] {
+        var vector: [DeviceID: UInt64] = [:]
+        for (d, sequence) in zip(devices, sequences) where sequence > 0 { vector[d] = sequence }
+        return vector
     }
 
     /// Reads the list of devices at the start of the body.
