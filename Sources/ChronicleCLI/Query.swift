@@ -249,10 +249,20 @@ struct StateHash: AsyncParsableCommand {
         try await reportingErrors(output) {
             let path = try StoreManager.snapshotPath(in: URL(fileURLWithPath: deviceDirectory))
             let identity = try Snapshot.identity(at: path)
-            let snapshot = try Snapshot(path: path, schema: identity.schema, storeID: identity.store, deviceID: identity.device)
-            let hash = try snapshot.stateHash()
-            let counts = try snapshot.recordCounts()
-            try snapshot.close()
+            // Read-only, as `query`: printing a hash changes nothing in the
+            // folder (a snapshot of an earlier format stays as it is).
+            var config = Configuration()
+            config.readonly = true
+            let (hash, counts): (String, [String: Int])
+            do {
+                let queue = try DatabaseQueue(path: path, configuration: config)
+                (hash, counts) = try queue.read { db in
+                    (try Snapshot.stateHash(db, schema: identity.schema), try Snapshot.recordCounts(db, schema: identity.schema))
+                }
+                try queue.close()
+            } catch {
+                throw ChronicleError.sqlite(error, .database, "cannot read \(path)")
+            }
             output.print(.object(["stateHash": .string(hash), "store": .string(identity.store.description),
                                   "device": .string(identity.device.description),
                                   "records": .object(counts.mapValues { .int(Int64($0)) })]),

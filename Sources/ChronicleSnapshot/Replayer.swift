@@ -402,7 +402,7 @@ package struct Replayer: Sendable {
         for name in names {
             guard let parsed = ContainerLayout.parseLog(name), parsed.device != snapshot.deviceID else { continue }
             let applied = try snapshot.vector()[parsed.device] ?? 0
-            guard parsed.first <= applied, parsed.last > applied, let log = await fetch(name, device: parsed.device, into: &report) else { continue }
+            guard parsed.first <= applied, parsed.last > applied, case .log(let log) = await fetch(name, device: parsed.device, into: &report) else { continue }
             let result = try snapshot.apply([(log, name.rawValue)], whole: [name.rawValue])
             if let failure = result.failure {
                 recordFailure(name.rawValue, device: parsed.device, failure.error, into: &report)
@@ -1058,7 +1058,9 @@ package struct Replayer: Sendable {
                 // is applied whole.
                 if !lane.probed, let straddling = await straddlingLog(of: lane) {
                     lane.probed = true
-                    guard let log = await fetch(straddling, device: lane.device, into: &report) else {
+                    let fetched = await fetch(straddling, device: lane.device, into: &report)
+                    guard case .log(let log) = fetched else {
+                        if case .gone = fetched { lane.gap = (lane.through + 1, parsed.first) }
                         lane.fetching = false
                         return
                     }
@@ -1075,8 +1077,19 @@ package struct Replayer: Sendable {
                 lane.fetching = false
                 return
             }
-            // A log that fails: the device's sequence stops before it.
-            guard let log = await fetch(blob.name, device: lane.device, into: &report) else {
+            // A log that fails: the device's sequence stops before it. A
+            // log gone since the listing (a compaction removed it, a sync
+            // service moved it) is no failure of the log: the device waits
+            // there as for a log not visible yet, and the next pass lists
+            // again (or starts from the baseline that covers it).
+            let log: VerifiedLog
+            switch await fetch(blob.name, device: lane.device, into: &report) {
+            case .log(let fetched): log = fetched
+            case .failed:
+                lane.fetching = false
+                return
+            case .gone:
+                lane.gap = (lane.through + 1, parsed.first)
                 lane.fetching = false
                 return
             }
@@ -1096,21 +1109,42 @@ package struct Replayer: Sendable {
             .max { $0.1.last < $1.1.last }?.0
     }
 
-    /// Fetches and verifies one log; a failure is recorded and gives nil.
-    private func fetch(_ name: ContainerName, device: DeviceID, into report: inout ImportReport) async -> VerifiedLog? {
+    /// What ``fetch(_:device:into:)`` found.
+    private enum Fetched {
+        /// The log, verified.
+        case log(VerifiedLog)
+        /// The log could not be used; the failure is recorded.
+        case failed
+        /// No blob under the name any more (it was listed a moment ago):
+        /// nothing recorded.
+        case gone
+    }
+
+    /// Fetches and verifies one log; a failure is recorded.
+    private func fetch(_ name: ContainerName, device: DeviceID, into report: inout ImportReport) async -> Fetched {
+        let bytes: [UInt8]
         do {
-            let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
+            bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
+        } catch let error as ChronicleError where error.code == .notFound {
+            logger.info("a listed log was gone when read; the device waits there this pass", metadata: ["chronicle.log": "\(name)"])
+            return .gone
+        } catch {
+            let error = error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)", underlying: error)
+            recordFailure(name.rawValue, device: device, error, into: &report)
+            return .failed
+        }
+        do {
             let log = try await openLearning(bytes, name: name)
             guard log.header.deviceID == device, log.header.storeID == snapshot.storeID,
                   ContainerLayout.parseLog(name).map({ ($0.first, $0.last) }) ?? (0, 0) == (log.header.firstSequence, log.header.lastSequence)
             else {
                 throw ChronicleError(.malformedBody, "\(name) holds sequences \(log.header.firstSequence)...\(log.header.lastSequence) of device \(log.header.deviceID), which its name does not match")
             }
-            return log
+            return .log(log)
         } catch {
             let error = error as? ChronicleError ?? ChronicleError(.io, "reading \(name) failed: \(error)", underlying: error)
             recordFailure(name.rawValue, device: device, error, into: &report)
-            return nil
+            return .failed
         }
     }
 

@@ -33,12 +33,15 @@ extension Snapshot {
 
     /// The number of visible records per entity.
     package func recordCounts() throws -> [String: Int] {
-        try pool.read { db in
-            var counts: [String: Int] = [:]
-            for e in schema.entities {
-                counts[e.name] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(quoted(e.name))") ?? 0
-            }
-            return counts
+        try pool.read { db in try Self.recordCounts(db, schema: schema) }
+    }
+
+    /// The number of visible records per entity of `schema` in `db`.
+    package static func recordCounts(_ db: Database, schema: Schema) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for e in schema.entities {
+            counts[e.name] = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(quoted(e.name))") ?? 0
         }
+        return counts
     }
 }

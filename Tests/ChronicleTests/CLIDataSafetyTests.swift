@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 /// Careful and hostile uses of the `chronicle` tool that once lost saves or
@@ -46,6 +47,41 @@ struct CLIDataSafetyTests {
             let outcome = try CLIErrorTests.run(["state-hash", "--device-dir", self.device(device)])
             return outcome.stdout.isEmpty ? "" : String(decoding: outcome.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         }
+    }
+
+    /// Reading commands change nothing in a device folder: `state-hash` and
+    /// `query` open the snapshot read-only (a snapshot of an earlier format
+    /// is not upgraded by printing its hash).
+    @Test func stateHashAndQueryLeaveTheDeviceFolderAsItWas() throws {
+        let w = try Workspace()
+        defer { try? FileManager.default.removeItem(at: w.root) }
+        try w.save("phone", "kept")
+        // A snapshot as the previous format left it: no table of device numbers.
+        let snapshot = try #require(FileManager.default.enumerator(atPath: w.device("phone"))?.compactMap { $0 as? String }
+            .first { $0.hasSuffix(".sqlite") })
+        let queue = try DatabaseQueue(path: w.device("phone") + "/" + snapshot)
+        try queue.write { db in try db.execute(sql: "DROP TABLE _chronicle_devices; PRAGMA user_version = 7") }
+        try queue.close()
+        func files() throws -> [String: Data] {
+            let folder = URL(fileURLWithPath: w.device("phone"))
+            var found: [String: Data] = [:]
+            let walker = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: [.isRegularFileKey])
+            while let url = walker?.nextObject() as? URL {
+                // The shared-memory index is SQLite's scratch space, rebuilt
+                // by any reader, and an empty write-ahead log is as none.
+                guard try url.resourceValues(forKeys: [.isRegularFileKey]).isRegularFile == true, !url.path.hasSuffix("-shm") else { continue }
+                let data = try Data(contentsOf: url)
+                if url.path.hasSuffix("-wal"), data.isEmpty { continue }
+                found[url.path] = data
+            }
+            return found
+        }
+        let before = try files()
+        #expect(!before.isEmpty)
+        #expect(try w.stateHash("phone").count == 16)
+        #expect(try w.titles("phone") == ["kept"])
+        let after = try files()
+        #expect(after == before, "changed: \(Set(after.keys).union(before.keys).filter { after[$0] != before[$0] }.sorted())")
     }
 
     /// Regression: after a store was rebuilt as another, `verify` failed on

@@ -86,6 +86,37 @@ import Testing
         }
     }
 
+    /// A log listed and then gone before it is read (another device's
+    /// compaction removed it, a sync service moved it) is no failure of
+    /// the log: the device waits there, records nothing against it, and
+    /// takes it up once it is back.
+    @Test func aLogGoneBetweenListingAndReadingIsWaitedForNotFailed() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await peer("a")
+        _ = try await Self.saveNotes(a, folder: "A", titles: ["a1"])
+        _ = try await a.sync()
+        _ = try await Self.saveNotes(a, folder: "B", titles: ["a2"])
+        _ = try await a.sync()
+        let gone = HiddenPrefix()
+        var configuration = try storeConfiguration("b")
+        configuration.container = HidingContainer(base: try container(), vanishing: { gone.hides($0) })
+        let b = try await Store.open(configuration)
+        let second = ContainerLayout.log(store: a.storeID, device: a.deviceID, first: 2, last: 2)
+        gone.set(second.rawValue)
+        let report = try await b.sync()
+        #expect(report.status == .waiting)
+        #expect(report.imported.failures.isEmpty)
+        #expect(report.imported.gaps.map(\.device) == [a.deviceID])
+        #expect(report.imported.gaps.first?.expected == 2)
+        #expect(try await Self.titles(b) == ["a1"], "the log before it applied")
+        gone.set(nil)
+        let later = try await b.sync()
+        #expect(later.status == .upToDate)
+        #expect(try await Self.titles(b) == ["a1", "a2"])
+        try await a.close()
+        try await b.close()
+    }
+
     @Test func aNewDeviceStartsOnItsLocalStoreAndUploadsNothing() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
         let m = try await manager("a")
@@ -2006,6 +2037,8 @@ struct HidingContainer: Container {
     let hides: @Sendable (ContainerName) -> Bool
     /// Names whose puts and deletes are lost (a sync service that keeps losing the file).
     var swallows: @Sendable (ContainerName) -> Bool = { _ in false }
+    /// Names listed but gone when read (removed between the two).
+    var vanishes: @Sendable (ContainerName) -> Bool = { _ in false }
     /// Whether listings fail as unavailable now (a network folder that
     /// answers reads but not listings).
     var listingsDown: @Sendable () -> Bool = { false }
@@ -2018,13 +2051,20 @@ struct HidingContainer: Container {
         self.listingsDown = listingsDown
     }
 
+    /// A container whose reads of the names `vanishes` picks find nothing,
+    /// while its listings still show them.
+    init(base: any Container, vanishing vanishes: @escaping @Sendable (ContainerName) -> Bool) {
+        self.init(base: base, hides: { _ in false })
+        self.vanishes = vanishes
+    }
+
     var capabilities: ContainerCapabilities { base.capabilities }
     func put(_ name: ContainerName, _ bytes: [UInt8]) async throws {
         if swallows(name) { return }
         try await base.put(name, bytes)
     }
     func get(_ name: ContainerName, maxBytes: Int) async throws -> [UInt8] {
-        if hides(name) { throw ChronicleError(.notFound, "\(name) is not here yet") }
+        if hides(name) || vanishes(name) { throw ChronicleError(.notFound, "\(name) is not here yet") }
         return try await base.get(name, maxBytes: maxBytes)
     }
     func list(prefix: String, after: ContainerName?, limit: Int) async throws -> [BlobInfo] {
