@@ -2,8 +2,9 @@ import CSQLite
 import ChronicleCore
 import GRDB
 
-/// The merge state of a record that one insert wrote and nothing has changed
-/// since, kept in its own row instead of `_chronicle_records`.
+/// The merge state of a record whose row shows exactly its values, kept in
+/// that row instead of `_chronicle_records`: a record one insert wrote, and
+/// one whose attributes (neither keys nor references) updates changed since.
 ///
 /// Most records of most stores are exactly that, and a replay of a million
 /// of them paid one B-tree write for the state and another for the row
@@ -11,17 +12,20 @@ import GRDB
 /// `_chronicle_refs`). While a record's row shows exactly its values (it is
 /// visible, each reference shows its raw target, no duplicate's value shows
 /// instead of its own), its state is fully described by the row plus the
-/// one version that wrote every field: the entity table's
-/// `_chronicle_version` column holds that version (the clock and the
-/// device's number in the snapshot, 9 or 10 bytes; see `write`), and is
-/// NULL for every other row. Its keys and references are read from
-/// the row (see `MergeEngine.keyGroup` and `scheduleReferrers`).
+/// versions that wrote its fields: the entity table's `_chronicle_version`
+/// column holds them (the clock and the device's number in the snapshot, 9
+/// or 10 bytes for a record one version wrote whole; see `write` and
+/// `writeVersions`), and is NULL for every other row. Its keys and
+/// references are read from the row (see `MergeEngine.keyGroup` and
+/// `scheduleReferrers`).
 ///
 /// A record has its state in exactly one place: `_chronicle_records`, or a
 /// row whose `_chronicle_version` is set. A change that would make the row
 /// differ from the state first moves the state out (see
-/// `MergeEngine.materialize` and `expandIndexes`), so nothing but a first
-/// insert uses this form. See `docs/merge.md`.
+/// `MergeEngine.materialize` and `expandIndexes`): only a first insert, and
+/// updates of attributes that are in no unique key to a record no
+/// duplicate shares a key with, keep this form (`MergeEngine.updateCompact`).
+/// See `docs/merge.md`.
 enum CompactState {
     /// The column that holds the version in every entity table.
     static let column = "_chronicle_version"
@@ -87,29 +91,84 @@ enum CompactState {
         return i + 1
     }
 
-    /// The version a column's blob holds (see ``write(_:number:to:)``).
-    static func version(_ bytes: UnsafeRawBufferPointer, _ entity: Entity, devices: DeviceNumbers) throws -> Version {
+    /// The versions of a record whose fields more than one version wrote:
+    /// `base` (written as by ``write(_:number:to:)``), then, for each field
+    /// another version wrote, in field order, the field's index (a varint)
+    /// and that version (the clock, 8 bytes big-endian, and the device's
+    /// number, a varint). A blob that would be 24 bytes long, the length of
+    /// a version of the earlier format, gets one zero byte more.
+    static func writeVersions(base: (version: Version, number: Int64), others: [(field: Int, version: Version, number: Int64)]) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: 18 + others.count * 28 + 1)
+        var count = bytes.withUnsafeMutableBytes { buffer in write(base.version, number: base.number, to: buffer) }
+        func append(_ value: UInt64) {
+            var n = value
+            while n >= 0x80 {
+                bytes[count] = UInt8(truncatingIfNeeded: n) | 0x80
+                n >>= 7
+                count += 1
+            }
+            bytes[count] = UInt8(n)
+            count += 1
+        }
+        for other in others {
+            append(UInt64(other.field))
+            withUnsafeBytes(of: other.version.clock.rawValue.bigEndian) { clock in
+                for byte in clock {
+                    bytes[count] = byte
+                    count += 1
+                }
+            }
+            append(UInt64(bitPattern: other.number))
+        }
+        // Zeroed already: a 25th byte of 0 marks the end.
+        if count == 24 { count = 25 }
+        return Array(bytes[0..<count])
+    }
+
+    /// The version a column's blob holds for each field (see
+    /// ``write(_:number:to:)`` and ``writeVersions(base:others:)``).
+    static func versions(_ bytes: UnsafeRawBufferPointer, _ entity: Entity, devices: DeviceNumbers) throws -> (base: Version, others: [(field: Int, version: Version)]) {
         let clock = bytes.count >= 9 ? HybridTimestamp(rawValue: bytes.loadUnaligned(as: UInt64.self).bigEndian) : .zero
         if bytes.count == 24 {
-            return Version(clock: clock, device: DeviceID(RecordID(bytes: UnsafeRawBufferPointer(rebasing: bytes[8..<24]))))
+            return (Version(clock: clock, device: DeviceID(RecordID(bytes: UnsafeRawBufferPointer(rebasing: bytes[8..<24])))), [])
         }
-        let what = "\(entity.name).\(Self.column) holds \(bytes.count) bytes that are no version (a clock and a numbered device)"
+        let what = "\(entity.name).\(Self.column) holds \(bytes.count) bytes that are no versions (a clock and a numbered device, then the fields other versions wrote)"
         guard bytes.count >= 9 else { throw ChronicleError(.databaseCorrupt, what) }
         var reader = ByteReader(UnsafeRawBufferPointer(rebasing: bytes[8...]), errorCode: .databaseCorrupt, context: "version")
-        guard let number = try? reader.readVarint(), reader.isAtEnd, let device = try devices.device(Int64(bitPattern: number)) else {
-            throw ChronicleError(.databaseCorrupt, what)
+        func device() throws -> DeviceID {
+            guard let number = try? reader.readVarint(), let device = try devices.device(Int64(bitPattern: number)) else {
+                throw ChronicleError(.databaseCorrupt, what)
+            }
+            return device
         }
-        return Version(clock: clock, device: device)
+        let base = Version(clock: clock, device: try device())
+        var others: [(field: Int, version: Version)] = []
+        while !reader.isAtEnd {
+            // The byte that keeps a blob off 24 bytes.
+            if bytes.count == 25, reader.remaining == 1, bytes[24] == 0 { break }
+            guard let field = try? reader.readVarint(), field < entity.fields.count, others.last.map({ $0.field < Int(field) }) ?? true,
+                  let raw = try? reader.readSlice(8, "clock")
+            else { throw ChronicleError(.databaseCorrupt, what) }
+            let clock = HybridTimestamp(rawValue: raw.loadUnaligned(as: UInt64.self).bigEndian)
+            others.append((Int(field), Version(clock: clock, device: try device())))
+        }
+        return (base, others)
     }
 
     /// The state of the current row of a `selectCompact` statement: the
-    /// entity's columns, then the version.
+    /// entity's columns, then the versions.
     static func read(_ statement: OpaquePointer, _ entity: Entity, devices: DeviceNumbers) throws -> RecordState {
         var state = RecordState()
         state.inserted = true
         let column = Int32(entity.fields.count)
-        let version = try columnBytes(statement, column).withUnsafeBytes { try Self.version($0, entity, devices: devices) }
+        let (base, others) = try columnBytes(statement, column).withUnsafeBytes { try Self.versions($0, entity, devices: devices) }
+        var next = 0
         for (i, field) in entity.fields.enumerated() {
+            var version = base
+            if next < others.count, others[next].field == i {
+                version = others[next].version
+                next += 1
+            }
             state.fields[i] = (try Value(databaseValue: columnValue(statement, Int32(i)), field: field), version)
         }
         return state

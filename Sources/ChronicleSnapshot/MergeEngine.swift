@@ -68,6 +68,8 @@ struct MergeEngine {
     /// The devices' numbers that compact versions hold, as this
     /// transaction knows them.
     private let devices: DeviceNumbers
+    /// The statements of `updateCompact`, by entity and fields set.
+    private var updateStatements: [UpdateKey: Statement] = [:]
 
     /// A flag a non-mutating method can set.
     private final class Flag {
@@ -217,6 +219,7 @@ struct MergeEngine {
                 return
             }
         }
+        if loaded == nil, kind == .update, try updateCompact(entity, id, values: values, version: version) { return }
         var wasCompact = false
         if loaded == nil { (loaded, wasCompact) = try loadStateAndForm(entity, id) }
         if loaded == nil {
@@ -235,6 +238,86 @@ struct MergeEngine {
         try saveState(entity, id, state, previous: before)
         stateCache[key] = state
         schedule(entity, id)
+    }
+
+    /// Applies an update of attributes that are in no unique key (and are no
+    /// references) to a record whose state is compact and which shares no
+    /// key with another record, keeping the state in the row: its row shows
+    /// the state's values before and after, now with the version each field
+    /// has (`CompactState.writeVersions`). Its keys, references and
+    /// visibility stay as they were, and nothing else reads the values that
+    /// changed (see `refresh`), so no record needs a refresh, its own
+    /// included. Returns false, having written nothing, when the update or
+    /// the record is not of that kind: the general path applies it then.
+    private mutating func updateCompact(_ entity: Int, _ id: RecordID, values: [(field: Int, value: Value)], version: Version) throws -> Bool {
+        let e = schema.entities[entity]
+        for v in values {
+            guard plainFields[entity].contains(v.field), CompactState.readsBackExactly(v.value, e.fields[v.field]) else { return false }
+        }
+        let keyed = !e.uniqueConstraints.isEmpty
+        let count = Int32(e.fields.count)
+        guard let (before, row) = try db.first(statement(Slot.selectCompact(entity), sql[entity].selectCompact), { $0.bind(id) }, read: { statement in
+            (try CompactState.read(statement, e, devices: devices), keyed ? (0..<count).map { columnValue(statement, $0) } : [])
+        }) else { return false }
+        // A record sharing a key with others shows their newer values too
+        // (`takeNewerValuesOfDuplicates`): the general path decides its row.
+        if keyed {
+            for (c, key) in keys(of: entity, row: row) {
+                let group = try keyGroup(entity, c, key, values: sql[entity].constraintFields[c].map { row[$0] })
+                guard group.allSatisfy({ $0 == id }) else { return false }
+            }
+        }
+        var state = before
+        var changed: [Int] = []
+        var rowChanges = false
+        for v in values {
+            let old = state.fields[v.field]?.value
+            guard state.write(field: v.field, v.value, version) else { continue }
+            if !changed.contains(v.field) { changed.append(v.field) }
+            if !Self.identical([old?.databaseValue ?? .null], [v.value.databaseValue]) { rowChanges = true }
+        }
+        guard !changed.isEmpty else { return true }
+        changed.sort()
+        // The version most fields have is the blob's base; the others follow it.
+        var tally: [(version: Version, fields: Int)] = []
+        for entry in state.fields.entries {
+            if let i = tally.firstIndex(where: { $0.version == entry.version }) { tally[i].fields += 1 } else { tally.append((entry.version, 1)) }
+        }
+        let base = tally.max { $0.fields < $1.fields }!.version
+        let blob: [UInt8]
+        if tally.count == 1 {
+            blob = Array(try compactVersionBytes(base))
+        } else {
+            blob = CompactState.writeVersions(base: (base, try devices.number(of: base.device)),
+                                              others: try state.fields.entries.filter { $0.version != base }.map {
+                                                  ($0.index, $0.version, try devices.number(of: $0.version.device))
+                                              })
+        }
+        let key = UpdateKey(entity: entity, fields: changed)
+        let update: Statement
+        if let known = updateStatements[key] {
+            update = known
+        } else {
+            let table = quoted(SnapshotTables.rows(e.name))
+            update = try db.cachedStatement(sql: "UPDATE \(table) SET \(changed.map { "\(quoted(e.fields[$0].name)) = ?" }.joined(separator: ", ")), \(CompactState.column) = ? WHERE id = ?")
+            updateStatements[key] = update
+        }
+        try db.run(update.sqliteStatement) { binder in
+            for field in changed { binder.bind(state.fields[field]!.value) }
+            binder.bind(blob)
+            binder.bind(id)
+        }
+        guard sqlite3_changes(db.sqliteConnection) == 1 else {
+            throw ChronicleError(.databaseCorrupt, "\(e.name) \(id): its compact row could not be updated")
+        }
+        if rowChanges { events.append(RecordEvent(entity: e.name, recordID: id, kind: .updated, origin: origin)) }
+        return true
+    }
+
+    /// An entity and the fields an update statement of `updateCompact` sets.
+    private struct UpdateKey: Hashable {
+        let entity: Int
+        let fields: [Int]
     }
 
     /// Keeps a new record's state in memory until its refresh (see `deferred`).

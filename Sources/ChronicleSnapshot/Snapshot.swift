@@ -41,7 +41,12 @@ import Synchronization
     /// state's version names its device by a number the snapshot assigns
     /// (`_chronicle_devices`), 9 or 10 bytes where it took 24 (opening an
     /// older snapshot adds the table; its 24-byte versions stay readable).
-    package static let format = 8
+    /// Format 9: a compact state may hold a version per field, where
+    /// updates of attributes in no unique key changed some fields after the
+    /// insert (nothing to migrate: a format 8 snapshot holds one version
+    /// per compact state, which format 9 reads alike; an older Chronicle
+    /// would take the longer versions for damage, so it refuses format 9).
+    package static let format = 9
     /// The page cache of the snapshot's writing connection, in KiB.
     package static let writerCacheKiB = 32 * 1024
     /// Each entity's SQL, built once.
@@ -345,7 +350,7 @@ import Synchronization
     /// What the snapshot knows of a record, visible or not: each field's
     /// version, whether an insert was seen, the newest delete. Simulations
     /// use it to check that a write was applied (or superseded).
-    package struct RecordVersions: Sendable {
+    package struct RecordVersions: Sendable, Equatable {
         /// Per field name, the version of the value the snapshot holds.
         package var fields: [String: Version]
         /// Whether an insert was applied.

@@ -57,9 +57,16 @@ import Testing
         Change(.insert, entity: "Comment", recordID: id, values: [FieldValue("text", .string("yes")), FieldValue("note", .reference(note))])
     }
 
-    /// Applies the logs one at a time, in order.
+    /// Applies the logs one at a time, in order: each one applies (the
+    /// tests give each device's logs in sequence order, or one log each).
     static func replay(_ logs: [(VerifiedLog, String)], into snapshot: Snapshot) throws {
-        for (log, name) in logs { _ = try snapshot.apply(log, name: name) }
+        for (log, name) in logs {
+            let outcome = try snapshot.apply(log, name: name)
+            guard case .applied = outcome else {
+                Issue.record("\(name) did not apply: \(outcome)")
+                continue
+            }
+        }
     }
 
     /// Where a record's state is, and whether its keys and references are
@@ -104,8 +111,9 @@ import Testing
     /// Replays `logs` in order and in reverse into two new snapshots and
     /// checks they show the same; returns the one that got them in order.
     static func replayBothWays(_ logs: [(VerifiedLog, String)], _ dir: URL) throws -> Snapshot {
-        let forward = try snapshot(dir, device: 1)
-        let backward = try snapshot(dir, device: 2)
+        // Snapshots of their own, not those a test made before.
+        let forward = try snapshot(dir, device: 101)
+        let backward = try snapshot(dir, device: 102)
         try replay(logs, into: forward)
         try replay(logs.reversed(), into: backward)
         #expect(try forward.stateHash() == backward.stateHash())
@@ -125,18 +133,89 @@ import Testing
             #expect(try Self.place(snapshot, entity, id) == Self.compact, "\(entity)")
         }
         #expect(try snapshot.recordCounts() == ["Folder": 1, "Note": 1, "Comment": 1])
-        // An update moves the note's state, keys and reference out of its
-        // row; the others stay as they were.
+        // An update of an attribute in no key keeps the note's state in its
+        // row, with the title's own version.
         let update = try Self.log(device: 6, sequence: 1, [Change(.update, entity: "Note", recordID: n, values: [FieldValue("title", .string("new"))])])
         try Self.replay([update], into: snapshot)
+        #expect(try Self.place(snapshot, "Note", n) == Self.compact)
+        let noteVersions = try #require(try snapshot.recordVersions(entity: "Note", id: n))
+        #expect(noteVersions.fields["title"] == Version(clock: update.0.header.minClock, device: DeviceID(index: 6)))
+        #expect(noteVersions.fields["key"] == Version(clock: inserts.0.header.minClock, device: DeviceID(index: 5)))
+        #expect(noteVersions.fields["folder"] == noteVersions.fields["key"])
+        #expect(try snapshot.read { db in try String.fetchOne(db, sql: "SELECT title FROM Note") } == "new")
+        // A change of its key moves its state, keys and reference out of
+        // its row; the others stay as they were.
+        let rekey = try Self.log(device: 7, sequence: 1, [Change(.update, entity: "Note", recordID: n, values: [FieldValue("key", .string("b"))])])
+        try Self.replay([rekey], into: snapshot)
         #expect(try Self.place(snapshot, "Note", n) == Place(full: true, keys: true, refs: true))
         #expect(try Self.place(snapshot, "Folder", f) == Self.compact)
         #expect(try Self.place(snapshot, "Comment", c) == Self.compact)
-        #expect(try snapshot.read { db in try String.fetchOne(db, sql: "SELECT title FROM Note") } == "new")
-        let both = try Self.replayBothWays([inserts, update], dir)
+        let moved = try #require(try snapshot.recordVersions(entity: "Note", id: n))
+        #expect(moved.fields["title"] == noteVersions.fields["title"] && moved.fields["folder"] == noteVersions.fields["folder"])
+        let both = try Self.replayBothWays([inserts, update, rekey], dir)
         #expect(try both.stateHash() == snapshot.stateHash())
         let versions = try #require(try snapshot.recordVersions(entity: "Comment", id: c))
         #expect(versions.inserted && versions.fields.count == 2)
+    }
+
+    /// A record that shares its key with a duplicate shows the newest value
+    /// any of them holds: an update to it goes the general way, even when
+    /// its state is compact (the duplicate held the same values), and a
+    /// newer write of the duplicate still wins over it, in every order.
+    @Test func anUpdateOfARecordWithADuplicateShowsTheNewestValueOfThemAll() throws {
+        let dir = try Self.temporary()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (f, n, duplicate) = (Self.id(1), Self.id(2), Self.id(9))
+        let first = try Self.log(device: 5, sequence: 1, [Self.folder(f, "Inbox"), Self.note(n, "a", in: f)])
+        // Later, on another device: a note with the same key and values.
+        let second = try Self.log(device: 7, sequence: 1, [Self.note(duplicate, "a", in: f)])
+        // Between the two: an edit of the first note's title.
+        let edit = try Self.log(device: 6, sequence: 1, [Change(.update, entity: "Note", recordID: n, values: [FieldValue("title", .string("edited"))])])
+        let snapshot = try Self.snapshot(dir)
+        try Self.replay([first, second], into: snapshot)
+        #expect(try snapshot.recordCounts()["Note"] == 1)
+        #expect(try Self.place(snapshot, "Note", n) == Self.compact, "its row shows what it holds: the duplicate's values are the same")
+        try Self.replay([edit], into: snapshot)
+        #expect(try snapshot.read { db in try String.fetchOne(db, sql: "SELECT title FROM Note") } == "about a",
+                "the duplicate's title is newer than the edit")
+        let both = try Self.replayBothWays([first, second, edit], dir)
+        #expect(try both.stateHash() == snapshot.stateHash())
+        try Self.checkOnePlace(snapshot)
+    }
+
+    /// Updates of attributes keep a record's state compact, a version per
+    /// field, through any number of edits from several devices; the merge
+    /// comes out as from full states, in every order, and an older write
+    /// loses to what the row holds.
+    @Test func editsOfAttributesKeepTheStateCompactAndMergeInAnyOrder() throws {
+        let dir = try Self.temporary()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (f, n) = (Self.id(1), Self.id(2))
+        var logs = [try Self.log(device: 5, sequence: 1, [Self.folder(f, "Inbox"), Self.note(n, "a", in: f)])]
+        // Each edit from a device of its own, later devices' clocks later.
+        for i in 0..<7 {
+            logs.append(try Self.log(device: UInt64(10 + i), sequence: 1, [
+                Change(.update, entity: i % 3 == 2 ? "Folder" : "Note", recordID: i % 3 == 2 ? f : n,
+                       values: [i % 3 == 2 ? FieldValue("name", .string("Inbox")) : FieldValue("title", .string("edit \(i)"))]),
+            ]))
+        }
+        // Older than the insert: loses on the title.
+        logs.append(try Self.log(device: 2, sequence: 1, [Change(.update, entity: "Note", recordID: n, values: [FieldValue("title", .string("old"))])]))
+        let snapshot = try Self.snapshot(dir)
+        try Self.replay(logs, into: snapshot)
+        #expect(try Self.place(snapshot, "Note", n) == Self.compact)
+        #expect(try snapshot.read { db in try String.fetchOne(db, sql: "SELECT title FROM Note") } == "edit 6")
+        let versions = try #require(try snapshot.recordVersions(entity: "Note", id: n))
+        #expect(versions.fields["title"]?.device == DeviceID(index: 16))
+        let both = try Self.replayBothWays(logs, dir)
+        #expect(try both.stateHash() == snapshot.stateHash())
+        #expect(try both.recordVersions(entity: "Note", id: n)?.fields == versions.fields)
+        // The same logs with the note's state kept full from the start (an
+        // edit before the insert) give the same versions.
+        let full = try Self.snapshot(dir, device: 3)
+        try Self.replay(Array(logs[1...]) + [logs[0]], into: full)
+        #expect(try full.recordVersions(entity: "Note", id: n)?.fields == versions.fields)
+        #expect(try full.stateHash() == snapshot.stateHash())
     }
 
     @Test func aDeletedFolderHidesItsCompactNotesAndTheirStatesSurvive() throws {

@@ -218,7 +218,7 @@ struct CLIContractTests {
         ("DELETE FROM Folder", "the query is DELETE: query runs one statement that only reads"),
         ("delete from _chronicle_rows_Folder", "the query is DELETE"),
         ("  /* hm */ UPDATE _chronicle_rows_Folder SET name = 'y'", "the query is UPDATE"),
-        ("PRAGMA user_version = 9", "the query writes"),
+        ("PRAGMA user_version = 99", "the query writes"),
         ("VACUUM INTO '/tmp/chronicle-vacuum-copy.sqlite'", "the query is VACUUM"),
         ("ATTACH '/tmp/chronicle-attached.sqlite' AS a", "the query is ATTACH"),
         ("BEGIN", "the query is BEGIN"),
@@ -235,7 +235,7 @@ struct CLIContractTests {
         #expect(json.status == 2 && error["code"] as? String == "usage" && (error["message"] as? String)?.contains(message) == true, "\(error)")
         let names = try Self.rows(try query("a", "SELECT name FROM Folder").stdout).compactMap { $0["name"] as? String }
         #expect(names == ["x"])
-        #expect(try Self.rows(try query("a", "PRAGMA user_version").stdout).first?["user_version"] as? Int != 9)
+        #expect(try Self.rows(try query("a", "PRAGMA user_version").stdout).first?["user_version"] as? Int != 99)
     }
 
     /// Regression: a query without end (a recursive WITH) read rows until
