@@ -70,6 +70,9 @@ struct MergeEngine {
     private let devices: DeviceNumbers
     /// The statements of `updateCompact`, by entity and fields set.
     private var updateStatements: [UpdateKey: Statement] = [:]
+    /// Whether the last `apply` was an update that kept the record's state
+    /// in its row (`updateCompact`): the record is as visible as before.
+    private(set) var keptInRow = false
 
     /// A flag a non-mutating method can set.
     private final class Flag {
@@ -219,7 +222,11 @@ struct MergeEngine {
                 return
             }
         }
-        if loaded == nil, kind == .update, try updateCompact(entity, id, values: values, version: version) { return }
+        keptInRow = false
+        if loaded == nil, kind == .update, try updateCompact(entity, id, values: values, version: version) {
+            keptInRow = true
+            return
+        }
         var wasCompact = false
         if loaded == nil { (loaded, wasCompact) = try loadStateAndForm(entity, id) }
         if loaded == nil {

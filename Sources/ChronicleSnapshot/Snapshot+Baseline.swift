@@ -91,10 +91,10 @@ extension Snapshot {
                 for row in try Row.fetchAll(db, sql: "SELECT device, sequence FROM _chronicle_vector") {
                     vector[DeviceID(row[0] as RecordID)] = UInt64(row[1] as Int64)
                 }
-                return (vector, try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0)
+                return (vector, try owner.lastClock(db))
             }
             writer = BaselineWriter(encoder: LogEncoder(storeID: store), schemaHash: owner.schema.hash, vector: vector,
-                                    clock: HybridTimestamp(rawValue: UInt64(bitPattern: hlc)), device: publisher,
+                                    clock: hlc, device: publisher,
                                     partBytes: partBytes)
         }
 

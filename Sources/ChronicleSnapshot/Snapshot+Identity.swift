@@ -118,7 +118,7 @@ extension Snapshot {
             return try pool.write { db in
                 var mapping: [(old: UInt64, new: UInt64)] = []
                 var engine = MergeEngine(db: db, schema: schema, sql: entitySQL, origin: .local)
-                var hlc = HybridTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0))
+                var hlc = try lastClock(db)
                 for t in transactions {
                     let sequence = try appliedSequence(db, deviceID) + 1
                     let version = Version(clock: t.clock, device: deviceID)
@@ -575,9 +575,7 @@ extension Snapshot {
     /// every log and baseline it applied.
     package func latestClock() throws -> HybridTimestamp {
         do {
-            return try pool.read { db in
-                HybridTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'") ?? 0))
-            }
+            return try pool.read { db in try lastClock(db) }
         } catch {
             throw ChronicleError.sqlite(error, .database, "reading the snapshot's clock failed")
         }

@@ -63,8 +63,9 @@ extension Snapshot {
                 var (changes, batch) = try building(db)
                 if batch?.isEmpty ?? false { batch = nil }
                 guard !changes.isEmpty || batch != nil else { return nil }
-                let sequence = try appliedSequence(db, deviceID) + 1
-                var hlc = HybridClock(last: HybridTimestamp(rawValue: UInt64(bitPattern: try Int64.fetchOne(db.cachedStatement(sql: "SELECT value FROM _chronicle_identity WHERE key = 'hlc'")) ?? 0)))
+                let own = try ownVectorEntry(db)
+                let sequence = own.sequence + 1
+                var hlc = HybridClock(last: max(own.clock, try storedClock(db)))
                 let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
                 guard clock.milliseconds <= HybridTimestamp.maxMilliseconds else {
                     throw ChronicleError(.invalidValue, "this device's clock reads \(clock.milliseconds) ms, past \(HybridTimestamp.maxMilliseconds) ms (the year 4199), which no other device would read: set the system clock right")
@@ -139,11 +140,14 @@ extension Snapshot {
                     let duplicates = try appliesToDuplicates(change, entity: entity, values)
                         ? engine.duplicates(entity: entity, of: change.recordID).filter { !passing.contains($0) } : []
                     try engine.apply(change.kind, entity: entity, id: change.recordID, values: values, version: version)
+                    // An update that kept the state in the row left the
+                    // record visible, as it was: no need to look.
+                    let stillVisible = engine.keptInRow
                     for id in duplicates {
                         try engine.apply(change.kind, entity: entity, id: id, values: values, version: version)
                     }
                     try engine.settle()
-                    if try !isVisible(change, entity: entity, db) { invisible.append((change, entity)) }
+                    if !stillVisible, try !isVisible(change, entity: entity, db) { invisible.append((change, entity)) }
                     normalized.append(complete)
                     for id in duplicates {
                         normalized.append(Change(change.kind, entity: complete.entity, recordID: id, values: complete.values))
@@ -161,8 +165,9 @@ extension Snapshot {
                     throw ChronicleError(.sizeOverCap, "this save's log would be \(body.count) bytes (up to \(body.count + body.count / 255 + 16) once compressed), over the \(maxBodyBytes)-byte limit every device reads; save large values in smaller pieces")
                 }
                 try db.cachedStatement(sql: "INSERT INTO _chronicle_outbox (sequence, clock, body) VALUES (?, ?, ?)").execute(arguments: [sequence, Int64(bitPattern: clock.rawValue), Data(body)])
+                // The save's clock is the clock's new last value: the
+                // vector row keeps it (see `lastClock`).
                 try setApplied(db, deviceID, sequence: sequence, clock: clock)
-                try db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ? WHERE key = 'hlc'").execute(arguments: [Int64(bitPattern: hlc.last.rawValue)])
                 try notifyObservers(of: engine.events, db)
                 try finish(db)
                 try crashInjector?.check(.saveBeforeCommit)
@@ -471,6 +476,31 @@ extension Snapshot {
     private func isVisible(_ change: Change, entity: Int, _ db: Database) throws -> Bool {
         guard change.kind != .delete else { return true }
         return try db.first(entitySQL[entity].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false
+    }
+
+    /// The last value of this snapshot's hybrid clock: the larger of the
+    /// clock `_chronicle_identity` keeps (`hlc`) and the clock of this
+    /// device's last save, which its vector row keeps. A save writes only
+    /// the latter (one page less per commit); whatever else moves the clock
+    /// (an import, a baseline, carried saves, `observe`) writes the former.
+    /// The snapshot's device never changes, so its row only ever holds a
+    /// clock this snapshot saw.
+    func lastClock(_ db: Database) throws -> HybridTimestamp {
+        max(try ownVectorEntry(db).clock, try storedClock(db))
+    }
+
+    /// The clock `_chronicle_identity` keeps (see ``lastClock(_:)``).
+    func storedClock(_ db: Database) throws -> HybridTimestamp {
+        HybridTimestamp(rawValue: UInt64(bitPattern: try db.first("SELECT value FROM _chronicle_identity WHERE key = 'hlc'", { _ in },
+                                                                  read: { sqlite3_column_int64($0, 0) }) ?? 0))
+    }
+
+    /// This device's row of the vector: its last applied sequence and that
+    /// save's clock (zeros before its first save).
+    func ownVectorEntry(_ db: Database) throws -> (sequence: UInt64, clock: HybridTimestamp) {
+        try db.first("SELECT sequence, clock FROM _chronicle_vector WHERE device = ?", { $0.bind(deviceID.rawValue) }, read: {
+            (UInt64(sqlite3_column_int64($0, 0)), HybridTimestamp(rawValue: UInt64(bitPattern: sqlite3_column_int64($0, 1))))
+        }) ?? (0, .zero)
     }
 
     func appliedSequence(_ db: Database, _ device: DeviceID) throws -> UInt64 {

@@ -67,3 +67,41 @@ import Testing
         #expect(try snapshot.vector().isEmpty)
     }
 }
+
+/// The snapshot's hybrid clock never goes back: not when the wall clock
+/// does, not across a reopen, not after an import of a later clock.
+@Suite struct SnapshotClockTests {
+    @Test func savesOrderAfterEverythingSeenWhateverTheWallClockSays() throws {
+        let (first, dir) = try ApplyBatchTests.snapshot()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var ids = RecordIDGenerator(seed: 3)
+        func insert() -> [Change] {
+            [Change(.insert, entity: "Item", recordID: ids.next(milliseconds: 1_700_000_000_000), values: [FieldValue("name", .string("x"))])]
+        }
+        let a = try first.save(insert(), physicalMilliseconds: 1_700_000_001_000).clock
+        // The wall clock went back.
+        let b = try first.save(insert(), physicalMilliseconds: 1_700_000_000_500).clock
+        #expect(b > a)
+        #expect(try first.latestClock() == b)
+        try first.close()
+        let reopened = try Snapshot(path: dir.appendingPathComponent("s.sqlite").path, schema: ApplyBatchTests.schema,
+                                    storeID: ApplyBatchTests.store, deviceID: DeviceID(index: 1), durability: .normal)
+        let c = try reopened.save(insert(), physicalMilliseconds: 1_700_000_000_400).clock
+        #expect(c > b)
+        // A log of another device from further ahead: the next save orders after it.
+        let ahead = try LogDecoder(schema: ApplyBatchTests.schema).open(try LogEncoder(storeID: ApplyBatchTests.store).encode([
+            Transaction(deviceID: DeviceID(index: 2), sequence: 1, clock: HybridTimestamp(milliseconds: 1_700_000_009_000, counter: 0),
+                        schemaHash: ApplyBatchTests.schema.hash, changes: insert()),
+        ]))
+        _ = try reopened.apply(ahead, name: "ahead")
+        #expect(try reopened.latestClock() >= ahead.header.maxClock)
+        let d = try reopened.save(insert(), physicalMilliseconds: 1_700_000_000_300).clock
+        #expect(d > ahead.header.maxClock)
+        #expect(try reopened.latestClock() == d)
+        // Moved ahead by hand (records copied from another store).
+        try reopened.observe(HybridTimestamp(milliseconds: 1_700_000_020_000, counter: 0))
+        let e = try reopened.save(insert(), physicalMilliseconds: 1_700_000_000_200).clock
+        #expect(e > HybridTimestamp(milliseconds: 1_700_000_020_000, counter: 0))
+        try reopened.close()
+    }
+}
