@@ -261,56 +261,64 @@ struct MergeEngine {
         for v in values {
             guard plainFields[entity].contains(v.field), CompactState.readsBackExactly(v.value, e.fields[v.field]) else { return false }
         }
-        let keyed = !e.uniqueConstraints.isEmpty
-        let count = Int32(e.fields.count)
-        guard let (before, row) = try db.first(statement(Slot.selectCompact(entity), sql[entity].selectCompact), { $0.bind(id) }, read: { statement in
-            (try CompactState.read(statement, e, devices: devices), keyed ? (0..<count).map { columnValue(statement, $0) } : [])
-        }) else { return false }
         // A record sharing a key with others shows their newer values too
         // (`takeNewerValuesOfDuplicates`): the general path decides its row.
-        if keyed {
+        // Only records whose keys `_chronicle_keys` holds can share this
+        // one's: a compact row is visible, and the unique index lets one
+        // visible row hold a key.
+        let checkKeys = try !e.uniqueConstraints.isEmpty && mayHoldStoredKeys(entity)
+        let count = Int32(e.fields.count)
+        guard let (before, old, row) = try db.first(statement(Slot.selectCompact(entity), sql[entity].selectCompact), { $0.bind(id) }, read: { statement in
+            let (base, others) = try columnBytes(statement, count).withUnsafeBytes { try CompactState.versions($0, e, devices: devices) }
+            var versions = Array(repeating: base, count: e.fields.count)
+            for other in others { versions[other.field] = other.version }
+            return (versions, values.map { columnValue(statement, Int32($0.field)) },
+                    checkKeys ? (0..<count).map { columnValue(statement, $0) } : [])
+        }) else { return false }
+        if checkKeys {
             for (c, key) in keys(of: entity, row: row) {
-                let group = try keyGroup(entity, c, key, values: sql[entity].constraintFields[c].map { row[$0] })
-                guard group.allSatisfy({ $0 == id }) else { return false }
+                let shared = try db.first(statement(Slot.keyGroup, "SELECT id FROM _chronicle_keys WHERE entity = ? AND constraint_index = ? AND key = ?"),
+                                          { $0.bind(entity); $0.bind(c); $0.bind(key) }, read: { _ in true }) ?? false
+                if shared { return false }
             }
         }
-        var state = before
-        var changed: [Int] = []
+        // Each field keeps the newer of its version and the update's (as
+        // `RecordState.write`).
+        var versions = before
+        var changed: [(field: Int, value: Value)] = []
         var rowChanges = false
-        for v in values {
-            let old = state.fields[v.field]?.value
-            guard state.write(field: v.field, v.value, version) else { continue }
-            if !changed.contains(v.field) { changed.append(v.field) }
-            if !Self.identical([old?.databaseValue ?? .null], [v.value.databaseValue]) { rowChanges = true }
+        for (i, v) in values.enumerated() where versions[v.field] < version {
+            versions[v.field] = version
+            if let at = changed.firstIndex(where: { $0.field == v.field }) { changed[at].value = v.value } else { changed.append(v) }
+            if !Self.identical([old[i]], [v.value.databaseValue]) { rowChanges = true }
         }
         guard !changed.isEmpty else { return true }
-        changed.sort()
+        changed.sort { $0.field < $1.field }
         // The version most fields have is the blob's base; the others follow it.
         var tally: [(version: Version, fields: Int)] = []
-        for entry in state.fields.entries {
-            if let i = tally.firstIndex(where: { $0.version == entry.version }) { tally[i].fields += 1 } else { tally.append((entry.version, 1)) }
+        for v in versions {
+            if let i = tally.firstIndex(where: { $0.version == v }) { tally[i].fields += 1 } else { tally.append((v, 1)) }
         }
         let base = tally.max { $0.fields < $1.fields }!.version
         let blob: [UInt8]
         if tally.count == 1 {
             blob = Array(try compactVersionBytes(base))
         } else {
-            blob = CompactState.writeVersions(base: (base, try devices.number(of: base.device)),
-                                              others: try state.fields.entries.filter { $0.version != base }.map {
-                                                  ($0.index, $0.version, try devices.number(of: $0.version.device))
-                                              })
+            var others: [(field: Int, version: Version, number: Int64)] = []
+            for (field, v) in versions.enumerated() where v != base { others.append((field, v, try devices.number(of: v.device))) }
+            blob = CompactState.writeVersions(base: (base, try devices.number(of: base.device)), others: others)
         }
-        let key = UpdateKey(entity: entity, fields: changed)
+        let key = UpdateKey(entity: entity, fields: changed.map(\.field))
         let update: Statement
         if let known = updateStatements[key] {
             update = known
         } else {
             let table = quoted(SnapshotTables.rows(e.name))
-            update = try db.cachedStatement(sql: "UPDATE \(table) SET \(changed.map { "\(quoted(e.fields[$0].name)) = ?" }.joined(separator: ", ")), \(CompactState.column) = ? WHERE id = ?")
+            update = try db.cachedStatement(sql: "UPDATE \(table) SET \(changed.map { "\(quoted(e.fields[$0.field].name)) = ?" }.joined(separator: ", ")), \(CompactState.column) = ? WHERE id = ?")
             updateStatements[key] = update
         }
         try db.run(update.sqliteStatement) { binder in
-            for field in changed { binder.bind(state.fields[field]!.value) }
+            for v in changed { binder.bind(v.value) }
             binder.bind(blob)
             binder.bind(id)
         }
