@@ -130,19 +130,23 @@ struct HealthCommand: AsyncParsableCommand {
                 object["opening"] = .array(opened.map { .string($0) })
                 value = .object(object)
             }
-            output.print(value, text: (opened.map { "opening the device: \($0)" } + [Self.text(health, device: deviceID, cloudEnabled: cloudEnabled, loadError: loadError)])
+            output.print(value, text: (opened.map { "opening the device: \($0)" } + [Self.text(health, device: deviceID, cloudEnabled: cloudEnabled, loadError: loadError,
+                                                                                          gracePeriod: timings.gracePeriod)])
                 .joined(separator: "\n"))
         }
     }
 
-    static func text(_ h: StoreManager.Health, device: DeviceID?, cloudEnabled: Bool, loadError: ChronicleError?) -> String {
+    static func text(_ h: StoreManager.Health, device: DeviceID?, cloudEnabled: Bool, loadError: ChronicleError?, gracePeriod: Int? = nil) -> String {
         var lines: [String] = []
         let who = device.map { "device \($0)" } ?? "this device"
         if !cloudEnabled {
             lines.append("\(who): the cloud is off (the local store is loaded)"
                          + (h.status.map { s in "; when it was last on: \(s.rawValue) on store \(h.store.map(\.description) ?? "?")" } ?? ""))
         } else if let status = h.status, let store = h.store {
-            lines.append("\(who): \(status.rawValue) on store \(store)" + (h.since.map { " since \(millisecondsText($0))" } ?? ""))
+            lines.append("\(who): \(status.rawValue) on store \(store)" + (h.since.map { " since \(millisecondsText($0))" } ?? "")
+                         + (status == .checking && h.problems.isEmpty && h.marked == nil
+                            ? "; it turns healthy at a sync once " + (gracePeriod.map { "\($0) s have" } ?? "a grace period has") + " passed without a failed import"
+                            : ""))
         } else {
             lines.append("\(who): no health yet (the cloud store has not been synced)")
         }

@@ -186,7 +186,9 @@ struct Inspect: AsyncParsableCommand {
                 "foreignEntries": .array(inventory.foreignEntries.map { .string($0.path) }),
                 "errors": problemsJSON(inventory.problems),
             ].merging(listBlobs ? ["blobs": .array(blobs.map { .object(["name": .string($0.name.rawValue), "bytes": .int(Int64($0.size))]) })] : [:]) { a, _ in a })
-            var text = "container \(oneLine(location.displayName))\nactive store: \(JSONText.line(active))\n"
+            let activeText: String
+            if case .object(let fields) = active, case .string(let store)? = fields["store"] { activeText = store } else { activeText = active == .null ? "none" : JSONText.line(active) }
+            var text = "container \(oneLine(location.displayName))\nactive store: \(activeText)\n"
             for (store, s) in inventory.stores.sorted(by: { $0.key < $1.key }) {
                 text += "store \(store) (\(states[store] ?? "not active")): \(s.baselines.count) baseline(s)"
                     + ((versions[store] ?? []).isEmpty ? "" : "; schema versions " + (versions[store] ?? []).map { "\($0.version) (\($0.hash))" }.joined(separator: ", "))

@@ -11,7 +11,9 @@ struct Query: AsyncParsableCommand {
         abstract: "Run a read-only SQL query on a device's snapshot.",
         discussion: """
             The snapshot has one table per entity, with a column per attribute and to-one relationship \
-            and `id`, the record ID (16 bytes; hex(id) in SQL). The query is exactly one statement that only reads: \
+            and `id`, the record ID (16 bytes; hex(id) in SQL). References hold record IDs too. `uuid('…')` turns \
+            a UUID string, as `save` prints IDs, into one: `WHERE id = uuid('01a2…')` (NULL for text that is no UUID). \
+            The query is exactly one statement that only reads: \
             several statements, a write (INSERT, UPDATE, DELETE, CREATE, a PRAGMA that sets, VACUUM) and ATTACH \
             are refused as bad usage (exit 2) before anything runs; the connection is read-only besides.
 
@@ -43,6 +45,7 @@ struct Query: AsyncParsableCommand {
             let schema = try Snapshot.identity(at: path).schema
             var config = Configuration()
             config.readonly = true
+            config.prepareDatabase { db in db.add(function: Self.uuidFunction) }
             let queue: DatabaseQueue
             do {
                 queue = try DatabaseQueue(path: path, configuration: config)
@@ -114,6 +117,14 @@ struct Query: AsyncParsableCommand {
     /// statements, none, and any statement that writes, attaches a database
     /// or controls transactions are refused with a message that says so,
     /// before anything runs.
+    /// `uuid(text)`: the 16 bytes of a record ID written as a UUID string
+    /// (any case), as record IDs and references are stored; NULL for
+    /// anything else.
+    static let uuidFunction = DatabaseFunction("uuid", argumentCount: 1, pure: true) { values in
+        guard let text = String.fromDatabaseValue(values[0]), let uuid = UUID(uuidString: text) else { return nil as Data? }
+        return withUnsafeBytes(of: uuid.uuid) { Data($0) }
+    }
+
     static func oneReadOnlyStatement(_ sql: String, in db: Database) throws -> Statement {
         guard let keyword = firstWord(of: sql) else {
             throw RefusedQuery(message: "the query has no SQL statement: give one SELECT")

@@ -200,6 +200,20 @@ struct CLIContractTests {
         #expect(expression["h"] as? String == Data(base64Encoded: raw)!.map { String(format: "%02X", $0) }.joined())
     }
 
+    /// A record is found by the UUID string `save` printed for it, in any
+    /// case, through `uuid()`; text that is no UUID matches nothing.
+    @Test func queryFindsARecordByTheIDSavePrinted() throws {
+        let saved = try save("a", #"{"op": "insert", "entity": "Folder", "values": {"name": "x"}}"# + "\n" + #"{"op": "insert", "entity": "Folder", "values": {"name": "y"}}"#)
+        let id = try #require((try Self.object(saved.stdout)["inserted"] as? [String])?.last)
+        for spelling in [id, id.uppercased()] {
+            let rows = try Self.rows(try query("a", "SELECT name FROM Folder WHERE id = uuid('\(spelling)')").stdout)
+            #expect(rows.compactMap { $0["name"] as? String } == ["y"], "\(spelling)")
+        }
+        let none = try query("a", "SELECT name FROM Folder WHERE id = uuid('not a uuid')")
+        let found = try Self.rows(none.stdout)
+        #expect(none.status == 0 && found.isEmpty, "\(none.stderr)")
+    }
+
     /// Regression: two columns of one name trapped (a dictionary with a duplicate key).
     @Test func queryJSONRefusesColumnsOfOneName() throws {
         #expect(try save("a", #"{"op": "insert", "entity": "Folder", "values": {"name": "x"}}"#).status == 0)
