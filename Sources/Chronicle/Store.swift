@@ -378,6 +378,7 @@ public actor Store {
     /// active-store pointer says (a ``StoreManager`` reading the unsaved
     /// changes of a store deleted on purpose); else as ``open(_:)``.
     static func open(_ configuration: Configuration, exactly wanted: StoreID?) async throws -> Store {
+        var configuration = configuration
         if !configuration.openedByManager, let manager = DeviceFolder.managingFolder(of: configuration.directory) {
             throw ChronicleError(.invalidValue, "\(configuration.directory.path) is one of the stores the store manager of \(manager.path) keeps (its local or fallback store, say): open that folder with a store manager instead; opened on its own with another container, its local-only records would reach that container")
         }
@@ -447,6 +448,15 @@ public actor Store {
             func salvaged() -> [Transaction] {
                 Snapshot.salvagePendingUploads(at: path, device: device, schema: configuration.schema,
                                                earlier: Array(configuration.decoder.earlier.values), storeID: storeID)
+            }
+            // A snapshot keeps its records' fields, and its entities, by
+            // their place in the schema it was made with. The same schema
+            // declared in another order (the same hash: order is no part of
+            // it) would read them in the wrong places, so the store works
+            // in the snapshot's order; names are what the app uses.
+            if let stored = try? Snapshot.identity(at: path).schema, stored.hash == configuration.schema.hash, stored != configuration.schema {
+                configuration.log.info("the schema is declared in another order than the snapshot's; the snapshot's order is kept")
+                configuration.schema = stored
             }
             if configuration.snapshotDamaged, FileManager.default.fileExists(atPath: path) {
                 snapshot = try startAfresh(after: ChronicleError(.databaseCorrupt, "SQLite reported the snapshot damaged while it was in use"),
