@@ -181,6 +181,7 @@ struct MergeEngine {
     /// Merges one change with `version` into its record's state and schedules
     /// the record for recomputation.
     mutating func apply(_ kind: ChangeKind, entity: Int, id: RecordID, values: [(field: Int, value: Value)], version: Version) throws {
+        keptInRow = false
         let key = RecordKey(entity: entity, id: id)
         func merged(_ state: RecordState) -> RecordState {
             var state = state
@@ -222,7 +223,6 @@ struct MergeEngine {
                 return
             }
         }
-        keptInRow = false
         if loaded == nil, kind == .update, try updateCompact(entity, id, values: values, version: version) {
             keptInRow = true
             return
