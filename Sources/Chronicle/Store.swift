@@ -454,7 +454,8 @@ public actor Store {
             // declared in another order (the same hash: order is no part of
             // it) would read them in the wrong places, so the store works
             // in the snapshot's order; names are what the app uses.
-            if let stored = try? Snapshot.identity(at: path).schema, stored.hash == configuration.schema.hash, stored != configuration.schema {
+            let stored = try? Snapshot.identity(at: path).schema
+            if let stored, stored.hash == configuration.schema.hash, stored != configuration.schema {
                 configuration.log.info("the schema is declared in another order than the snapshot's; the snapshot's order is kept")
                 configuration.schema = stored
             }
@@ -465,7 +466,7 @@ public actor Store {
                 // A snapshot of an earlier schema version migrates through
                 // the versions between, those the store records included.
                 var recorded: [Schema] = []
-                if let stored = try? Snapshot.identity(at: path).schema, stored.version < configuration.schema.version {
+                if let stored, stored.version < configuration.schema.version {
                     recorded = await Replayer.recordedSchemas(in: configuration.container, store: storeID,
                                                               skipping: Set(configuration.earlierSchemas.map(\.hash)))
                 }

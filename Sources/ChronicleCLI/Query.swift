@@ -113,10 +113,6 @@ struct Query: AsyncParsableCommand {
     /// The statements `query` runs, by their first word.
     static let readingKeywords: Set<String> = ["select", "with", "values", "explain", "pragma"]
 
-    /// The one statement of `sql`, prepared, if it only reads: several
-    /// statements, none, and any statement that writes, attaches a database
-    /// or controls transactions are refused with a message that says so,
-    /// before anything runs.
     /// `uuid(text)`: the 16 bytes of a record ID written as a UUID string
     /// (any case), as record IDs and references are stored; NULL for
     /// anything else.
@@ -125,6 +121,10 @@ struct Query: AsyncParsableCommand {
         return withUnsafeBytes(of: uuid.uuid) { Data($0) }
     }
 
+    /// The one statement of `sql`, prepared, if it only reads: several
+    /// statements, none, and any statement that writes, attaches a database
+    /// or controls transactions are refused with a message that says so,
+    /// before anything runs.
     static func oneReadOnlyStatement(_ sql: String, in db: Database) throws -> Statement {
         guard let keyword = firstWord(of: sql) else {
             throw RefusedQuery(message: "the query has no SQL statement: give one SELECT")

@@ -98,31 +98,16 @@ enum CompactState {
     /// number, a varint). A blob that would be 24 bytes long, the length of
     /// a version of the earlier format, gets one zero byte more.
     static func writeVersions(base: (version: Version, number: Int64), others: [(field: Int, version: Version, number: Int64)]) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: 18 + others.count * 28 + 1)
-        var count = bytes.withUnsafeMutableBytes { buffer in write(base.version, number: base.number, to: buffer) }
-        func append(_ value: UInt64) {
-            var n = value
-            while n >= 0x80 {
-                bytes[count] = UInt8(truncatingIfNeeded: n) | 0x80
-                n >>= 7
-                count += 1
-            }
-            bytes[count] = UInt8(n)
-            count += 1
-        }
+        var w = ByteWriter(capacity: 19 + others.count * 28)
+        w.writeUInt64(base.version.clock.rawValue)
+        w.writeVarint(UInt64(bitPattern: base.number))
         for other in others {
-            append(UInt64(other.field))
-            withUnsafeBytes(of: other.version.clock.rawValue.bigEndian) { clock in
-                for byte in clock {
-                    bytes[count] = byte
-                    count += 1
-                }
-            }
-            append(UInt64(bitPattern: other.number))
+            w.writeVarint(UInt64(other.field))
+            w.writeUInt64(other.version.clock.rawValue)
+            w.writeVarint(UInt64(bitPattern: other.number))
         }
-        // Zeroed already: a 25th byte of 0 marks the end.
-        if count == 24 { count = 25 }
-        return Array(bytes[0..<count])
+        if w.count == 24 { w.writeUInt8(0) }
+        return w.bytes
     }
 
     /// The version a column's blob holds for each field (see

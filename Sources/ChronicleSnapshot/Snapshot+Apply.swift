@@ -112,11 +112,8 @@ extension Snapshot {
         try setApplied(db, header.deviceID, sequence: header.lastSequence, clock: header.maxClock)
         // Per-log bookkeeping, bound through the C API like the merge
         // engine's statements: GRDB's arguments cost more than these writes.
-        // (The HLC statements differ in text from the save path's, which
-        // runs them with GRDB arguments: each cached statement has one user.)
-        let hlc = try db.first("SELECT value FROM _chronicle_identity WHERE key = 'hlc' LIMIT 1", { _ in }, read: { sqlite3_column_int64($0, 0) }) ?? 0
         let adopted = header.maxClock.adoptable
-        if adopted.rawValue > UInt64(bitPattern: hlc) {
+        if adopted > (try storedClock(db)) {
             try db.run(db.cachedStatement(sql: "UPDATE _chronicle_identity SET value = ?1 WHERE key = 'hlc'").sqliteStatement) {
                 $0.bind(Int64(bitPattern: adopted.rawValue))
             }

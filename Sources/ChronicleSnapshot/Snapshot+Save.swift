@@ -63,7 +63,7 @@ extension Snapshot {
                 var (changes, batch) = try building(db)
                 if batch?.isEmpty ?? false { batch = nil }
                 guard !changes.isEmpty || batch != nil else { return nil }
-                let own = try ownVectorEntry(db)
+                let own = try vectorEntry(db, deviceID)
                 let sequence = own.sequence + 1
                 var hlc = HybridClock(last: max(own.clock, try storedClock(db)))
                 let clock = hlc.tick(physicalMilliseconds: physicalMilliseconds)
@@ -486,7 +486,7 @@ extension Snapshot {
     /// The snapshot's device never changes, so its row only ever holds a
     /// clock this snapshot saw.
     func lastClock(_ db: Database) throws -> HybridTimestamp {
-        max(try ownVectorEntry(db).clock, try storedClock(db))
+        max(try vectorEntry(db, deviceID).clock, try storedClock(db))
     }
 
     /// The clock `_chronicle_identity` keeps (see ``lastClock(_:)``).
@@ -495,16 +495,16 @@ extension Snapshot {
                                                                   read: { sqlite3_column_int64($0, 0) }) ?? 0))
     }
 
-    /// This device's row of the vector: its last applied sequence and that
-    /// save's clock (zeros before its first save).
-    func ownVectorEntry(_ db: Database) throws -> (sequence: UInt64, clock: HybridTimestamp) {
-        try db.first("SELECT sequence, clock FROM _chronicle_vector WHERE device = ?", { $0.bind(deviceID.rawValue) }, read: {
+    /// A device's row of the vector: the last sequence applied of it and
+    /// that log's clock (zeros before any).
+    func vectorEntry(_ db: Database, _ device: DeviceID) throws -> (sequence: UInt64, clock: HybridTimestamp) {
+        try db.first("SELECT sequence, clock FROM _chronicle_vector WHERE device = ?", { $0.bind(device.rawValue) }, read: {
             (UInt64(sqlite3_column_int64($0, 0)), HybridTimestamp(rawValue: UInt64(bitPattern: sqlite3_column_int64($0, 1))))
         }) ?? (0, .zero)
     }
 
     func appliedSequence(_ db: Database, _ device: DeviceID) throws -> UInt64 {
-        UInt64(try db.first("SELECT sequence FROM _chronicle_vector WHERE device = ?", { $0.bind(device.rawValue) }, read: { sqlite3_column_int64($0, 0) }) ?? 0)
+        try vectorEntry(db, device).sequence
     }
 
     func setApplied(_ db: Database, _ device: DeviceID, sequence: UInt64, clock: HybridTimestamp) throws {
