@@ -1160,14 +1160,15 @@ public actor Store {
         }
     }
 
-    /// One bounded scrub pass (see ``Replayer/scrubLogs(from:budget:recheck:)``),
-    /// from the cursor kept in the snapshot, re-reading `recheck` too.
-    package func scrub(recheck: [String], bytes: Int = 1 << 20) async throws -> Replayer.ScrubFindings {
+    /// One bounded scrub pass (see ``Replayer/scrubLogs(from:budget:recheck:recheckMissing:)``),
+    /// from the cursor kept in the snapshot, re-reading `recheck` and
+    /// looking again for the logs of `recheckMissing` too.
+    package func scrub(recheck: [String], recheckMissing: [String] = [], bytes: Int = 1 << 20) async throws -> Replayer.ScrubFindings {
         try beginOperation()
         defer { endOperation() }
         let cursor = try snapshot.metadata("scrub_cursor").flatMap { try? ContainerName($0) }
         let findings = try await replayer.scrubLogs(from: cursor, budget: Replayer.RepairBudget(listed: 256, verifiedBytes: max(1, bytes)),
-                                                    recheck: recheck.compactMap { try? ContainerName($0) })
+                                                    recheck: recheck.compactMap { try? ContainerName($0) }, recheckMissing: recheckMissing)
         try snapshot.setMetadata("scrub_cursor", findings.next?.rawValue)
         return findings
     }

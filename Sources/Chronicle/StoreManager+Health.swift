@@ -423,7 +423,8 @@ extension StoreManager {
         var stale: (name: String, since: UInt64)?
         if permanent.isEmpty, health.scrubBytesPerSync > 0 {
             let damagedBefore = scrubbed.keys.filter { !$0.contains(" sequence ") }
-            let findings = try await store.scrub(recheck: damagedBefore, bytes: health.scrubBytesPerSync)
+            let missingBefore = scrubbed.keys.filter { $0.contains(" sequence ") }
+            let findings = try await store.scrub(recheck: damagedBefore, recheckMissing: missingBefore, bytes: health.scrubBytesPerSync)
             // Logs that hold the sequences after what this device applied
             // of their device, starting before them (a copy of that
             // device's folder cut or made its saves otherwise): applied.
@@ -457,6 +458,9 @@ extension StoreManager {
             }
             let found = findings.damaged.map(\.rawValue) + findings.replaced.map(\.rawValue)
             for name in damagedBefore where !found.contains(name) { scrubbed[name] = nil }
+            // A missing log that is back ends its finding: if it goes
+            // missing again, its owner gets the whole repair wait again.
+            for name in missingBefore where !findings.missing.contains(name) { scrubbed[name] = nil }
             for name in found + findings.missing {
                 let since = scrubbed[name] ?? now
                 scrubbed[name] = since

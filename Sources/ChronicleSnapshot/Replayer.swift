@@ -468,8 +468,12 @@ package struct Replayer: Sendable {
     /// One bounded scrub pass over the store's logs of other devices,
     /// after `cursor`: reads back (within the byte budget) the logs this
     /// device has applied, and notes gaps between them, then re-reads
-    /// `recheck` (logs found damaged before).
-    package func scrubLogs(from cursor: ContainerName?, budget: RepairBudget, recheck: [ContainerName] = []) async throws -> ScrubFindings {
+    /// `recheck` (logs found damaged before) and looks again for the logs
+    /// of `recheckMissing` (sequences found missing before, in the words of
+    /// ``ScrubFindings/missing``): those still missing are among the
+    /// findings' missing ones, wherever the pass's window is.
+    package func scrubLogs(from cursor: ContainerName?, budget: RepairBudget, recheck: [ContainerName] = [],
+                           recheckMissing: [String] = []) async throws -> ScrubFindings {
         let page = try await container.list(prefix: ContainerLayout.logsPrefix(store: snapshot.storeID), after: cursor, limit: max(1, budget.listed))
         let vector = try snapshot.vector()
         var findings = ScrubFindings()
@@ -537,20 +541,35 @@ package struct Replayer: Sendable {
                 findings.damaged.append(name)
             }
         }
+        // Sequences found missing before: a log of their device that holds
+        // them now (put back, or a sync service that brought the file
+        // back) ends the finding.
+        for words in recheckMissing where !findings.missing.contains(words) {
+            guard let (device, sequence) = Self.missingSequence(words), device != snapshot.deviceID,
+                  words.hasPrefix(ContainerLayout.logPrefix(store: snapshot.storeID, device: device) + " ") else { continue }
+            if try await logs(of: device, overlapping: sequence...sequence).isEmpty { findings.missing.append(words) }
+        }
         // Logs compaction removed on purpose are not missing.
         if !findings.missing.isEmpty || !findings.replaced.isEmpty, let horizon = try await compactionHorizon() {
             findings.replaced.removeAll { name in
                 ContainerLayout.parseLog(name).map { horizon.mayHaveRemoved(device: $0.device, last: $0.last) } ?? false
             }
             findings.missing.removeAll { words in
-                guard let range = words.range(of: " sequence "), let sequence = UInt64(words[range.upperBound...]),
-                      let device = words[..<range.lowerBound].split(separator: "/").last.flatMap({ DeviceID(string: String($0)) })
-                else { return false }
+                guard let (device, sequence) = Self.missingSequence(words) else { return false }
                 return horizon.mayHaveRemoved(device: device, last: sequence)
             }
         }
         findings.next = page.count < max(1, budget.listed) ? nil : page.last?.name
         return findings
+    }
+
+    /// The device and sequence of a missing log in the words of
+    /// ``ScrubFindings/missing`` ("<device's log prefix> sequence N").
+    static func missingSequence(_ words: String) -> (device: DeviceID, sequence: UInt64)? {
+        guard let range = words.range(of: " sequence "), let sequence = UInt64(words[range.upperBound...]),
+              let device = words[..<range.lowerBound].split(separator: "/").last.flatMap({ DeviceID(string: String($0)) })
+        else { return nil }
+        return (device, sequence)
     }
 
     /// One log's range of sequences.

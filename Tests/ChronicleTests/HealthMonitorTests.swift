@@ -288,6 +288,57 @@ import Testing
         try await c.close()
     }
 
+    /// Regression: a log the scrub found missing that came back (a sync
+    /// service that dropped the file for a while) stayed in
+    /// ``StoreManager/Health/storeDamage`` until it expired, and when it
+    /// went missing again the device counted the repair wait from the first
+    /// time, marking the store at once. A log that is back ends the finding;
+    /// missing again, its owner gets the whole wait again.
+    @Test func aMissingLogThatComesBackIsNoLongerReportedAndAnotherAbsenceWaitsAgain() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        try await a.sync()
+        let b = try await manager("b")
+        let store = try await a.store.storeID
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        let bID = try await b.store.deviceID
+        try await b.close()
+        let logs = containerURL.appendingPathComponent("blobs").appendingPathComponent(ContainerLayout.logPrefix(store: store, device: bID))
+        let aside = root.appendingPathComponent("aside")
+        func hide() throws { try FileManager.default.moveItem(at: logs, to: aside) }
+        func bringBack() throws { try FileManager.default.moveItem(at: aside, to: logs) }
+
+        try hide()
+        clock.advance(byMilliseconds: 1_500)
+        try await a.sync()
+        let missing = try #require(try await a.health().storeDamage.first, "the scrub reports the vanished log")
+        #expect(missing.kind == .missingLog)
+
+        try bringBack()
+        clock.advance(byMilliseconds: 500)
+        try await a.sync()
+        let back = try await a.health()
+        #expect(back.storeDamage.isEmpty, "the log is back: \(back.storeDamage)")
+
+        // Gone again, 3.5 s after it was first found (the repair wait is 2 s).
+        try hide()
+        clock.advance(byMilliseconds: 1_500)
+        try await a.sync()
+        let again = try await a.health()
+        let second = try #require(again.storeDamage.first, "the new absence is reported")
+        #expect(clock.nowMilliseconds() - second.since < 2_000, "the wait counts from the new absence")
+        #expect(again.marks.isEmpty, "its owner has the whole repair wait again: \(again.marks)")
+        #expect(try await a.store.storeID == store)
+        // Still missing past the wait: the store is marked.
+        clock.advance(byMilliseconds: 2_500)
+        try await a.sync()
+        let late = try await a.health()
+        #expect(!late.marks.isEmpty || late.history.contains { $0.from == store }, "past the repair wait the store is marked: \(late)")
+        try await a.close()
+    }
+
     /// A copy of b's folder ran as b too. b's log, which a had applied
     /// (and a had published a baseline holding it), was lost, and the copy
     /// put its own saves under the same name. a's copy held saves no other
