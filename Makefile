@@ -30,10 +30,14 @@ release: deps
 	$(SWIFT) build -c release
 
 # The PostgreSQL container's tests run against a throw-away server that
-# scripts/with-postgres starts beside the tests and stops after them.
+# scripts/with-postgres starts beside the tests and stops after them. The
+# tests' folders (devices, containers, CLI inputs) go in a temporary folder
+# of the run's own, removed after it, passed or not.
 test: deps
 	$(SWIFT) build --build-tests
-	scripts/with-postgres $(SWIFT) test --skip-build
+	@scratch="$$(mktemp -d /tmp/chronicle-tests.XXXXXX)"; chmod 755 "$$scratch"; \
+	TMPDIR="$$scratch" scripts/with-postgres $(SWIFT) test --skip-build; status=$$?; \
+	rm -rf "$$scratch"; exit $$status
 
 # Every public symbol of the Chronicle module has a doc comment and every
 # public type is in Sources/Chronicle/Chronicle.docc (the tests check it too).
