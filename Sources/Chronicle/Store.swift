@@ -691,8 +691,11 @@ public actor Store {
     }
 
     /// Like ``write(_:)``, and also returns what the save did (its sequence,
-    /// clock and events), or nil when `body` made no changes.
-    package func writeReporting<T: Sendable>(_ body: @Sendable (inout WriteTransaction) throws -> T) throws -> (value: T, save: Snapshot.SaveResult?) {
+    /// clock and events), or nil when `body` made no changes. `progress`
+    /// is told how many of the changes are applied, and of how many, as
+    /// the save goes (see ``Snapshot/save(_:physicalMilliseconds:maxBodyBytes:progress:)``).
+    package func writeReporting<T: Sendable>(_ body: @Sendable (inout WriteTransaction) throws -> T,
+                                             progress: (@Sendable (_ applied: Int, _ of: Int) -> Void)? = nil) throws -> (value: T, save: Snapshot.SaveResult?) {
         try checkOpen()
         let now = configuration.clock.nowMilliseconds()
         let snapshot = self.snapshot
@@ -703,7 +706,7 @@ public actor Store {
         ids = tx.generator
         let changes = try tx.checkedChanges()
         guard !changes.isEmpty else { return (result, nil) }
-        let saved = try snapshot.save(changes, physicalMilliseconds: now, maxBodyBytes: configuration.limits.maxBodyBytes)
+        let saved = try snapshot.save(changes, physicalMilliseconds: now, maxBodyBytes: configuration.limits.maxBodyBytes, progress: progress)
         hub.publish(saved.events)
         return (result, saved)
     }

@@ -29,7 +29,9 @@ struct Save: AsyncParsableCommand {
             make records with the same unique key apart, the one with the smallest ID stays and the \
             others merge into it (docs/merge.md), so a random UUID can win over an older record.
             Prints the sequence the save committed as and the IDs of inserted records. \
-            The save is durable when the command exits; run `chronicle sync` to upload it.
+            The save is durable when the command exits; run `chronicle sync` to upload it. \
+            A save that takes more than a moment reports its progress on standard error (reading the lines, \
+            applying the changes): a line rewritten in place on a terminal, plain lines every 2 s otherwise.
             """)
 
     @OptionGroup var device: DeviceOptions
@@ -43,14 +45,29 @@ struct Save: AsyncParsableCommand {
             let schema = try device.loadSchema()
             let bytes = try InputFile.bytes(of: input, what: "input", limit: InputFile.changesByteLimit)
             // Parsed before the store opens: bad input leaves no device folder behind.
-            let parsed = try ChangeLines.split(bytes).map { try ParsedChange(line: $0.bytes, number: $0.number, schema: schema) }
+            let lines = ChangeLines.split(bytes)
+            let reading = ProgressLine("save: reading", unit: "lines", total: lines.count)
+            let parsed = try { () throws -> [ParsedChange] in
+                defer { reading.finish() }
+                var parsed: [ParsedChange] = []
+                parsed.reserveCapacity(lines.count)
+                for line in lines {
+                    if parsed.count % 4_096 == 0 { reading.update(parsed.count) }
+                    parsed.append(try ParsedChange(line: line.bytes, number: line.number, schema: schema))
+                }
+                reading.update(parsed.count)
+                return parsed
+            }()
             guard !parsed.isEmpty else {
                 throw ChronicleError(.misuse, "no changes given: \(input ?? "standard input") holds no JSON lines (one change per line)")
             }
             let opened = try await device.open(schema: schema)
             let store = opened.store
             let generated = GeneratedIDs()
-            let (inserted, saved) = try await ParsedChange.locatingErrors(parsed, generated) { try await store.writeReporting { tx -> [RecordID] in
+            let total = parsed.count
+            let applying = ProgressLine("save", unit: "changes", total: total)
+            defer { applying.finish() }
+            let (inserted, saved) = try await ParsedChange.locatingErrors(parsed, generated) { try await store.writeReporting({ tx -> [RecordID] in
                 var ids: [RecordID] = []
                 for change in parsed {
                     switch change.kind {
@@ -63,7 +80,8 @@ struct Save: AsyncParsableCommand {
                     }
                 }
                 return ids
-            } }
+            }, progress: { applied, _ in applying.update(applied, note: applied == total ? "committing" : "") }) }
+            applying.finish()
             // The sequence this save committed as (nil: the input changed nothing).
             let sequence = saved?.sequence ?? 0
             try await opened.close()

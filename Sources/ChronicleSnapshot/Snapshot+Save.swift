@@ -28,11 +28,20 @@ extension Snapshot {
     ///   than `maxBodyBytes`, which every reader refuses; nothing is written then.
     ///   A full disk is ``ChronicleError/Code/diskFull``.
     /// - Precondition: `changes` is not empty.
+    ///
+    /// `progress`, if given, is told how many of the changes are applied
+    /// (and of how many) every ``progressInterval`` changes, and once more
+    /// when all of them are, before the commit.
     package func save(_ changes: [Change], physicalMilliseconds: UInt64,
-                     maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes) throws -> SaveResult {
+                      maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes,
+                      progress: ((_ applied: Int, _ of: Int) -> Void)? = nil) throws -> SaveResult {
         precondition(!changes.isEmpty, "Snapshot.save needs at least one change")
-        return try save(physicalMilliseconds: physicalMilliseconds, maxBodyBytes: maxBodyBytes, building: { _ in changes })!
+        return try save(physicalMilliseconds: physicalMilliseconds, maxBodyBytes: maxBodyBytes,
+                        building: { _ in (changes, nil) }, progress: progress)!
     }
+
+    /// How many changes a save applies between two reports of its progress.
+    package static let progressInterval = 1_024
 
     /// Like ``save(_:physicalMilliseconds:maxBodyBytes:)``, with the changes
     /// made by `building` inside the save's own SQLite transaction: what it
@@ -57,7 +66,8 @@ extension Snapshot {
     /// checks and merge of an insert change.
     package func save(physicalMilliseconds: UInt64, maxBodyBytes: Int = DecodingLimits.defaultMaxBodyBytes,
                       building: (Database) throws -> (changes: [Change], inserts: InsertBatch?),
-                      finish: (Database) throws -> Void = { _ in }) throws -> SaveResult? {
+                      finish: (Database) throws -> Void = { _ in },
+                      progress: ((_ applied: Int, _ of: Int) -> Void)? = nil) throws -> SaveResult? {
         do {
             return try pool.write { db -> SaveResult? in
                 var (changes, batch) = try building(db)
@@ -111,7 +121,8 @@ extension Snapshot {
                         if try db.first(entitySQL[e].exists, { $0.bind(change.recordID) }, read: { _ in true }) ?? false { visibleBefore.insert(change.recordID) }
                     }
                 }
-                for change in changes {
+                for (n, change) in changes.enumerated() {
+                    if let progress, n % Self.progressInterval == 0 { progress(n, changes.count) }
                     let (entity, values, complete, keysFree): (Int, [(field: Int, value: Value)], Change, Bool)
                     do {
                         (entity, values, complete, keysFree) = try validate(change, inserted: inserted, db, engine: engine,
@@ -153,6 +164,7 @@ extension Snapshot {
                         normalized.append(Change(change.kind, entity: complete.entity, recordID: id, values: complete.values))
                     }
                 }
+                progress?(changes.count, changes.count)
                 if freesKeys { try checkKeysAfterSave(keyed, deleted: deleted, engine: engine, db) }
                 for (change, entity) in invisible where try !isVisible(change, entity: entity, db) {
                     throw ChronicleError(.recordNotFound, "\(schema.entities[entity].name) \(change.recordID) would not be visible after this save (a cascade reference to a missing record?)")
@@ -464,7 +476,7 @@ extension Snapshot {
             let sql = "SELECT id FROM \(quoted(entity.name)) WHERE \(conditions.joined(separator: " AND ")) AND id != ? LIMIT 1"
             if let existing = try RecordID.fetchOne(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments)) {
                 throw ChronicleError(.uniqueViolation, "\(entity.name) \(existing) already has \(named.joined(separator: " and ")); "
-                    + "\(key.count == 1 ? "\(key[0]) is" : "(\(key.joined(separator: ", "))) are") unique, so \(change.recordID) cannot have it too")
+                    + "\(key.count == 1 ? "\(key[0]) is" : "(\(key.joined(separator: ", "))) are") unique, so the \(change.kind == .insert ? "new" : "updated") \(entity.name) \(change.recordID) cannot have it too")
             }
         }
     }

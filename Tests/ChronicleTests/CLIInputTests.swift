@@ -45,6 +45,27 @@ struct CLIInputTests {
         #"{"op": "insert", "entity": "Item", "values": {"title": "\#(title)"}}"#
     }
 
+    // MARK: Progress
+
+    /// A save reports its progress on standard error, reading the lines
+    /// and applying the changes: piped, as plain lines (here every step, as
+    /// `CHRONICLE_PROGRESS_SECONDS=0` asks); a save that ends sooner than the
+    /// first report prints nothing there.
+    @Test func aSaveReportsItsProgressOnStandardError() throws {
+        let count = 5_000
+        let input = (0..<count).map { Self.insert("item \($0)") }.joined(separator: "\n") + "\n"
+        let run = try CLIErrorTests.run(["save"] + device(), input: input, environment: ["CHRONICLE_PROGRESS_SECONDS": "0"])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(String(decoding: run.stdout, as: UTF8.self).split(separator: "\n").count == 1 + count, "the sequence, then each inserted ID")
+        #expect(run.stderr.contains("save: reading: 4096/\(count) lines"), "\(run.stderr)")
+        #expect(run.stderr.contains("save: reading: \(count)/\(count) lines"), "\(run.stderr)")
+        #expect(run.stderr.contains("save: 1024/\(count) changes"), "\(run.stderr)")
+        #expect(run.stderr.contains("save: \(count)/\(count) changes") && run.stderr.contains("committing"), "\(run.stderr)")
+        #expect(!run.stderr.contains("\r"), "piped: no carriage return")
+        let quiet = try CLIErrorTests.run(["save"] + device(), input: Self.insert("one more") + "\n")
+        #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+    }
+
     // MARK: Bytes
 
     /// Regression: a save line that was not UTF-8 was decoded lossily (the
