@@ -68,29 +68,52 @@ extension Snapshot {
         return result
     }
 
+    /// The largest log body (uncompressed) whose savepoint keeps the pages
+    /// it changes in memory (see ``write(_:whole:into:)``).
+    static let inMemorySavepointBodyBytes = 256 << 10
+
     private func write(_ logs: [(log: VerifiedLog, name: String)], whole: Set<String>, into result: inout BatchOutcome) throws {
-        try pool.write { db in
-            for (index, (log, name)) in logs.enumerated() {
-                do {
-                    var outcome = ApplyOutcome.alreadyApplied
-                    try db.inSavepoint {
-                        outcome = try applyOne(log, name: name, whole: whole.contains(name), db)
-                        return .commit
-                    }
-                    result.outcomes.append(outcome)
-                    if case .gap = outcome { break }
-                } catch {
-                    result.failure = (index, ChronicleError.sqlite(error, .applyFailed, "applying \(name) failed; nothing of it was applied"))
-                    break
+        // A savepoint keeps the earlier version of every page its log
+        // changes, to roll the log back alone. SQLite keeps that in memory
+        // up to 64 KiB and in a temporary file past it, which a log of a
+        // hundred changes of a large store passes: each log then wrote its
+        // pages to that file, a fifth of a replay's time. In memory, the
+        // copy is dropped when the log's savepoint is released, so it holds
+        // one log's pages at most: kept there for logs up to 256 KiB
+        // (thousands of changes); a batch holding a larger one keeps the
+        // file, so that no log can make the process hold a large part of
+        // the store in memory.
+        let inMemory = logs.allSatisfy { $0.log.body.count <= Self.inMemorySavepointBodyBytes }
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: inMemory ? "PRAGMA temp_store = MEMORY" : "PRAGMA temp_store = DEFAULT")
+            try db.inTransaction {
+                try write(logs, whole: whole, into: &result, db)
+                return .commit
+            }
+        }
+    }
+
+    private func write(_ logs: [(log: VerifiedLog, name: String)], whole: Set<String>, into result: inout BatchOutcome, _ db: Database) throws {
+        for (index, (log, name)) in logs.enumerated() {
+            do {
+                var outcome = ApplyOutcome.alreadyApplied
+                try db.inSavepoint {
+                    outcome = try applyOne(log, name: name, whole: whole.contains(name), db)
+                    return .commit
                 }
+                result.outcomes.append(outcome)
+                if case .gap = outcome { break }
+            } catch {
+                result.failure = (index, ChronicleError.sqlite(error, .applyFailed, "applying \(name) failed; nothing of it was applied"))
+                break
             }
-            let events = result.outcomes.flatMap { outcome -> [RecordEvent] in
-                if case .applied(_, let events) = outcome { events } else { [] }
-            }
-            try notifyObservers(of: events, db)
-            if result.outcomes.contains(where: { if case .applied = $0 { true } else { false } }) {
-                try crashInjector?.check(.importBeforeCommit)
-            }
+        }
+        let events = result.outcomes.flatMap { outcome -> [RecordEvent] in
+            if case .applied(_, let events) = outcome { events } else { [] }
+        }
+        try notifyObservers(of: events, db)
+        if result.outcomes.contains(where: { if case .applied = $0 { true } else { false } }) {
+            try crashInjector?.check(.importBeforeCommit)
         }
     }
 

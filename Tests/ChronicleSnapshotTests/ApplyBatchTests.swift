@@ -1,6 +1,7 @@
 import ChronicleCore
-import ChronicleSnapshot
+@testable import ChronicleSnapshot
 import Foundation
+import GRDB
 import Testing
 
 /// Batches of logs share one SQLite transaction, but each log stays all or
@@ -53,6 +54,47 @@ import Testing
             Issue.record("the second log should apply: \(again.outcomes[1])")
         }
         #expect(try snapshot.recordCounts()["Item"] == 3)
+    }
+
+    /// A log that fails after writing many pages is rolled back alone,
+    /// whether its savepoint kept the pages it changed in memory (a log of
+    /// up to 256 KiB) or in a temporary file (a larger one): the logs
+    /// before it in the batch stay, the store's pages are whole, and the
+    /// log applies once it is right.
+    @Test(arguments: [300, 12_000])
+    func aLogThatFailsAfterWritingManyPagesIsRolledBackAlone(inserts: Int) throws {
+        let (snapshot, dir) = try Self.snapshot()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let padding = String(repeating: "x", count: 40)
+        // Pages for the failing log to change.
+        _ = try snapshot.apply([(try Self.log(device: 3, sequence: 1, names: (0..<2_000).map { "earlier \($0) \(padding)" }), "earlier")])
+        let good = try Self.log(device: 2, sequence: 1, names: ["kept"])
+        var ids = RecordIDGenerator(seed: 99)
+        var changes = (0..<inserts).map { i in
+            Change(.insert, entity: "Item", recordID: ids.next(milliseconds: 1_700_000_000_000), values: [FieldValue("name", .string("new \(i) \(padding)"))])
+        }
+        let valid = changes
+        // Last, a record the snapshot refuses (a trigger stands in for any
+        // failure while a log applies): the log fails there.
+        changes.append(Change(.insert, entity: "Item", recordID: ids.next(milliseconds: 1_700_000_000_000), values: [FieldValue("name", .string("boom"))]))
+        try snapshot.pool.write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse BEFORE INSERT ON \(SnapshotTables.rows("Item").quotedDatabaseIdentifier) WHEN NEW.name = 'boom' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+        }
+        func log(_ changes: [Change]) throws -> VerifiedLog {
+            let t = Transaction(deviceID: DeviceID(index: 2), sequence: 2, clock: HybridTimestamp(milliseconds: 1_700_000_000_002, counter: 0),
+                                schemaHash: Self.schema.hash, changes: changes)
+            return try LogDecoder(schema: Self.schema).open(try LogEncoder(storeID: Self.store).encode([t]))
+        }
+        let failing = try log(changes)
+        #expect((failing.body.count > Snapshot.inMemorySavepointBodyBytes) == (inserts > 1_000), "\(failing.body.count) bytes")
+        let result = try snapshot.apply([(good, "good"), (failing, "failing")])
+        #expect(result.outcomes.count == 1 && result.failure?.index == 1, "\(result)")
+        #expect(try snapshot.recordCounts()["Item"] == 2_001)
+        #expect(try snapshot.vector()[DeviceID(index: 2)] == 1)
+        #expect(try snapshot.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") } == ["ok"])
+        let fixed = try snapshot.apply([(try log(valid), "fixed")])
+        #expect(fixed.failure == nil && fixed.outcomes.count == 1)
+        #expect(try snapshot.recordCounts()["Item"] == 2_001 + inserts)
     }
 
     @Test func aGapStopsTheBatch() throws {
