@@ -83,9 +83,17 @@ extension Snapshot {
         // (thousands of changes); a batch holding a larger one keeps the
         // file, so that no log can make the process hold a large part of
         // the store in memory.
+        // Only for the batch: the setting also keeps SQLite's other
+        // temporary data in memory (the sorts of an index built when a
+        // store upgrades, say), which must not be.
         let inMemory = logs.allSatisfy { $0.log.body.count <= Self.inMemorySavepointBodyBytes }
         try pool.writeWithoutTransaction { db in
-            try db.execute(sql: inMemory ? "PRAGMA temp_store = MEMORY" : "PRAGMA temp_store = DEFAULT")
+            if inMemory { try db.execute(sql: "PRAGMA temp_store = MEMORY") }
+            defer {
+                // Outside a transaction, as here, the setting cannot fail
+                // to change back.
+                if inMemory { try? db.execute(sql: "PRAGMA temp_store = DEFAULT") }
+            }
             try db.inTransaction {
                 try write(logs, whole: whole, into: &result, db)
                 return .commit

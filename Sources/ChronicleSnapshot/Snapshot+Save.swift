@@ -43,7 +43,7 @@ extension Snapshot {
     /// How many changes a save applies between two reports of its progress.
     package static let progressInterval = 1_024
 
-    /// Like ``save(_:physicalMilliseconds:maxBodyBytes:)``, with the changes
+    /// Like ``save(_:physicalMilliseconds:maxBodyBytes:progress:)``, with the changes
     /// made by `building` inside the save's own SQLite transaction: what it
     /// reads on `db` is what the save applies to, with no other commit in
     /// between (a sync's import included). `finish` runs on `db` after the

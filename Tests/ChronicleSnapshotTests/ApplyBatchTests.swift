@@ -92,6 +92,8 @@ import Testing
         #expect(try snapshot.recordCounts()["Item"] == 2_001)
         #expect(try snapshot.vector()[DeviceID(index: 2)] == 1)
         #expect(try snapshot.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") } == ["ok"])
+        // The writer's other temporary data (sorts, say) is back on disk.
+        #expect(try snapshot.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA temp_store") } == 0)
         let fixed = try snapshot.apply([(try log(valid), "fixed")])
         #expect(fixed.failure == nil && fixed.outcomes.count == 1)
         #expect(try snapshot.recordCounts()["Item"] == 2_001 + inserts)
