@@ -170,7 +170,7 @@ let package = Package(
         .testTarget(
             name: "ChronicleTests",
             dependencies: [
-                "Chronicle", "ChronicleCore", "ChronicleContainer", "ChronicleSnapshot", "ChronicleTestSupport", "CSyncCountingVFS",
+                "Chronicle", "ChronicleCore", "ChronicleContainer", "ChronicleSnapshot", "ChronicleTestSupport", "CSyncCountingVFS", "ChronicleCLI",
                 .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -215,6 +215,12 @@ struct OpenDevice {
     let manager: StoreManager
     let store: Store
 
+    /// The container, when it could not be reached and the device works
+    /// offline (a device folder used before, see `openManager`).
+    var unreachable: UnreachableContainer? {
+        manager.configuration.store.container as? UnreachableContainer
+    }
+
     /// Closes the store and lets go of the device folder.
     func close() async throws {
         try await manager.close()

@@ -99,7 +99,7 @@ struct HealthCommand: AsyncParsableCommand {
             """)
 
     @OptionGroup var device: DeviceOptions
-    @OptionGroup(title: "Health timings (give the ones `chronicle sync` runs with: the waits and deadlines shown are counted with these)")
+    @OptionGroup(title: "Health timings (give the ones sync runs with: the waits and deadlines shown are counted with these)")
     var timings: HealthOptions
     @OptionGroup var output: OutputOptions
 

@@ -65,15 +65,17 @@ final class ProgressLine: Sendable {
     }
 
     /// Records that `done` units are done (with an optional note, such as
-    /// "2 failed"), and reports if the last report is old enough.
-    func update(_ done: Int, total: Int? = nil, note: String = "") {
+    /// "2 failed"), and reports if the last report is old enough, or at
+    /// once with `now` (a phase that starts, such as a commit) if anything
+    /// was reported before.
+    func update(_ done: Int, total: Int? = nil, note: String = "", now immediately: Bool = false) {
         let now = ContinuousClock.now
         let text: String? = state.withLock { s in
             guard !s.finished else { return nil }
             s.done = done
             if let total { s.total = total }
             s.note = note
-            guard now - (s.lastReport ?? start) >= interval else { return nil }
+            guard now - (s.lastReport ?? start) >= interval || (immediately && s.printed) else { return nil }
             // The same line again says nothing new.
             if s.shown == done && s.shownNote == note { return nil }
             s.lastReport = now

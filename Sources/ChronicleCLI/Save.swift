@@ -63,6 +63,11 @@ struct Save: AsyncParsableCommand {
             }
             let opened = try await device.open(schema: schema)
             let store = opened.store
+            if let unreachable = opened.unreachable {
+                // The save is made, as an app's would be offline; a mistyped
+                // --container must not pass unnoticed, though.
+                FileHandle.standardError.write(Data("chronicle: warning: the container \(unreachable.location) cannot be reached: \(unreachable.why); this save stays on this device until a sync reaches the container\n".utf8))
+            }
             let generated = GeneratedIDs()
             let total = parsed.count
             let applying = ProgressLine("save", unit: "changes", total: total)
@@ -80,7 +85,11 @@ struct Save: AsyncParsableCommand {
                     }
                 }
                 return ids
-            }, progress: { applied, _ in applying.update(applied, note: applied == total ? "committing" : "") }) }
+            }, progress: { applied, _ in
+                // The commit that follows the last change is a phase of its
+                // own: said when it starts, not at the next report.
+                if applied == total { applying.update(applied, note: "committing", now: true) } else { applying.update(applied) }
+            }) }
             applying.finish()
             // The sequence this save committed as (nil: the input changed nothing).
             let sequence = saved?.sequence ?? 0
@@ -257,8 +266,23 @@ struct ParsedChange {
             // the one that cannot have it last: the change at fault is the latter's.
             guard let place = (error.code == .recordExists ? secondInsert(in: changes, of: error.message) : nil)
                     ?? firstMention(in: changes, generated, of: error.message, lastIDFirst: error.code == .uniqueViolation) else { throw error }
-            throw ChronicleError(error.code, "\(place): \(error.message)", underlying: error)
+            var message = error.message
+            if error.code == .uniqueViolation {
+                // The record that has the key may be one this input
+                // inserts too: say where, since it is no record yet.
+                let ids = message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) }
+                var named: Set<RecordID> = []
+                for id in ids.dropLast() where named.insert(id).inserted {
+                    if let line = insertLine(of: id, in: changes, generated) { message += " (\(id) is inserted by line \(line) of this input)" }
+                }
+            }
+            throw ChronicleError(error.code, "\(place): \(message)", underlying: error)
         }
+    }
+
+    /// The line of the input that inserts `id`, if one does.
+    static func insertLine(of id: RecordID, in changes: [ParsedChange], _ generated: GeneratedIDs) -> Int? {
+        generated.line(of: id) ?? changes.first { $0.kind == .insert && $0.id == id }?.number
     }
 
     /// "line 3, column 40" where a record ID in `message` first appears in

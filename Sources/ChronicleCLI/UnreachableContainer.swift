@@ -15,9 +15,13 @@ struct UnreachableContainer: Container {
     var capabilities: ContainerCapabilities { ContainerCapabilities(reliableExclusiveCreate: false) }
 
     private func fail() -> ChronicleError {
-        let why = reason.code == .notFound ? "it is not there (moved away, or a share that is not mounted)" : reason.message
-        return ChronicleError(.unavailable, "the container \(location) cannot be reached: \(why); this device's saves wait until it is back",
-                              underlying: reason)
+        ChronicleError(.unavailable, "the container \(location) cannot be reached: \(why); this device's saves wait until it is back",
+                       underlying: reason)
+    }
+
+    /// Why it cannot be reached, in words.
+    var why: String {
+        reason.code == .notFound ? "it is not there (moved away, or a share that is not mounted)" : reason.message
     }
 
     func put(_ name: ContainerName, _ bytes: [UInt8]) async throws { throw fail() }

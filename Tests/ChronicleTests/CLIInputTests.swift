@@ -1,6 +1,8 @@
 import ChronicleTestSupport
 import Foundation
+import Synchronization
 import Testing
+@testable import ChronicleCLI
 
 #if canImport(Glibc)
 import Glibc
@@ -64,6 +66,28 @@ struct CLIInputTests {
         #expect(!run.stderr.contains("\r"), "piped: no carriage return")
         let quiet = try CLIErrorTests.run(["save"] + device(), input: Self.insert("one more") + "\n")
         #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+    }
+
+    /// Regression: a save's commit ("committing") was reported only after
+    /// it ended, held back by the least time between reports, while the
+    /// line showed a count short of the total. A phase that starts is
+    /// reported at once once anything was; other reports wait their turn.
+    @Test func aPhaseThatStartsIsReportedAtOnce() async throws {
+        let lines = LinesWritten()
+        let progress = ProgressLine("save", unit: "changes", total: 10, terminal: false,
+                                    environment: [ProgressLine.variable: "0.3"], write: { lines.append($0) })
+        progress.update(1, note: "committing", now: true)
+        #expect(lines.all.isEmpty, "nothing reported before: a quick save stays quiet")
+        try await Task.sleep(for: .milliseconds(350))
+        progress.update(5)
+        progress.update(6)
+        progress.update(10, note: "committing", now: true)
+        // 6 waited its turn; the commit did not wait for the end.
+        #expect(lines.all.count == 2, "\(lines.all)")
+        progress.finish()
+        #expect(lines.all.count == 2, "the end says nothing new: \(lines.all)")
+        #expect(lines.all.first?.hasPrefix("save: 5/10 changes") == true, "\(lines.all)")
+        #expect(lines.all.last?.hasPrefix("save: 10/10 changes") == true && lines.all.last?.hasSuffix("committing\n") == true, "\(lines.all)")
     }
 
     // MARK: Bytes
@@ -195,6 +219,10 @@ struct CLIInputTests {
         let input = ["a", "b", "a"].map { #"{"op": "insert", "entity": "Tag", "values": {"name": "\#($0)"}}"# }.joined(separator: "\n")
         let run = try CLIErrorTests.run(["save"] + device(schema: "tag.json"), input: input)
         #expect(run.status == 1 && run.stderr.contains("uniqueViolation: line 3, column 1: Tag"), "\(run.stderr)")
+        // The record that has the key is no record yet: the line that
+        // inserts it is named too.
+        #expect(run.stderr.contains("is inserted by line 1 of this input)"), "\(run.stderr)")
+        #expect(!run.stderr.contains("by line 3"), "the refused record is not named as the one holding the key: \(run.stderr)")
     }
 
     /// Regression: with its container moved away (a share not mounted), a
@@ -207,7 +235,9 @@ struct CLIInputTests {
         #expect(try CLIErrorTests.run(["sync"] + device()).status == 0)
         let away = root.appendingPathComponent("container.away")
         try FileManager.default.moveItem(atPath: container, toPath: away.path)
-        #expect(try CLIErrorTests.run(["save"] + device(), input: Self.insert("offline")).status == 0)
+        let saved = try CLIErrorTests.run(["save"] + device(), input: Self.insert("offline"))
+        // Saved, and said: a mistyped --container looks the same.
+        #expect(saved.status == 0 && saved.stderr.contains("warning: the container \(container) cannot be reached: it is not there"), "\(saved.stderr)")
         let offline = try CLIErrorTests.run(["sync"] + device())
         #expect(offline.status == 3 && offline.stderr.contains("unavailable: the container \(container) cannot be reached"), "\(offline.stderr)")
         let fresh = try CLIErrorTests.run(["save"] + device("b"), input: Self.insert("nowhere"))
@@ -384,4 +414,11 @@ struct CLILoggingTests {
         #expect(variable.status == 2 && variable.stderr.contains("CHRONICLE_LOG=loud is not a log level"), "\(variable.stderr)")
         #expect(!FileManager.default.fileExists(atPath: inputs.path("a")), "bad usage made the device folder")
     }
+}
+
+/// What a ``ProgressLine`` wrote, in order.
+final class LinesWritten: Sendable {
+    private let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
 }
