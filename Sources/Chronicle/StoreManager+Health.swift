@@ -208,6 +208,14 @@ extension StoreManager {
         currentRecord.map { ($0.status, $0.store) }
     }
 
+    /// The logs the scrub found damaged or missing in the container that
+    /// are not back yet, with when each was first found, oldest first,
+    /// from the manager's record (no container read; see
+    /// ``Health/storeDamage``).
+    package var storeDamageFound: [(blob: String, since: UInt64)] {
+        (currentRecord?.scrubbed ?? [:]).map { (blob: $0.key, since: $0.value) }.sorted { ($0.since, $0.blob) < ($1.since, $1.blob) }
+    }
+
     /// The record, as of the loaded cloud store: a store loaded since the
     /// last judgement is still being checked.
     private var currentRecord: HealthRecord? {

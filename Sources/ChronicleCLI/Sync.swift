@@ -95,6 +95,14 @@ struct Sync: AsyncParsableCommand {
                 waitLines.append("health: unhealthy since \(millisecondsText(first.since)); if \(first.blob.split(separator: "/").last ?? "") still fails "
                                  + "after \(millisecondsText(due)) (the repair wait), a sync builds this device's copy again, then marks the store corrupted")
             }
+            // What the scrub found that a device that joins could not
+            // import, though this device holds it: said at every sync until
+            // it is back (the device stays healthy meanwhile).
+            let damage = await manager.storeDamageFound
+            for found in damage {
+                waitLines.append("store damage: \(found.blob) is \(found.blob.contains(" sequence ") ? "missing" : "damaged") in the container since \(millisecondsText(found.since)); "
+                                 + "a device that joins could not import it; see `chronicle health`")
+            }
             try await manager.close()
             let healthLines = await events.lines
             let cloudEnabled = await manager.cloudEnabled
@@ -127,6 +135,7 @@ struct Sync: AsyncParsableCommand {
                 "status": .string(report.status.rawValue),
                 "health": .array(healthLines.map { .string($0) }),
                 "healthStatus": healthStatus.map { .string($0.rawValue) } ?? .null,
+                "storeDamage": .array(damage.map { .string($0.blob) }),
                 "device": .string(deviceID.description),
                 "uploadedLogs": .int(Int64(report.uploadedLogs)),
                 "repairedLogs": .array(report.repairedLogs.map { .string($0.rawValue) }),

@@ -92,6 +92,33 @@ struct CLIDataSafetyTests {
     /// files) by mistake refuses it: made a container, the device could no
     /// longer save or sync. Commands that read a container name the device
     /// folder for what it is, and do not suggest `init` there.
+    /// Regression: with a device's logs gone from the container (a sync
+    /// service that dropped the files for a while), another device's sync
+    /// said it was up to date, and only `health` told of the damage. Every
+    /// sync now says it, as text and as `storeDamage` in JSON, until the
+    /// files are back.
+    @Test func syncSaysWhatTheScrubFoundUntilItIsBack() throws {
+        let w = try Workspace()
+        try w.save("a", "kept")
+        #expect(try w.run("sync", "a").status == 0)
+        #expect(try w.run("sync", "b").status == 0)
+        #expect(try w.titles("b") == ["kept"])
+        // a's logs (b saved nothing): the folder of its device under the store's logs.
+        let log = try #require(try FileManager.default.subpathsOfDirectory(atPath: w.container + "/blobs").first { $0.hasSuffix(".chlog") })
+        let parts = log.split(separator: "/")
+        let logsAt = try #require(parts.firstIndex(of: "logs"))
+        let aLogs = URL(fileURLWithPath: w.container + "/blobs/" + parts[...(logsAt + 1)].joined(separator: "/"))
+        let aside = w.root.appendingPathComponent("aside")
+        try FileManager.default.moveItem(at: aLogs, to: aside)
+        let missing = try w.run("sync", "b")
+        #expect(missing.status == 0 && missing.stdout.contains("store damage: ") && missing.stdout.contains("is missing in the container"), "\(missing.stdout)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(try w.run("sync", "b", ["--json"]).stdout.utf8)) as? [String: Any])
+        #expect((json["storeDamage"] as? [String])?.count == 1, "\(json)")
+        try FileManager.default.moveItem(at: aside, to: aLogs)
+        let back = try w.run("sync", "b")
+        #expect(back.status == 0 && !back.stdout.contains("store damage"), "\(back.stdout)")
+    }
+
     @Test func initRefusesADeviceFolderAndAFolderOfOtherFiles() throws {
         let w = try Workspace()
         defer { try? FileManager.default.removeItem(at: w.root) }
