@@ -88,7 +88,7 @@ struct ScenarioBench: AsyncParsableCommand {
             defer { try? FileManager.default.removeItem(at: directory) }
             let quiet = output.json
             let bench = MacroBench(scale: scale, directory: directory, progress: { ProgressLine($0, unit: $1, total: $2) }) { line in
-                if !quiet { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+                if !quiet { StandardStreams.error(line + "\n") }
             }
             let clock = ContinuousClock()
             let start = clock.now

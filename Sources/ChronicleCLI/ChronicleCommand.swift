@@ -34,7 +34,13 @@ struct ChronicleCommand: AsyncParsableCommand {
     /// Parses and runs a command like ArgumentParser's own entry point, but
     /// with the exit status the help documents for bad usage (2, where
     /// ArgumentParser uses 64), and bad usage as JSON under `--json`.
+    ///
+    /// SIGPIPE is ignored: a pipe that nobody reads any more (standard
+    /// error closed under a save, say) makes a write fail, which
+    /// ``StandardStreams`` passes over, instead of ending the process in
+    /// the middle of its work.
     static func main() async {
+        signal(SIGPIPE, SIG_IGN)
         var arguments = Array(CommandLine.arguments.dropFirst())
         // The command that was parsed, once it was: bad usage found while it
         // runs shows its usage.
@@ -99,7 +105,7 @@ struct ChronicleCommand: AsyncParsableCommand {
         }
         guard code == .validationFailure else {
             let text = fullMessage(for: error)
-            if !text.isEmpty { FileHandle.standardError.write(Data((text + "\n").utf8)) }
+            if !text.isEmpty { StandardStreams.error(text + "\n") }
             return code.rawValue
         }
         if json {
@@ -108,7 +114,7 @@ struct ChronicleCommand: AsyncParsableCommand {
             // Bad usage found while running (a query that writes): the
             // usage of the command that ran, not of `chronicle` itself.
             let text = parsedCommand.map { "Error: \(message(for: error))\nUsage: chronicle \($0.usageString())" }
-            FileHandle.standardError.write(Data(((text ?? fullMessage(for: error)) + "\n").utf8))
+            StandardStreams.error((text ?? fullMessage(for: error)) + "\n")
         }
         return usageExitCode
     }
@@ -239,7 +245,7 @@ struct OutputOptions: ParsableArguments {
         if json {
             Swift.print(JSONText.pretty(value))
         } else {
-            FileHandle.standardError.write(Data("\(oneLine(text))\n".utf8))
+            StandardStreams.error("\(oneLine(text))\n")
         }
         throw ExitCode(130)
     }
@@ -267,7 +273,7 @@ func reportingErrors(_ output: OutputOptions?, unavailableExit: Int32? = nil, _ 
         if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string(error.code.name), "message": .string(error.message)])])))
         } else {
-            FileHandle.standardError.write(Data("chronicle: \(error.code): \(oneLine(error.message))\n".utf8))
+            StandardStreams.error("chronicle: \(error.code): \(oneLine(error.message))\n")
         }
         // The container not answering: another run later may succeed.
         if let unavailableExit, error.code == .unavailable { throw ExitCode(unavailableExit) }
@@ -278,7 +284,7 @@ func reportingErrors(_ output: OutputOptions?, unavailableExit: Int32? = nil, _ 
         if json {
             print(JSONText.pretty(.object(["error": .object(["code": .string("error"), "message": .string("\(error)")])])))
         } else {
-            FileHandle.standardError.write(Data("chronicle: \(oneLine("\(error)"))\n".utf8))
+            StandardStreams.error("chronicle: \(oneLine("\(error)"))\n")
         }
         throw ExitCode.failure
     }

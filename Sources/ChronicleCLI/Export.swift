@@ -136,7 +136,7 @@ struct ExportLogs: AsyncParsableCommand {
                 progress.finish()
                 await source.shutdown()
                 if isInterruption(error) {
-                    FileHandle.standardError.write(Data("export-logs: interrupted; nothing was written\n".utf8))
+                    StandardStreams.error("export-logs: interrupted; nothing was written\n")
                     throw ExitCode(130)
                 }
                 throw error

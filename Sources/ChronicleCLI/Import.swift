@@ -66,13 +66,13 @@ struct Import: AsyncParsableCommand {
             // shows no batch yet is not taken for a hung one.
             let announced = bytes.count >= Self.announcedFeedBytes
             if announced {
-                FileHandle.standardError.write(Data("import: reading \(feed == "-" ? "standard input" : oneLine(feed)) (\(Self.megabytes(bytes.count)))\n".utf8))
+                StandardStreams.error("import: reading \(feed == "-" ? "standard input" : oneLine(feed)) (\(Self.megabytes(bytes.count)))\n")
             }
             let parsed = try GeoJSONFeed(data: Data(bytes))
             let items = parsed.items(for: target, requiring: upsertKey)
             if announced {
                 let seconds = (ContinuousClock.now - reading) / .seconds(1)
-                FileHandle.standardError.write(Data("import: read \(items.count) features in \(String(format: "%.1f", seconds)) s; saving them in batches of \(batchSize)\n".utf8))
+                StandardStreams.error("import: read \(items.count) features in \(String(format: "%.1f", seconds)) s; saving them in batches of \(batchSize)\n")
             }
             let options = BulkImport(entity: target.name, upsertKey: upsertKey, batchSize: batchSize, onMalformed: onMalformed)
             let progress = ProgressLine("import", unit: "features", total: items.count)
@@ -195,7 +195,7 @@ struct Import: AsyncParsableCommand {
             let listed = summary.malformed.count < p.skipped ? "the first \(summary.malformed.count) are listed with --json" : "all are listed with --json"
             warnings += "import: … and \(p.skipped - shown) more skipped (\(listed))\n"
         }
-        if !warnings.isEmpty { FileHandle.standardError.write(Data(warnings.utf8)) }
+        if !warnings.isEmpty { StandardStreams.error(warnings) }
         guard !summary.cancelled else { return }
         let folded = p.folded > 0 ? ", \(p.folded) folded into an earlier feature of their batch with the same key" : ""
         let batches = "in \(p.batches) saved batch\(p.batches == 1 ? "" : "es")"
@@ -260,7 +260,7 @@ struct SampleFeed: AsyncParsableCommand {
             if let output {
                 try write(feed, to: output)
             } else {
-                FileHandle.standardOutput.write(feed)
+                StandardStreams.output(feed)
             }
             if json, let output {
                 var summary: [String: JSONValue] = ["output": .string(output), "bytes": .int(Int64(feed.count)), "seed": .string(String(seed)),

@@ -18,7 +18,7 @@ enum OutputFile {
     /// break after it.
     static func write(_ data: Data, to path: String?) throws(ChronicleError) {
         guard let path else {
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            StandardStreams.output(data + Data("\n".utf8))
             return
         }
         try write(data, to: path)

@@ -50,7 +50,7 @@ struct PostgresBench: AsyncParsableCommand {
             (scenarios.deviceSaves, scenarios.records, scenarios.only) = (deviceSaves, records, only)
             let quiet = output.json
             let (json, text) = try await scenarios.run(logger: CLILogging.logger) { line in
-                if !quiet { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+                if !quiet { StandardStreams.error(line + "\n") }
             }
             output.print(json, text: text)
         }

@@ -38,7 +38,7 @@ final class ProgressLine: Sendable {
     init(_ label: String, unit: String, total: Int? = nil, start: ContinuousClock.Instant = .now,
          terminal: Bool = isatty(STDERR_FILENO) != 0,
          environment: [String: String] = ProcessInfo.processInfo.environment,
-         write: @escaping @Sendable (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) }) {
+         write: @escaping @Sendable (String) -> Void = { StandardStreams.error($0) }) {
         self.label = label
         self.unit = unit
         self.start = start

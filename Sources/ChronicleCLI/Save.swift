@@ -66,7 +66,7 @@ struct Save: AsyncParsableCommand {
             if let unreachable = opened.unreachable {
                 // The save is made, as an app's would be offline; a mistyped
                 // --container must not pass unnoticed, though.
-                FileHandle.standardError.write(Data("chronicle: warning: the container \(unreachable.location) cannot be reached: \(unreachable.why); this save stays on this device until a sync reaches the container\n".utf8))
+                StandardStreams.error("chronicle: warning: the container \(unreachable.location) cannot be reached: \(unreachable.why); this save stays on this device until a sync reaches the container\n")
             }
             let generated = GeneratedIDs()
             let total = parsed.count

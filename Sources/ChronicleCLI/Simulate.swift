@@ -225,7 +225,7 @@ struct Simulate: AsyncParsableCommand {
                 let summary = try await simulation.run()
                 if verbose {
                     let events = simulation.events.joined(separator: "\n") + "\n"
-                    if output.json { FileHandle.standardError.write(Data(events.utf8)) } else { print(events, terminator: "") }
+                    if output.json { StandardStreams.error(events) } else { print(events, terminator: "") }
                 }
                 summaries.append(summary)
                 if !summary.passed { failed.append(summary) }
@@ -250,7 +250,7 @@ struct Simulate: AsyncParsableCommand {
                 var lines = ["seed 0x\(String(summary.seed, radix: 16)) violated: " + summary.violations.joined(separator: "; ")]
                 if swarm || !overrides.isEmpty { lines.append("  rates: \(summary.options.rateSummary)") }
                 lines.append("  reproduce: \(reproduce(summary.seed, overrides))")
-                FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+                StandardStreams.error(lines.joined(separator: "\n") + "\n")
             }
             if !failed.isEmpty { throw ExitCode.failure }
         }
@@ -324,7 +324,7 @@ struct Simulate: AsyncParsableCommand {
                           + (result.passed ? "all invariants hold" : "VIOLATIONS: " + result.violations.prefix(5).joined(separator: "; ")))
                 }
                 if !result.passed {
-                    FileHandle.standardError.write(Data("  reproduce: \(reproduceProcesses(processes, s))\n".utf8))
+                    StandardStreams.error("  reproduce: \(reproduceProcesses(processes, s))\n")
                 }
                 progress?.update(i + 1, note: "\(results.filter { !$0.passed }.count) failed")
             }

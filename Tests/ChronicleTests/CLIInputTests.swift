@@ -66,6 +66,14 @@ struct CLIInputTests {
         #expect(!run.stderr.contains("\r"), "piped: no carriage return")
         let quiet = try CLIErrorTests.run(["save"] + device(), input: Self.insert("one more") + "\n")
         #expect(quiet.status == 0 && quiet.stderr.isEmpty, "\(quiet.stderr)")
+        // Regression: progress that could not be written (standard error on
+        // a full disk, or closed) stopped the save with a trap.
+        for redirection in ["exec 2>/dev/full", "exec 2>&-"] {
+            let blind = try CLIErrorTests.run(["save"] + device(), input: input, shellPrefix: redirection,
+                                              environment: ["CHRONICLE_PROGRESS_SECONDS": "0"])
+            #expect(blind.status == 0, "\(redirection): \(blind.status)")
+        }
+        #expect(try titles().count == 3 * count + 1)
     }
 
     /// Regression: a save's commit ("committing") was reported only after
