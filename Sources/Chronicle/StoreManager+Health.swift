@@ -465,12 +465,15 @@ extension StoreManager {
                 return
             }
             let found = findings.damaged.map(\.rawValue) + findings.replaced.map(\.rawValue)
+            let earlier = scrubbed
             for name in damagedBefore where !found.contains(name) { scrubbed[name] = nil }
             // A missing log that is back ends its finding: if it goes
             // missing again, its owner gets the whole repair wait again.
             for name in missingBefore where !findings.missing.contains(name) { scrubbed[name] = nil }
             for name in found + findings.missing {
-                let since = scrubbed[name] ?? now
+                // A log found damaged before and missing now, or the other
+                // way round, never came back whole: its wait goes on.
+                let since = scrubbed[name] ?? Self.sameLogFoundBefore(name, in: earlier) ?? now
                 scrubbed[name] = since
                 record.scrubbedLastSeen = (record.scrubbedLastSeen ?? [:]).merging([name: now]) { _, new in new }
                 if now &- since >= health.repairWait.milliseconds, stale == nil { stale = (name, since) }
@@ -885,6 +888,18 @@ extension StoreManager {
     package static let followedLogsLimit = 128
 
     /// `followed` cut to ``followedLogsLimit`` entries, oldest first kept.
+    /// When the scrub first found the log of `finding` under its other
+    /// name (damaged or replaced: the blob's name; missing: its device and
+    /// sequence), among `earlier` findings.
+    static func sameLogFoundBefore(_ finding: String, in earlier: [String: UInt64]) -> UInt64? {
+        guard let span = Replayer.findingSpan(finding) else { return nil }
+        return earlier.compactMap { name, since -> UInt64? in
+            guard name != finding, let other = Replayer.findingSpan(name), other.device == span.device,
+                  other.sequences.overlaps(span.sequences) else { return nil }
+            return since
+        }.min()
+    }
+
     package static func bounded(_ followed: [String: UInt64]) -> [String: UInt64] {
         guard followed.count > followedLogsLimit else { return followed }
         return Dictionary(uniqueKeysWithValues: followed.sorted { ($0.value, $0.key) < ($1.value, $1.key) }.prefix(followedLogsLimit).map { ($0.key, $0.value) })

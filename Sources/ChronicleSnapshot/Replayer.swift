@@ -520,7 +520,18 @@ package struct Replayer: Sendable {
         // whatever the budget: it may hold other saves now.
         let ledger = Dictionary(applied.map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         for blob in page where ledger[blob.name.rawValue].map({ $0.bytes != blob.size }) ?? false { toRead.append(blob.name) }
-        for name in Set(toRead).union(recheck).sorted() {
+        // Sequences found missing before: a log of their device that holds
+        // them now (put back, or a sync service that brought the file
+        // back) ends the finding, once it reads back whole (it is read
+        // here, not when the pass's window reaches it).
+        var back: [ContainerName] = []
+        for words in recheckMissing where !findings.missing.contains(words) {
+            guard let (device, sequence) = Self.missingSequence(words), device != snapshot.deviceID,
+                  words.hasPrefix(ContainerLayout.logPrefix(store: snapshot.storeID, device: device) + " ") else { continue }
+            let holding = try await logs(of: device, overlapping: sequence...sequence)
+            if holding.isEmpty { findings.missing.append(words) } else { back += holding.map(\.name) }
+        }
+        for name in Set(toRead).union(recheck).union(back).sorted() {
             do {
                 let bytes = try await container.get(name, maxBytes: decoder.limits.maxLogBytes)
                 let log = try await openLearning(bytes, name: name)
@@ -541,14 +552,6 @@ package struct Replayer: Sendable {
                 findings.damaged.append(name)
             }
         }
-        // Sequences found missing before: a log of their device that holds
-        // them now (put back, or a sync service that brought the file
-        // back) ends the finding.
-        for words in recheckMissing where !findings.missing.contains(words) {
-            guard let (device, sequence) = Self.missingSequence(words), device != snapshot.deviceID,
-                  words.hasPrefix(ContainerLayout.logPrefix(store: snapshot.storeID, device: device) + " ") else { continue }
-            if try await logs(of: device, overlapping: sequence...sequence).isEmpty { findings.missing.append(words) }
-        }
         // Logs compaction removed on purpose are not missing.
         if !findings.missing.isEmpty || !findings.replaced.isEmpty, let horizon = try await compactionHorizon() {
             findings.replaced.removeAll { name in
@@ -561,6 +564,15 @@ package struct Replayer: Sendable {
         }
         findings.next = page.count < max(1, budget.listed) ? nil : page.last?.name
         return findings
+    }
+
+    /// The device and sequences of a finding of the scrub: a log's name
+    /// (damaged or replaced), or a missing log in the words of
+    /// ``ScrubFindings/missing``.
+    package static func findingSpan(_ finding: String) -> (device: DeviceID, sequences: ClosedRange<UInt64>)? {
+        if let (device, sequence) = missingSequence(finding) { return (device, sequence...sequence) }
+        guard let name = try? ContainerName(finding), let parsed = ContainerLayout.parseLog(name), parsed.first <= parsed.last else { return nil }
+        return (parsed.device, parsed.first...parsed.last)
     }
 
     /// The device and sequence of a missing log in the words of

@@ -339,6 +339,49 @@ import Testing
         try await a.close()
     }
 
+    /// Regression: a log that went from damaged to missing and back (a sync
+    /// service that keeps losing a broken file) was a new finding at each
+    /// change, its repair wait restarting, so the store was never marked
+    /// though the log never came back whole. It is one finding: marked once
+    /// the wait from the first is over.
+    @Test func aLogDamagedThenMissingThenDamagedKeepsItsFirstWait() async throws {
+        defer { try? FileManager.default.removeItem(at: root) }
+        let a = try await manager("a")
+        try await a.sync()
+        let b = try await manager("b")
+        let store = try await a.store.storeID
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        let bID = try await b.store.deviceID
+        try await b.close()
+        #expect(try damageLogs(of: bID, in: store) == 1)
+        let logs = containerURL.appendingPathComponent("blobs").appendingPathComponent(ContainerLayout.logPrefix(store: store, device: bID))
+        let aside = root.appendingPathComponent("aside")
+
+        clock.advance(byMilliseconds: 1_500)
+        try await a.sync()
+        let first = try #require(try await a.health().storeDamage.first, "the damage is found")
+        #expect(first.kind == .damagedBlob)
+        try FileManager.default.moveItem(at: logs, to: aside)
+        clock.advance(byMilliseconds: 700)
+        try await a.sync()
+        let gone = try #require(try await a.health().storeDamage.first, "then its absence")
+        #expect(gone.kind == .missingLog && gone.since == first.since, "\(gone) after \(first)")
+        try FileManager.default.moveItem(at: aside, to: logs)
+        clock.advance(byMilliseconds: 700)
+        try await a.sync()
+        let back = try #require(try await a.health().storeDamage.first, "back, still damaged: found at once")
+        #expect(back.kind == .damagedBlob && back.since == first.since, "\(back) after \(first)")
+        #expect(try await a.health().marks.isEmpty)
+        // 2.4 s after the first finding, past the 2 s repair wait.
+        clock.advance(byMilliseconds: 1_000)
+        try await a.sync()
+        let late = try await a.health()
+        #expect(!late.marks.isEmpty || late.history.contains { $0.from == store }, "marked: \(late)")
+        try await a.close()
+    }
+
     /// A copy of b's folder ran as b too. b's log, which a had applied
     /// (and a had published a baseline holding it), was lost, and the copy
     /// put its own saves under the same name. a's copy held saves no other
