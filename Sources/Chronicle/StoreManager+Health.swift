@@ -887,7 +887,6 @@ extension StoreManager {
     /// waits on.
     package static let followedLogsLimit = 128
 
-    /// `followed` cut to ``followedLogsLimit`` entries, oldest first kept.
     /// When the scrub first found the log of `finding` under its other
     /// name (damaged or replaced: the blob's name; missing: its device and
     /// sequence), among `earlier` findings.
@@ -900,6 +899,7 @@ extension StoreManager {
         }.min()
     }
 
+    /// `followed` cut to ``followedLogsLimit`` entries, oldest first kept.
     package static func bounded(_ followed: [String: UInt64]) -> [String: UInt64] {
         guard followed.count > followedLogsLimit else { return followed }
         return Dictionary(uniqueKeysWithValues: followed.sorted { ($0.value, $0.key) < ($1.value, $1.key) }.prefix(followedLogsLimit).map { ($0.key, $0.value) })
