@@ -53,6 +53,28 @@ import Testing
         }
     }
 
+    /// Regression: an integer given past the int64 range, or with a
+    /// fraction past 2^53, was stored as the nearest double's value
+    /// (-9223372036854775809 as -9223372036854775808, 12345678901234567.5
+    /// as 12345678901234568). It is refused; what reads exactly is kept.
+    @Test func integersThatWouldNotBeStoredAsWrittenAreRefused() throws {
+        let field = Field(name: "n", kind: .attribute(.int64), isOptional: false, defaultValue: nil)
+        func value(_ text: String) throws -> Value {
+            guard case .object(let members) = try JSONValue(parsing: Data(#"{"n": \#(text)}"#.utf8)), let n = members["n"] else {
+                throw ChronicleError(.malformedBody, "not an object")
+            }
+            return try Value(json: n, for: field, path: "n")
+        }
+        for text in ["-9223372036854775809", "-9223372036854775900", "9223372036854775808", "12345678901234567.5", "1e300", "9007199254740993.0"] {
+            #expect(throws: ChronicleError.self, "\(text)") { try value(text) }
+        }
+        #expect(try value("-9223372036854775808") == .int(.min))
+        #expect(try value("9223372036854775807") == .int(.max))
+        #expect(try value("412.0") == .int(412))
+        #expect(try value("4.12e2") == .int(412))
+        #expect(try value("9007199254740991.0") == .int(9_007_199_254_740_991))
+    }
+
     @Test func jsonTypeMismatchNamesThePath() {
         let field = Field(name: "pages", kind: .attribute(.int64), isOptional: false, defaultValue: nil)
         #expect {

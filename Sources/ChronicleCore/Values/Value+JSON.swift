@@ -38,7 +38,14 @@ extension Value {
             case (.string, .string(let s)): self = .string(s)
             case (.int64, .int(let i)): self = .int(i)
             case (.int64, .double(let d)):
-                // 412.0 is the integer 412; 412.5 is not an integer.
+                // 412.0 is the integer 412; 412.5 is not an integer. Past
+                // 2^53 a number read as a double may not be the one written
+                // (-9223372036854775809 reads as -2^63, 12345678901234567.5
+                // as ...568): such integers are written as digits alone,
+                // which read exactly.
+                if d.isFinite, d.magnitude >= 9_007_199_254_740_992 {
+                    throw ChronicleError(.typeMismatch, "\(path): expected an integer, found a number of magnitude 2^53 or more with a fraction or an exponent, or past the int64 range (-9223372036854775808 to 9223372036854775807), which would not be stored as written; write such an integer as digits alone")
+                }
                 guard let i = Int64(exactly: d) else {
                     if d == d.rounded(), d.isFinite {
                         throw ChronicleError(.typeMismatch, "\(path): expected an integer, found \(d), past the int64 range (-9223372036854775808 to 9223372036854775807)")
