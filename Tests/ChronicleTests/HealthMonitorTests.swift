@@ -63,6 +63,20 @@ import Testing
         return (a, c, old)
     }
 
+    /// Device b saved "b1", a imported it, and b closed for good: only the
+    /// container holds b's log for a device that joins.
+    func aAppliedALogOfADeviceThatClosed() async throws -> (a: StoreManager, store: StoreID, b: DeviceID) {
+        let a = try await manager("a")
+        try await a.sync()
+        let b = try await manager("b")
+        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
+        try await b.sync()
+        try await a.sync()
+        let bID = try await b.store.deviceID
+        try await b.close()
+        return (a, try await a.store.storeID, bID)
+    }
+
     /// a syncs past the grace period; c fails on the damaged log, waits the
     /// repair wait, rebuilds its copy, fails again and marks the store.
     func cMarksTheStore(_ a: StoreManager, _ c: StoreManager) async throws {
@@ -296,15 +310,7 @@ import Testing
     /// missing again, its owner gets the whole wait again.
     @Test func aMissingLogThatComesBackIsNoLongerReportedAndAnotherAbsenceWaitsAgain() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let a = try await manager("a")
-        try await a.sync()
-        let b = try await manager("b")
-        let store = try await a.store.storeID
-        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
-        try await b.sync()
-        try await a.sync()
-        let bID = try await b.store.deviceID
-        try await b.close()
+        let (a, store, bID) = try await aAppliedALogOfADeviceThatClosed()
         let logs = containerURL.appendingPathComponent("blobs").appendingPathComponent(ContainerLayout.logPrefix(store: store, device: bID))
         let aside = root.appendingPathComponent("aside")
         func hide() throws { try FileManager.default.moveItem(at: logs, to: aside) }
@@ -346,15 +352,7 @@ import Testing
     /// the wait from the first is over.
     @Test func aLogDamagedThenMissingThenDamagedKeepsItsFirstWait() async throws {
         defer { try? FileManager.default.removeItem(at: root) }
-        let a = try await manager("a")
-        try await a.sync()
-        let b = try await manager("b")
-        let store = try await a.store.storeID
-        try await StoreManagerTests.saveNotes(try await b.store, folder: "B", titles: ["b1"])
-        try await b.sync()
-        try await a.sync()
-        let bID = try await b.store.deviceID
-        try await b.close()
+        let (a, store, bID) = try await aAppliedALogOfADeviceThatClosed()
         #expect(try damageLogs(of: bID, in: store) == 1)
         let logs = containerURL.appendingPathComponent("blobs").appendingPathComponent(ContainerLayout.logPrefix(store: store, device: bID))
         let aside = root.appendingPathComponent("aside")
