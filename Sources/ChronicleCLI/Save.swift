@@ -270,7 +270,7 @@ struct ParsedChange {
             if error.code == .uniqueViolation {
                 // The record that has the key may be one this input
                 // inserts too: say where, since it is no record yet.
-                let ids = message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) }
+                let ids = recordIDs(in: message)
                 var named: Set<RecordID> = []
                 for id in ids.dropLast() where named.insert(id).inserted {
                     if let line = insertLine(of: id, in: changes, generated) { message += " (\(id) is inserted by line \(line) of this input)" }
@@ -278,6 +278,11 @@ struct ParsedChange {
             }
             throw ChronicleError(error.code, "\(place): \(message)", underlying: error)
         }
+    }
+
+    /// The record IDs `message` names, in order.
+    static func recordIDs(in message: String) -> [RecordID] {
+        message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) }
     }
 
     /// The line of the input that inserts `id`, if one does.
@@ -288,7 +293,7 @@ struct ParsedChange {
     /// "line 3, column 40" where a record ID in `message` first appears in
     /// the input ("line 3, column 1" for the ID an insert got), or nil.
     static func firstMention(in changes: [ParsedChange], _ generated: GeneratedIDs, of message: String, lastIDFirst: Bool = false) -> String? {
-        let ids = message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) }
+        let ids = recordIDs(in: message)
         if lastIDFirst, let last = ids.last, let place = firstMention(in: changes, generated, of: [last]) { return place }
         return firstMention(in: changes, generated, of: ids)
     }
@@ -297,7 +302,7 @@ struct ParsedChange {
     /// it (the one at fault); nil if it inserts it once (the record was
     /// there before the save: the first mention is at fault).
     static func secondInsert(in changes: [ParsedChange], of message: String) -> String? {
-        let ids = Set(message.split(whereSeparator: { !$0.isHexDigit && $0 != "-" }).compactMap { RecordID(string: String($0)) })
+        let ids = Set(recordIDs(in: message))
         var seen: Set<RecordID> = []
         for change in changes where change.kind == .insert {
             guard let id = change.id, ids.contains(id) else { continue }
